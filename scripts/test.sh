@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# scripts/test.sh: the one test command (`make test`).
+#
+# On a fresh Debian machine it installs redis-server if missing, starts redis-server
+# and a throwaway PostgreSQL cluster on free loopback ports, exports REDIS_ADDR,
+# DATABASE_URL and REDIS_SERVER, runs gofmt, go vet and go test -race -shuffle=on on
+# the root module, then vets and smoke-runs bench/ (one iteration each). Both servers
+# are stopped and their data removed on every exit path: success, failure or Ctrl-C.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'test.sh: %s\n' "$*" >&2; exit 1; }
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi; }
+
+# --- dependencies ---------------------------------------------------------------
+if ! command -v redis-server >/dev/null 2>&1; then
+  log "installing redis-server (Debian package)"
+  export DEBIAN_FRONTEND=noninteractive
+  as_root apt-get install -y -q redis-server >/dev/null 2>&1 ||
+    { as_root apt-get update -q >/dev/null && as_root apt-get install -y -q redis-server >/dev/null; } ||
+    die "cannot install redis-server"
+  # The package starts a system instance on :6379; tests never use it.
+  as_root systemctl stop redis-server >/dev/null 2>&1 || as_root service redis-server stop >/dev/null 2>&1 || true
+fi
+REDIS_SERVER=$(command -v redis-server)
+PGBIN=${PGBIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}
+[ -x "$PGBIN/initdb" ] || die "PostgreSQL server binaries not found (set PGBIN)"
+
+# --- servers --------------------------------------------------------------------
+WORK=$(mktemp -d /tmp/floodgate-test.XXXXXX)
+REDIS_PID=""
+PG_STARTED=""
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if [ -n "$REDIS_PID" ]; then kill -CONT "$REDIS_PID" 2>/dev/null || true; kill "$REDIS_PID" 2>/dev/null || true; wait "$REDIS_PID" 2>/dev/null || true; fi
+  if [ -n "$PG_STARTED" ]; then run_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -m immediate -w stop >/dev/null 2>&1 || true; fi
+  rm -rf "$WORK"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+free_port() {
+  # Ask the kernel for a free port; fall back to probing when python3 is absent.
+  if command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+    return
+  fi
+  local p
+  while :; do
+    p=$(( (RANDOM % 20000) + 20000 ))
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+  done
+}
+
+# PostgreSQL refuses to run as root: run it as the postgres user when we are root.
+if [ "$(id -u)" = 0 ]; then
+  id postgres >/dev/null 2>&1 || die "user postgres missing"
+  run_pg() { runuser -u postgres -- "$@"; }
+  chown postgres "$WORK"
+else
+  run_pg() { "$@"; }
+fi
+
+REDIS_PORT=$(free_port)
+log "starting redis-server on 127.0.0.1:$REDIS_PORT"
+"$REDIS_SERVER" --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
+  --dir "$WORK" --logfile "$WORK/redis.log" &
+REDIS_PID=$!
+
+PG_PORT=$(free_port)
+log "starting PostgreSQL on 127.0.0.1:$PG_PORT"
+run_pg "$PGBIN/initdb" -D "$WORK/pg" -U postgres -A trust --no-sync -E UTF8 >"$WORK/initdb.log" 2>&1 ||
+  { cat "$WORK/initdb.log" >&2; die "initdb failed"; }
+PG_STARTED=1
+run_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -l "$WORK/pg.log" -w -t 60 \
+  -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -k $WORK -c fsync=off -c max_connections=200" start >/dev/null ||
+  { cat "$WORK/pg.log" >&2; die "PostgreSQL did not start"; }
+
+for _ in $(seq 100); do
+  redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break
+  sleep 0.1
+done
+redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 || { cat "$WORK/redis.log" >&2; die "redis-server did not start"; }
+
+export REDIS_ADDR="127.0.0.1:$REDIS_PORT"
+export DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
+export REDIS_SERVER
+# Under make test a missing server is a failure, never a skip.
+export FLOODGATE_REQUIRE_SERVERS=1
+
+# --- checks ---------------------------------------------------------------------
+log "gofmt"
+unformatted=$(gofmt -l $(git ls-files --cached --others --exclude-standard '*.go'))
+[ -z "$unformatted" ] || die "gofmt would change: $unformatted"
+
+log "go vet ./..."
+go vet ./...
+
+log "go test -race -shuffle=on ./..."
+go test -race -shuffle=on -timeout 30m ${GOTESTFLAGS:-} ./...
+
+log "benchmarks, one iteration (root module)"
+go test -run='^$' -bench=. -benchtime=1x ./... >"$WORK/bench-root.log" 2>&1 ||
+  { cat "$WORK/bench-root.log" >&2; die "root benchmarks failed"; }
+
+if [ -f bench/go.mod ]; then
+  log "bench/: go vet and one iteration of every benchmark"
+  (cd bench && go vet ./... && go test -run='^$' -bench=. -benchtime=1x ./...) >"$WORK/bench.log" 2>&1 ||
+    { cat "$WORK/bench.log" >&2; die "bench/ failed"; }
+fi
+log "all passed"
