@@ -1,0 +1,630 @@
+package semaphore
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// MaxCapacity is the largest capacity a Weighted can have (2⁴⁸−1). New and Resize
+// panic beyond it. The weight in use shares one atomic word with a generation
+// number and a flag, which is what makes the uncontended path lock-free.
+const MaxCapacity = 1<<48 - 1
+
+// The state word: bits 0–47 hold the weight in use, bits 48–62 a generation that
+// Resize bumps (so a lock-free acquire that read the old capacity fails its CAS),
+// and bit 63 is set while callers are queued. While the bit is set every change to
+// the word happens under mu; while it is clear, Acquire, TryAcquire and Release
+// change it with a single CAS and never take mu.
+const (
+	curMask   = MaxCapacity
+	genUnit   = 1 << 48
+	genMask   = (1<<15 - 1) << 48
+	queuedBit = 1 << 63
+)
+
+// Config configures a Weighted. The zero value is a valid Config: no bound on the
+// number of waiters or on the time they wait beyond their context, early rejection
+// of deadlines the queue cannot meet, and no hooks.
+type Config struct {
+	// MaxWaiters bounds the number of callers waiting in Acquire. A call that would
+	// wait while MaxWaiters callers are already waiting is rejected at once with
+	// ErrQueueFull. If zero, the queue is unbounded. If negative, no caller ever
+	// waits: Acquire fails with ErrQueueFull whenever it cannot be granted at once.
+	MaxWaiters int
+
+	// MaxWait bounds how long a call waits in Acquire; after it the call fails with
+	// ErrMaxWait. If zero or negative, a call waits until its context is done.
+	MaxWait time.Duration
+
+	// NoEarlyReject disables rejecting at once a call whose estimated wait ends
+	// after its context deadline (ErrDeadline) or after MaxWait (ErrMaxWait). The
+	// estimate comes from the throughput observed while callers waited; with
+	// NoEarlyReject such calls queue and fail only when the time is actually up.
+	// Default false: fail fast rather than pile up.
+	NoEarlyReject bool
+
+	// OnAcquire, if non-nil, is called after every successful Acquire or
+	// TryAcquire with the weight granted and how long the call waited (0 for a
+	// grant without queueing; the clock is not read on that path). It is called
+	// without any lock held and may call back into the Weighted.
+	OnAcquire func(n int64, waited time.Duration)
+
+	// OnRelease, if non-nil, is called after every Release with the weight
+	// released. It is called without any lock held and may call back into the
+	// Weighted.
+	OnRelease func(n int64)
+
+	// OnReject, if non-nil, is called after an Acquire is rejected, with the weight
+	// asked for and the *RejectError. It is not called for context cancellation
+	// nor for a TryAcquire that fails. It is called without any lock held and may
+	// call back into the Weighted.
+	OnReject func(n int64, err error)
+}
+
+// Weighted is a weighted semaphore with a FIFO queue: the capacity is shared by
+// callers that each hold some weight, and a caller that cannot be granted waits
+// behind those that came before it. Use New; a zero Weighted has capacity 0 and
+// rejects every Acquire with ErrTooLarge. A Weighted is safe for simultaneous use
+// by multiple goroutines.
+type Weighted struct {
+	state    atomic.Uint64 // see the constants above
+	capacity atomic.Int64
+	acquired atomic.Uint64 // total grants, counted on the lock-free path too
+
+	cfg  Config
+	pool sync.Pool // of *waiter
+
+	mu sync.Mutex
+	// mu guards:
+	head, tail    *waiter
+	waiters       int
+	waitingWeight int64
+	canceled      uint64
+	rejected      [numReasons]uint64
+	// Throughput observed while callers wait, for estimates: obsReleased weight
+	// released since obsStart (zero time when no one waits); rate is an EWMA in
+	// weight per second, 0 when unknown.
+	obsStart    time.Time
+	obsReleased int64
+	rate        float64
+}
+
+const (
+	reasonQueueFull = iota
+	reasonMaxWait
+	reasonDeadline
+	reasonTooLarge
+	numReasons
+)
+
+var reasons = [numReasons]error{ErrQueueFull, ErrMaxWait, ErrDeadline, ErrTooLarge}
+
+type waiterState uint8
+
+const (
+	waiting waiterState = iota
+	granted
+	failed
+)
+
+// A waiter is queued by Acquire. Waiters are pooled: ready (buffered, one value
+// per grant or failure) and timer are reused, so a blocked Acquire allocates
+// nothing.
+type waiter struct {
+	n          int64
+	prev, next *waiter
+	ready      chan struct{}
+	timer      *time.Timer
+	// Set under mu before a value is sent on ready:
+	state waiterState
+	err   error
+}
+
+// getWaiter takes a waiter from s's own pool. The pool is per semaphore, not
+// global: channels and timers belong to the testing/synctest bubble that made
+// them, so sharing them between semaphores could carry one into another bubble.
+func (s *Weighted) getWaiter() *waiter {
+	if w, ok := s.pool.Get().(*waiter); ok {
+		return w
+	}
+	return &waiter{ready: make(chan struct{}, 1)}
+}
+
+// New returns a Weighted with the given capacity. It panics if capacity is
+// negative or larger than MaxCapacity.
+func New(capacity int64, cfg Config) *Weighted {
+	checkCapacity(capacity)
+	s := &Weighted{cfg: cfg}
+	s.capacity.Store(capacity)
+	return s
+}
+
+func checkCapacity(c int64) {
+	if c < 0 {
+		panic("semaphore: capacity < 0")
+	}
+	if c > MaxCapacity {
+		panic("semaphore: capacity > MaxCapacity")
+	}
+}
+
+// tryFast grants n without locking if no one is queued and n fits. It reports
+// false, changing nothing, otherwise.
+func (s *Weighted) tryFast(n int64) bool {
+	for {
+		st := s.state.Load()
+		if st&queuedBit != 0 || st&curMask+uint64(n) > uint64(s.capacity.Load()) {
+			return false
+		}
+		if s.state.CompareAndSwap(st, st+uint64(n)) {
+			s.acquired.Add(1)
+			return true
+		}
+	}
+}
+
+// Acquire acquires weight n, waiting behind earlier callers until it is granted,
+// ctx is done, or Config.MaxWait passes. On success it returns nil. On failure it
+// leaves the semaphore unchanged and returns:
+//   - ctx.Err() if ctx is done, even when weight is free (it is checked first);
+//   - a *RejectError matching ErrTooLarge at once if n exceeds the capacity;
+//   - a *RejectError matching ErrQueueFull at once if Config.MaxWaiters callers
+//     are already waiting;
+//   - a *RejectError matching ErrDeadline or ErrMaxWait at once if the estimated
+//     wait ends after ctx's deadline or after MaxWait (see Config.NoEarlyReject),
+//     or matching ErrMaxWait after waiting MaxWait.
+//
+// If the grant races with ctx being done, the weight is given back and ctx.Err()
+// returned. Acquire panics if n <= 0.
+func (s *Weighted) Acquire(ctx context.Context, n int64) error {
+	if n <= 0 {
+		panic("semaphore: acquire of non-positive weight")
+	}
+	done := ctx.Done()
+	if done != nil {
+		select {
+		case <-done:
+			return ctx.Err()
+		default:
+		}
+	}
+	if s.tryFast(n) {
+		if s.cfg.OnAcquire != nil {
+			s.cfg.OnAcquire(n, 0)
+		}
+		return nil
+	}
+	return s.acquireSlow(ctx, done, n)
+}
+
+func (s *Weighted) acquireSlow(ctx context.Context, done <-chan struct{}, n int64) error {
+	s.mu.Lock()
+	var now time.Time
+	for {
+		st := s.state.Load()
+		c := s.capacity.Load()
+		if n > c {
+			return s.rejectLocked(n, reasonTooLarge, 0)
+		}
+		if st&queuedBit == 0 {
+			if st&curMask+uint64(n) <= uint64(c) {
+				if !s.state.CompareAndSwap(st, st+uint64(n)) {
+					continue
+				}
+				s.acquired.Add(1)
+				s.mu.Unlock()
+				if s.cfg.OnAcquire != nil {
+					s.cfg.OnAcquire(n, 0)
+				}
+				return nil
+			}
+		}
+		// n must wait. Decide whether it may, before changing anything.
+		if m := s.cfg.MaxWaiters; m < 0 || (m > 0 && s.waiters >= m) {
+			return s.rejectLocked(n, reasonQueueFull, s.estimateLocked(st, c, s.waitingWeight+n))
+		}
+		if !s.cfg.NoEarlyReject && s.rate > 0 {
+			est := s.estimateLocked(st, c, s.waitingWeight+n)
+			if dl, ok := ctx.Deadline(); ok {
+				if now.IsZero() {
+					now = time.Now()
+				}
+				if now.Add(est).After(dl) {
+					return s.rejectLocked(n, reasonDeadline, est)
+				}
+			}
+			if s.cfg.MaxWait > 0 && est > s.cfg.MaxWait {
+				return s.rejectLocked(n, reasonMaxWait, est)
+			}
+		}
+		if st&queuedBit != 0 || s.state.CompareAndSwap(st, st|queuedBit) {
+			break
+		}
+	}
+	// The queued bit is set: only holders of mu change the state word now.
+	w := s.getWaiter()
+	w.n, w.state, w.err = n, waiting, nil
+	s.pushLocked(w)
+	if s.obsStart.IsZero() {
+		if now.IsZero() {
+			now = time.Now()
+		}
+		s.obsStart, s.obsReleased = now, 0
+	}
+	s.mu.Unlock()
+
+	var start time.Time
+	if s.cfg.OnAcquire != nil {
+		start = now
+		if start.IsZero() {
+			start = time.Now()
+		}
+	}
+	var timeout <-chan time.Time
+	if s.cfg.MaxWait > 0 {
+		if w.timer == nil {
+			w.timer = time.NewTimer(s.cfg.MaxWait)
+		} else {
+			w.timer.Reset(s.cfg.MaxWait)
+		}
+		timeout = w.timer.C
+	}
+
+	select {
+	case <-w.ready:
+		return s.woken(ctx, done, w, start)
+	case <-done:
+		return s.abandon(ctx, w, -1)
+	case <-timeout:
+		return s.abandon(ctx, w, reasonMaxWait)
+	}
+}
+
+// woken finishes an Acquire whose waiter was signalled: granted, or failed by a
+// Resize.
+func (s *Weighted) woken(ctx context.Context, done <-chan struct{}, w *waiter, start time.Time) error {
+	n, err := w.n, w.err
+	s.putWaiter(w)
+	if err != nil {
+		if s.cfg.OnReject != nil {
+			s.cfg.OnReject(n, err)
+		}
+		return err
+	}
+	if done != nil {
+		select {
+		case <-done: // the grant raced with cancellation: give it back
+			s.mu.Lock()
+			s.canceled++
+			s.mu.Unlock()
+			s.release(n)
+			return ctx.Err()
+		default:
+		}
+	}
+	if s.cfg.OnAcquire != nil {
+		s.cfg.OnAcquire(n, time.Since(start))
+	}
+	return nil
+}
+
+// abandon handles a waiter whose context is done (reason < 0) or whose MaxWait
+// passed (reason == reasonMaxWait).
+func (s *Weighted) abandon(ctx context.Context, w *waiter, reason int) error {
+	s.mu.Lock()
+	switch w.state {
+	case granted:
+		<-w.ready // sent under mu, so it is there
+		if reason >= 0 {
+			// MaxWait passed as the grant came in: keep the grant.
+			s.mu.Unlock()
+			n := w.n
+			s.putWaiter(w)
+			if s.cfg.OnAcquire != nil {
+				s.cfg.OnAcquire(n, s.cfg.MaxWait)
+			}
+			return nil
+		}
+		// Granted as ctx was done: give the weight back (x/sync's ordering). The
+		// caller never saw this grant, so neither hook runs.
+		s.canceled++
+		s.mu.Unlock()
+		n := w.n
+		s.putWaiter(w)
+		s.release(n)
+		return ctx.Err()
+	case failed:
+		<-w.ready
+		s.mu.Unlock()
+		n, err := w.n, w.err
+		s.putWaiter(w)
+		if s.cfg.OnReject != nil {
+			s.cfg.OnReject(n, err)
+		}
+		return err
+	}
+	// Still queued: remove it, and let those behind it go if they now fit
+	// (golang/go#37852: a cancelled head must wake the ones behind it).
+	var ahead int64
+	for p := w.prev; p != nil; p = p.prev {
+		ahead += p.n
+	}
+	s.removeLocked(w)
+	s.grantLocked()
+	n := w.n
+	s.putWaiter(w)
+	if reason < 0 {
+		s.canceled++
+		s.mu.Unlock()
+		return ctx.Err()
+	}
+	st := s.state.Load()
+	return s.rejectLocked(n, reason, s.estimateLocked(st, s.capacity.Load(), ahead+n))
+}
+
+func (s *Weighted) putWaiter(w *waiter) {
+	if w.timer != nil {
+		w.timer.Stop() // Go ≥1.23: no stale value can be received after Stop
+	}
+	w.prev, w.next, w.err = nil, nil, nil
+	s.pool.Put(w)
+}
+
+// rejectLocked counts a rejection, unlocks mu and returns the error.
+func (s *Weighted) rejectLocked(n int64, reason int, delay time.Duration) error {
+	s.rejected[reason]++
+	s.mu.Unlock()
+	err := &RejectError{Reason: reasons[reason], Delay: delay}
+	if s.cfg.OnReject != nil {
+		s.cfg.OnReject(n, err)
+	}
+	return err
+}
+
+// estimateLocked estimates how long until weight need, queued behind nothing
+// but what is counted in need, could be granted: the weight that must be
+// released first divided by the observed release rate. 0 if there is no basis.
+func (s *Weighted) estimateLocked(st uint64, c int64, need int64) time.Duration {
+	if s.rate <= 0 {
+		return 0
+	}
+	free := c - int64(st&curMask)
+	if free < 0 {
+		free = 0
+	}
+	short := need - free
+	if short <= 0 {
+		return 0
+	}
+	d := float64(short) / s.rate * float64(time.Second)
+	if d > float64(time.Hour) {
+		return time.Hour
+	}
+	return time.Duration(d)
+}
+
+// TryAcquire acquires weight n without waiting. It reports whether it did; on
+// failure the semaphore is unchanged. Like x/sync/semaphore, it fails while
+// other callers are queued, so it cannot overtake them. It panics if n <= 0.
+func (s *Weighted) TryAcquire(n int64) bool {
+	if n <= 0 {
+		panic("semaphore: acquire of non-positive weight")
+	}
+	if !s.tryFast(n) {
+		return false
+	}
+	if s.cfg.OnAcquire != nil {
+		s.cfg.OnAcquire(n, 0)
+	}
+	return true
+}
+
+// Release releases weight n, granting queued callers in order while the head of
+// the queue fits. It panics if n <= 0 or if more weight is released than is held.
+func (s *Weighted) Release(n int64) {
+	if n <= 0 {
+		panic("semaphore: release of non-positive weight")
+	}
+	s.release(n)
+	if s.cfg.OnRelease != nil {
+		s.cfg.OnRelease(n)
+	}
+}
+
+func (s *Weighted) release(n int64) {
+	for {
+		st := s.state.Load()
+		if st&queuedBit == 0 {
+			if st&curMask < uint64(n) {
+				panic("semaphore: released more than held")
+			}
+			if !s.state.CompareAndSwap(st, st-uint64(n)) {
+				continue
+			}
+		} else {
+			s.mu.Lock()
+			if s.state.Load()&queuedBit == 0 { // the queue emptied meanwhile
+				s.mu.Unlock()
+				continue
+			}
+			s.observeLocked(n)
+			s.releaseLocked(n)
+		}
+		return
+	}
+}
+
+// releaseLocked returns n to the semaphore, grants waiters and unlocks mu. The
+// queued bit must be set.
+func (s *Weighted) releaseLocked(n int64) {
+	st := s.state.Load()
+	if st&curMask < uint64(n) {
+		s.mu.Unlock()
+		panic("semaphore: released more than held")
+	}
+	s.state.Store(st - uint64(n))
+	s.grantLocked()
+	s.mu.Unlock()
+}
+
+// observeLocked records n released while callers wait, folding the throughput
+// into the rate estimate once a capacity's worth has been released.
+func (s *Weighted) observeLocked(n int64) {
+	if s.obsStart.IsZero() {
+		return
+	}
+	s.obsReleased += n
+	if s.obsReleased < max(s.capacity.Load(), 1) {
+		return
+	}
+	now := time.Now()
+	if dt := now.Sub(s.obsStart); dt > 0 {
+		sample := float64(s.obsReleased) / dt.Seconds()
+		if s.rate == 0 {
+			s.rate = sample
+		} else {
+			s.rate += (sample - s.rate) / 4
+		}
+	}
+	s.obsStart, s.obsReleased = now, 0
+}
+
+// grantLocked grants queued callers in FIFO order while the head fits, and clears
+// the queued bit when the queue is empty. The queued bit must be set.
+func (s *Weighted) grantLocked() {
+	st := s.state.Load()
+	c := uint64(s.capacity.Load())
+	for w := s.head; w != nil; w = s.head {
+		if st&curMask+uint64(w.n) > c {
+			break // strict FIFO: a heavy head blocks lighter callers behind it
+		}
+		st += uint64(w.n)
+		s.removeLocked(w)
+		w.state = granted
+		s.acquired.Add(1)
+		w.ready <- struct{}{}
+	}
+	if s.head == nil {
+		st &^= queuedBit
+		s.obsStart = time.Time{}
+	}
+	s.state.Store(st)
+}
+
+func (s *Weighted) pushLocked(w *waiter) {
+	w.prev, w.next = s.tail, nil
+	if s.tail == nil {
+		s.head = w
+	} else {
+		s.tail.next = w
+	}
+	s.tail = w
+	s.waiters++
+	s.waitingWeight += w.n
+}
+
+func (s *Weighted) removeLocked(w *waiter) {
+	if w.prev == nil {
+		s.head = w.next
+	} else {
+		w.prev.next = w.next
+	}
+	if w.next == nil {
+		s.tail = w.prev
+	} else {
+		w.next.prev = w.prev
+	}
+	w.prev, w.next = nil, nil
+	s.waiters--
+	s.waitingWeight -= w.n
+}
+
+// Resize sets the capacity. Growing grants queued callers that now fit.
+// Shrinking never revokes weight already held: the weight in use may stay above
+// the new capacity until enough is released, and no new weight is granted until
+// it fits. Queued callers asking for more than the new capacity fail at once with
+// ErrTooLarge. Resize panics if capacity is negative or above MaxCapacity.
+func (s *Weighted) Resize(capacity int64) {
+	checkCapacity(capacity)
+	var failedErr error
+	s.mu.Lock()
+	s.capacity.Store(capacity)
+	for { // bump the generation so a lock-free acquire that read the old capacity retries
+		st := s.state.Load()
+		if s.state.CompareAndSwap(st, st&^genMask|(st+genUnit)&genMask) {
+			break
+		}
+	}
+	if s.head != nil {
+		for w := s.head; w != nil; {
+			next := w.next
+			if w.n > capacity {
+				if failedErr == nil {
+					failedErr = &RejectError{Reason: ErrTooLarge}
+				}
+				s.removeLocked(w)
+				s.rejected[reasonTooLarge]++
+				w.state, w.err = failed, failedErr
+				w.ready <- struct{}{}
+			}
+			w = next
+		}
+		s.grantLocked()
+	}
+	s.mu.Unlock() // each failed waiter calls OnReject itself, without locks
+}
+
+// Do acquires weight n, calls fn, and releases the weight when fn returns or
+// panics, so the weight cannot leak. It returns Acquire's error without calling
+// fn, or fn's error. fn receives ctx.
+func (s *Weighted) Do(ctx context.Context, n int64, fn func(context.Context) error) error {
+	if err := s.Acquire(ctx, n); err != nil {
+		return err
+	}
+	defer s.Release(n)
+	return fn(ctx)
+}
+
+// Stats is a snapshot of a Weighted's state and running totals.
+type Stats struct {
+	Capacity      int64 // current capacity
+	InUse         int64 // weight held; may exceed Capacity after a shrinking Resize
+	Waiters       int   // callers queued in Acquire
+	WaitingWeight int64 // total weight they ask for
+
+	Acquired uint64 // grants by Acquire and TryAcquire
+	Canceled uint64 // Acquire calls that returned because their context was done
+
+	// Rejections by reason. Failed TryAcquire calls are not counted: keeping that
+	// path free of shared writes is what makes it cheap.
+	RejectedQueueFull uint64
+	RejectedMaxWait   uint64
+	RejectedDeadline  uint64
+	RejectedTooLarge  uint64
+
+	// ReleaseRate is the observed release throughput while callers waited, in
+	// weight per second (an exponentially weighted average), or 0 if not yet
+	// observed. Retry-after estimates derive from it.
+	ReleaseRate float64
+}
+
+// Stats returns a consistent snapshot of the semaphore.
+func (s *Weighted) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Stats{
+		Capacity:          s.capacity.Load(),
+		InUse:             int64(s.state.Load() & curMask),
+		Waiters:           s.waiters,
+		WaitingWeight:     s.waitingWeight,
+		Acquired:          s.acquired.Load(),
+		Canceled:          s.canceled,
+		RejectedQueueFull: s.rejected[reasonQueueFull],
+		RejectedMaxWait:   s.rejected[reasonMaxWait],
+		RejectedDeadline:  s.rejected[reasonDeadline],
+		RejectedTooLarge:  s.rejected[reasonTooLarge],
+		ReleaseRate:       s.rate,
+	}
+}
