@@ -1,0 +1,481 @@
+package distsem
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Config configures a Semaphore. The zero value is a valid Config: 10s leases,
+// 250ms per Redis call, 3s waiter heartbeats, 10s tombstones, no re-adoption.
+type Config struct {
+	// Lease is how long a permit stays valid at the store without a renewal. A
+	// holder renews every Lease/3; if it dies, its permit is free again at most
+	// Lease after its last renewal. If zero, 10s. It must be at least
+	// 3 × CallTimeout.
+	Lease time.Duration
+
+	// CallTimeout bounds every Redis call (the caller's context deadline bounds it
+	// further). A call that hits it counts as a store failure. If zero, 250ms.
+	CallTimeout time.Duration
+
+	// WaiterTTL is how long a queued caller stays in the queue without a
+	// heartbeat. Waiters heartbeat every WaiterTTL/3; that heartbeat is also the
+	// poll that covers a lost notification, so it bounds the extra wait a lost
+	// pub/sub message can cause. A waiter granted by hand-off holds the permit for
+	// at most WaiterTTL before it claims it. If zero, 3s.
+	WaiterTTL time.Duration
+
+	// TombstoneTTL is how long Redis remembers a released token, so that an
+	// acquire of it that runs late (a go-redis retry, a call that timed out at the
+	// client but sat in a socket) is refused rather than granted. If zero, 10s.
+	TombstoneTTL time.Duration
+
+	// Readopt makes a holder whose token vanished from Redis (expiry during a
+	// pause, data loss after a restart or failover) insert it again, with its old
+	// fence, when capacity is free after the queue has been served. Re-adoption is
+	// counted in Stats.Readopted. If false, such a permit is lost: Lost is closed
+	// and its context cancelled.
+	Readopt bool
+}
+
+// A Semaphore is a weighted semaphore shared by every process that uses the same
+// Redis and name. Use New; a zero Semaphore panics when used. A Semaphore is safe
+// for simultaneous use by multiple goroutines.
+type Semaphore struct {
+	client  redis.UniversalClient
+	name    string
+	limit   int64
+	cfg     Config
+	keys    []string
+	prefix  string // notify channel prefix, {name}:n:
+	pub     string // publish or spublish
+	sharded bool
+	id      string // notify id of this Semaphore: its channel is prefix+id
+	keyTTL  int64  // ms
+	seq     atomic.Uint64
+	fail    failure
+
+	stopCtx  context.Context // cancelled by Close: background cleanups give up
+	stopFn   context.CancelFunc
+	bg       sync.WaitGroup // background cleanups and the listener
+	readopts atomic.Int64
+	lost     atomic.Int64
+	stored   atomic.Int64 // the limit last seen in Redis
+
+	mu sync.Mutex
+	// mu guards:
+	waiters map[string]chan struct{}
+	ps      *redis.PubSub
+	closed  bool
+}
+
+// New returns a Semaphore of the given limit named name on client. It does no
+// I/O: the first call reports connectivity.
+//
+// The limit lives in Redis. The first call that finds no state for name stores
+// limit; after that the stored limit is authoritative for every process until
+// the semaphore's keys expire (they do when it is idle for about
+// 2 × max(Lease, WaiterTTL, TombstoneTTL)) or SetLimit changes it. A process
+// configured with a different limit therefore obeys the stored one; its own limit
+// is only used to refuse at once a weight above it. Stats reports both.
+//
+// New panics if limit < 1, if name is empty or contains '{' or '}', if a
+// duration in cfg is negative or Lease < 3 × CallTimeout, or if client is a
+// *redis.Client, *redis.ClusterClient or *redis.Ring without
+// ContextTimeoutEnabled: without it go-redis ignores context deadlines and a
+// frozen Redis would hold callers for its socket timeouts.
+func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Semaphore {
+	if client == nil {
+		panic("distsem: nil client")
+	}
+	if limit < 1 {
+		panic("distsem: limit < 1")
+	}
+	if name == "" || strings.ContainsAny(name, "{}") {
+		panic("distsem: name must be non-empty and without braces")
+	}
+	if cfg.Lease < 0 || cfg.CallTimeout < 0 || cfg.WaiterTTL < 0 || cfg.TombstoneTTL < 0 {
+		panic("distsem: negative duration in Config")
+	}
+	if cfg.Lease == 0 {
+		cfg.Lease = 10 * time.Second
+	}
+	if cfg.CallTimeout == 0 {
+		cfg.CallTimeout = 250 * time.Millisecond
+	}
+	if cfg.WaiterTTL == 0 {
+		cfg.WaiterTTL = 3 * time.Second
+	}
+	if cfg.TombstoneTTL == 0 {
+		cfg.TombstoneTTL = 10 * time.Second
+	}
+	if cfg.Lease < 3*cfg.CallTimeout {
+		panic("distsem: Lease < 3 × CallTimeout")
+	}
+	sharded := false
+	switch c := client.(type) {
+	case *redis.Client:
+		if !c.Options().ContextTimeoutEnabled {
+			panic("distsem: client without ContextTimeoutEnabled")
+		}
+	case *redis.ClusterClient:
+		if !c.Options().ContextTimeoutEnabled {
+			panic("distsem: client without ContextTimeoutEnabled")
+		}
+		sharded = true
+	case *redis.Ring:
+		if !c.Options().ContextTimeoutEnabled {
+			panic("distsem: client without ContextTimeoutEnabled")
+		}
+	}
+	tag := "{" + name + "}"
+	var id [8]byte
+	rand.Read(id[:])
+	s := &Semaphore{
+		client:  client,
+		name:    name,
+		limit:   limit,
+		cfg:     cfg,
+		keys:    []string{tag + ":s", tag + ":h", tag + ":q", tag + ":qe", tag + ":d", tag + ":t"},
+		prefix:  tag + ":n:",
+		pub:     "publish",
+		sharded: sharded,
+		id:      hex.EncodeToString(id[:]),
+		waiters: make(map[string]chan struct{}),
+	}
+	if sharded {
+		s.pub = "spublish"
+	}
+	s.keyTTL = 2*max(cfg.Lease, cfg.WaiterTTL, cfg.TombstoneTTL).Milliseconds() + 10_000
+	s.stopCtx, s.stopFn = context.WithCancel(context.Background())
+	s.fail.init(s, cfg)
+	return s
+}
+
+// Keys returns the Redis keys of the semaphore, all under the hash tag {name}.
+// The notify channels of waiting processes are "{name}:n:<id>".
+func (s *Semaphore) Keys() []string { return append([]string(nil), s.keys...) }
+
+func (s *Semaphore) newToken() string {
+	return s.id + "." + strconv.FormatUint(s.seq.Add(1), 36)
+}
+
+// args returns the ARGV common to all scripts (see lua/common.lua).
+func (s *Semaphore) args(tok string, extra ...any) []any {
+	return append([]any{tok, s.limit, s.keyTTL, s.pub, s.prefix}, extra...)
+}
+
+// eval runs one script with the per-call timeout and parses its integer reply.
+// It does not go through the breaker; see call.
+func (s *Semaphore) eval(ctx context.Context, sc *redis.Script, args []any) ([]int64, error) {
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	defer cancel()
+	v, err := sc.Run(cctx, s.client, s.keys, args...).Result()
+	if err != nil {
+		return nil, err
+	}
+	return parseReply(v)
+}
+
+func parseReply(v any) ([]int64, error) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("distsem: unexpected reply %T", v)
+	}
+	out := make([]int64, len(list))
+	for i, e := range list {
+		n, ok := e.(int64)
+		if !ok {
+			return nil, fmt.Errorf("distsem: unexpected reply element %T", e)
+		}
+		out[i] = n
+	}
+	if len(out) < 3 {
+		return nil, fmt.Errorf("distsem: unexpected reply length %d", len(out))
+	}
+	return out, nil
+}
+
+// call runs a script through the breaker: store failures are counted, caller
+// cancellation is not.
+func (s *Semaphore) call(ctx context.Context, sc *redis.Script, args []any) ([]int64, error) {
+	return s.fail.do(ctx, func(ctx context.Context) ([]int64, error) {
+		return s.eval(ctx, sc, args)
+	})
+}
+
+// Acquire waits for weight of the semaphore and returns a Permit holding it.
+// Waiting callers of all processes are granted in FIFO order: a caller is
+// never overtaken, so heavy callers are not starved (at the cost of
+// head-of-line blocking).
+//
+// It returns a *RejectError matching ErrWeightExceedsLimit at once, without I/O,
+// if weight exceeds the configured limit (or later, if it exceeds the limit
+// stored in Redis); ctx.Err() if ctx is done first; and a wrapped Redis error,
+// or what the failure policy decides, if Redis fails. On every error nothing is
+// held: the token is released in the background (detached from ctx), so a
+// cancelled or timed-out Acquire leaves no orphan permit even if its call ran
+// in Redis after the caller gave up. Acquire panics if weight < 1.
+func (s *Semaphore) Acquire(ctx context.Context, weight int64) (*Permit, error) {
+	return s.acquire(ctx, weight, true)
+}
+
+// TryAcquire takes weight if it is free and no one is queued, with one Redis
+// call, and otherwise returns a *RejectError matching ErrNoCapacity. It never
+// queues. Other errors are as for Acquire.
+func (s *Semaphore) TryAcquire(ctx context.Context, weight int64) (*Permit, error) {
+	return s.acquire(ctx, weight, false)
+}
+
+// Do acquires weight, runs fn with a context that is cancelled if the lease is
+// lost or ctx is done, and releases the permit when fn returns or panics.
+func (s *Semaphore) Do(ctx context.Context, weight int64, fn func(context.Context) error) error {
+	p, err := s.Acquire(ctx, weight)
+	if err != nil {
+		return err
+	}
+	defer p.Release(ctx)
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(p.Context(), func() { cancel(context.Cause(p.Context())) })
+	defer stop()
+	return fn(fctx)
+}
+
+func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, error) {
+	if w < 1 {
+		panic("distsem: weight < 1")
+	}
+	if w > s.limit {
+		return nil, &RejectError{Reason: ErrWeightExceedsLimit}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	if s.fail.open() {
+		return s.fallback(ctx, w, wait, nil)
+	}
+	tok := s.newToken()
+	var wake chan struct{}
+	if wait {
+		// Registered before the first call, so a hand-off notification that
+		// arrives before that call returns is not lost.
+		wake = s.register(tok)
+		defer s.unregister(tok)
+	}
+	beat := s.cfg.WaiterTTL / 3
+	var timer *time.Timer
+	errs := 0
+	for {
+		sent := time.Now()
+		r, err := s.call(ctx, acquireScript, s.args(tok, w, s.cfg.Lease.Milliseconds(), b2i(wait), s.cfg.WaiterTTL.Milliseconds(), s.id))
+		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				// The outcome is unknown: the call may still run in Redis.
+				s.cleanup(tok)
+				return nil, cerr
+			}
+			if wait && errs < 2 && !s.fail.open() && isStoreFailure(err) {
+				// A waiter survives a blip: the script is idempotent per token,
+				// so retrying keeps its place in the queue (the entry lives for
+				// WaiterTTL without a heartbeat).
+				errs++
+				if !sleepCtx(ctx, beat/8) {
+					s.cleanup(tok)
+					return nil, ctx.Err()
+				}
+				continue
+			}
+			s.cleanup(tok)
+			if s.fail.fallbackOn(err) {
+				return s.fallback(ctx, w, wait, err)
+			}
+			return nil, fmt.Errorf("distsem: acquire %q: %w", s.name, err)
+		}
+		errs = 0
+		s.stored.Store(r[2])
+		switch r[0] {
+		case stGranted:
+			if timer != nil {
+				timer.Stop()
+			}
+			return s.newPermit(tok, w, r[1], sent), nil
+		case stBusy:
+			return nil, &RejectError{Reason: ErrNoCapacity}
+		case stTooHeavy:
+			return nil, &RejectError{Reason: ErrWeightExceedsLimit}
+		case stTomb:
+			// Only our own cleanup tombstones our token, and we never reuse a
+			// token after cleanup: a broken invariant, not a caller error.
+			return nil, fmt.Errorf("distsem: acquire %q: token released while acquiring", s.name)
+		case stQueued:
+		default:
+			s.cleanup(tok)
+			return nil, fmt.Errorf("distsem: acquire %q: unexpected status %d", s.name, r[0])
+		}
+		s.listen()
+		if timer == nil {
+			timer = time.NewTimer(beat)
+			defer timer.Stop()
+		} else {
+			timer.Reset(beat)
+		}
+		select {
+		case <-ctx.Done():
+			s.cleanup(tok)
+			return nil, ctx.Err()
+		case <-wake:
+		case <-timer.C:
+		}
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// cleanup releases tok in the background, detached from the caller's context,
+// retrying store failures until it succeeds, the lease has passed (the permit
+// is then gone anyway) or the Semaphore is closed.
+func (s *Semaphore) cleanup(tok string) {
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		deadline := time.Now().Add(s.cfg.Lease)
+		backoff := 20 * time.Millisecond
+		for {
+			_, err := s.eval(s.stopCtx, releaseScript, s.args(tok, s.cfg.TombstoneTTL.Milliseconds(), 0))
+			if err == nil || s.stopCtx.Err() != nil || time.Now().Add(backoff).After(deadline) {
+				return
+			}
+			if !sleepCtx(s.stopCtx, backoff) {
+				return
+			}
+			backoff = min(2*backoff, time.Second)
+		}
+	}()
+}
+
+// SetLimit stores a new limit in Redis for every process. Growing it hands the
+// new capacity to waiters at once; shrinking it never revokes permits: holders
+// drain until the weight in use is below the new limit. The configured limit of
+// this Semaphore (used to refuse heavier weights without I/O) is not changed.
+func (s *Semaphore) SetLimit(ctx context.Context, limit int64) error {
+	if limit < 1 {
+		panic("distsem: limit < 1")
+	}
+	r, err := s.call(ctx, releaseScript, s.args("", s.cfg.TombstoneTTL.Milliseconds(), limit))
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		return fmt.Errorf("distsem: set limit %q: %w", s.name, err)
+	}
+	s.stored.Store(r[1])
+	return nil
+}
+
+// Stats describes a semaphore at one moment.
+type Stats struct {
+	// Limit is the limit stored in Redis (0 if the semaphore has no state yet);
+	// ConfiguredLimit the one given to New.
+	Limit, ConfiguredLimit int64
+	// InUse is the weight held, Holders the number of permits, Waiters the
+	// number of queued callers of all processes. Expired holders and dead waiters
+	// are counted until a script reaps them.
+	InUse, Holders, Waiters int64
+	// Readopted and Lost count this Semaphore's permits re-adopted after they
+	// vanished from Redis and permits lost; Degraded counts permits granted
+	// without Redis by the failure policy (FailOpen or FailLocal).
+	Readopted, Lost, Degraded int64
+}
+
+// Stats reads the semaphore's state from Redis in one round trip (MULTI).
+func (s *Semaphore) Stats(ctx context.Context) (Stats, error) {
+	st := Stats{
+		ConfiguredLimit: s.limit,
+		Readopted:       s.readopts.Load(),
+		Lost:            s.lost.Load(),
+		Degraded:        s.fail.degraded.Load(),
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	defer cancel()
+	var hm *redis.SliceCmd
+	var hc, qc *redis.IntCmd
+	_, err := s.client.TxPipelined(cctx, func(p redis.Pipeliner) error {
+		hm = p.HMGet(cctx, s.keys[0], "limit", "used")
+		hc = p.ZCard(cctx, s.keys[1])
+		qc = p.ZCard(cctx, s.keys[2])
+		return nil
+	})
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return st, cerr
+		}
+		return st, fmt.Errorf("distsem: stats %q: %w", s.name, err)
+	}
+	vals := hm.Val()
+	st.Limit = atoi(vals[0])
+	st.InUse = atoi(vals[1])
+	st.Holders = hc.Val()
+	st.Waiters = qc.Val()
+	return st, nil
+}
+
+func atoi(v any) int64 {
+	str, _ := v.(string)
+	n, _ := strconv.ParseInt(str, 10, 64)
+	return n
+}
+
+// Close stops the Semaphore's pub/sub connection and background releases and
+// waits for its goroutines to exit. Permits still held keep renewing until
+// released. Calls after Close return ErrClosed. Close is idempotent.
+func (s *Semaphore) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	ps := s.ps
+	s.mu.Unlock()
+	s.stopFn()
+	if ps != nil {
+		ps.Close()
+	}
+	s.bg.Wait()
+	return nil
+}
+
+func (s *Semaphore) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}

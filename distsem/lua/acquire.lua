@@ -1,0 +1,71 @@
+-- acquire.lua: take, claim or wait for weight w of a distributed semaphore.
+-- Idempotent per token: a repeated call for a held token returns the same fence
+-- and extends the lease; for a queued token it refreshes the waiter heartbeat.
+-- KEYS, ARGV[1..5]: see common.lua.
+-- ARGV[6] = weight (1..), ARGV[7] = lease ms, ARGV[8] = 1 to queue when not
+-- granted, 0 to only try, ARGV[9] = waiter heartbeat TTL ms (also the claim time
+-- of a hand-off), ARGV[10] = notify id of the calling process.
+-- Returns {status, fence, limit, used, position}:
+--   status  1 granted (fence set), 0 queued (position = waiters ahead),
+--           2 no capacity (try only, nothing written but reaping),
+--          -1 token tombstoned (released or cancelled before this call ran),
+--          -2 weight exceeds the stored limit (removed from the queue).
+local w = tonumber(ARGV[6])
+local lease = tonumber(ARGV[7])
+local queue = ARGV[8] == '1'
+local wait_ttl = tonumber(ARGV[9])
+local id = ARGV[10]
+
+reap()
+if redis.call('ZSCORE', T, tok) then
+  finish()
+  return {-1, 0, limit, used, 0}
+end
+handoff()
+
+local held = redis.call('ZSCORE', H, tok)
+if held then
+  if tonumber(held) < now + lease then
+    redis.call('ZADD', H, fmt(now + lease), tok)
+  end
+  local fence = tonumber(redis.call('HGET', D, 'f:' .. tok) or '0')
+  finish()
+  return {1, fence, limit, used, 0}
+end
+
+local queued = redis.call('ZSCORE', Q, tok)
+if w > limit then
+  if queued then
+    drop_waiter(tok)
+    handoff()
+  end
+  finish()
+  return {-2, 0, limit, used, 0}
+end
+
+if queued then
+  redis.call('ZADD', QE, fmt(now + wait_ttl), tok)
+  local pos = redis.call('ZRANK', Q, tok)
+  finish()
+  return {0, 0, limit, used, pos}
+end
+
+if redis.call('ZCARD', Q) == 0 and used + w <= limit then
+  local fence = grant(tok, w, now + lease)
+  finish()
+  return {1, fence, limit, used, 0}
+end
+
+if not queue then
+  local n = redis.call('ZCARD', Q)
+  finish()
+  return {2, 0, limit, used, n}
+end
+
+local seq = redis.call('HINCRBY', S, 'seq', 1)
+redis.call('ZADD', Q, seq, tok)
+redis.call('ZADD', QE, fmt(now + wait_ttl), tok)
+redis.call('HSET', D, 'w:' .. tok, fmt(w), 'c:' .. tok, id, 'l:' .. tok, fmt(wait_ttl))
+local pos = redis.call('ZRANK', Q, tok)
+finish()
+return {0, 0, limit, used, pos}

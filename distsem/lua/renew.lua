@@ -1,0 +1,29 @@
+-- renew.lua: extend the lease of a held token.
+-- KEYS, ARGV[1..5]: see common.lua.
+-- ARGV[6] = weight, ARGV[7] = lease ms, ARGV[8] = fence of the permit,
+-- ARGV[9] = 1 to re-adopt a missing token when capacity is free after the queue
+-- was served, else 0.
+-- Returns {status, limit, used}: 1 renewed, 2 re-adopted (the token was missing and
+-- was inserted again with its old fence), 0 lost (missing, or tombstoned).
+local w = tonumber(ARGV[6])
+local lease = tonumber(ARGV[7])
+local fence = ARGV[8]
+local readopt = ARGV[9] == '1'
+
+reap()
+if redis.call('ZSCORE', H, tok) then
+  redis.call('ZADD', H, fmt(now + lease), tok)
+  handoff()
+  finish()
+  return {1, limit, used}
+end
+handoff()
+if readopt and not redis.call('ZSCORE', T, tok) and used + w <= limit then
+  redis.call('ZADD', H, fmt(now + lease), tok)
+  redis.call('HSET', D, 'w:' .. tok, fmt(w), 'f:' .. tok, fence)
+  used = used + w
+  finish()
+  return {2, limit, used}
+end
+finish()
+return {0, limit, used}

@@ -1,0 +1,249 @@
+package distsem
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floodgate-go/floodgate/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestScriptsLoad loads every script with SCRIPT LOAD, so a syntax error fails
+// here, and checks that the digest go-redis uses is the one Redis computes.
+func TestScriptsLoad(t *testing.T) {
+	db := redistest.Connect(t)
+	for name, sc := range map[string]*redis.Script{"acquire": acquireScript, "renew": renewScript, "release": releaseScript} {
+		sha, err := sc.Load(t.Context(), db.Client).Result()
+		if err != nil {
+			t.Fatalf("SCRIPT LOAD %s: %v", name, err)
+		}
+		if sha != sc.Hash() {
+			t.Errorf("SCRIPT LOAD %s = %s, want %s", name, sha, sc.Hash())
+		}
+	}
+}
+
+// raw calls the scripts directly, the way a Semaphore does, so their contracts
+// can be table-tested.
+type raw struct {
+	t *testing.T
+	s *Semaphore
+}
+
+func newRaw(t *testing.T, limit int64) (*raw, *redistest.DB) {
+	db := redistest.Connect(t)
+	s := New(db.Client, db.Prefix+"sem", limit, Config{Lease: time.Second, CallTimeout: 300 * time.Millisecond, WaiterTTL: 600 * time.Millisecond, TombstoneTTL: time.Second})
+	t.Cleanup(func() { s.Close() })
+	return &raw{t: t, s: s}, db
+}
+
+func (r *raw) acquire(tok string, w int64, queue bool) []int64 {
+	r.t.Helper()
+	s := r.s
+	v, err := s.eval(context.Background(), acquireScript, s.args(tok, w, s.cfg.Lease.Milliseconds(), b2i(queue), s.cfg.WaiterTTL.Milliseconds(), s.id))
+	if err != nil {
+		r.t.Fatalf("acquire(%s, %d): %v", tok, w, err)
+	}
+	return v
+}
+
+func (r *raw) release(tok string) []int64 {
+	r.t.Helper()
+	s := r.s
+	v, err := s.eval(context.Background(), releaseScript, s.args(tok, s.cfg.TombstoneTTL.Milliseconds(), 0))
+	if err != nil {
+		r.t.Fatalf("release(%s): %v", tok, err)
+	}
+	return v
+}
+
+func (r *raw) renew(tok string, w, fence int64, readopt bool) []int64 {
+	r.t.Helper()
+	s := r.s
+	v, err := s.eval(context.Background(), renewScript, s.args(tok, w, s.cfg.Lease.Milliseconds(), fence, b2i(readopt)))
+	if err != nil {
+		r.t.Fatalf("renew(%s): %v", tok, err)
+	}
+	return v
+}
+
+func (r *raw) used() int64 {
+	r.t.Helper()
+	st, err := r.s.Stats(context.Background())
+	if err != nil {
+		r.t.Fatalf("Stats: %v", err)
+	}
+	return st.InUse
+}
+
+func TestAcquireScriptIdempotentPerToken(t *testing.T) {
+	r, _ := newRaw(t, 5)
+	first := r.acquire("a", 2, false)
+	if first[0] != stGranted || first[1] <= 0 {
+		t.Fatalf("acquire(a) = %v, want granted with a fence", first)
+	}
+	again := r.acquire("a", 2, false)
+	if again[0] != stGranted || again[1] != first[1] {
+		t.Fatalf("repeated acquire(a) = %v, want granted with fence %d", again, first[1])
+	}
+	if got := r.used(); got != 2 {
+		t.Fatalf("used after two acquires of one token = %d, want 2", got)
+	}
+	// A fence is a µs timestamp (> 1e15): it must survive as an integer.
+	if first[1] < 1_000_000_000_000_000 {
+		t.Errorf("fence = %d, want ≥ 1e15 (µs since epoch)", first[1])
+	}
+	b := r.acquire("b", 1, false)
+	if b[1] <= first[1] {
+		t.Errorf("fence of a later grant = %d, want > %d", b[1], first[1])
+	}
+}
+
+func TestReleaseScriptNeverFreesExtraCapacity(t *testing.T) {
+	r, _ := newRaw(t, 3)
+	r.acquire("a", 2, false)
+	r.acquire("b", 1, false)
+	if got := r.release("a"); got[0] != 1 || got[2] != 1 {
+		t.Fatalf("release(a) = %v, want was=1 used=1", got)
+	}
+	if got := r.release("a"); got[0] != 0 || got[2] != 1 {
+		t.Fatalf("second release(a) = %v, want was=0 used=1", got)
+	}
+	if got := r.release("nobody"); got[0] != 0 || got[2] != 1 {
+		t.Fatalf("release(unknown) = %v, want was=0 used=1", got)
+	}
+	// Capacity is exactly limit - used: weight 3 must not fit.
+	if got := r.acquire("c", 3, false); got[0] != stBusy {
+		t.Fatalf("acquire(c, 3) with 1 held of 3 = %v, want busy", got)
+	}
+	if got := r.acquire("d", 2, false); got[0] != stGranted {
+		t.Fatalf("acquire(d, 2) = %v, want granted", got)
+	}
+}
+
+func TestReleaseAfterExpiryFreesNothingExtra(t *testing.T) {
+	r, _ := newRaw(t, 2)
+	r.acquire("a", 2, false)
+	time.Sleep(r.s.cfg.Lease + 100*time.Millisecond)
+	// a expired; b takes the capacity; a's late release must not free b's.
+	if got := r.acquire("b", 2, false); got[0] != stGranted {
+		t.Fatalf("acquire(b) after a expired = %v, want granted", got)
+	}
+	if got := r.release("a"); got[0] != 0 || got[2] != 2 {
+		t.Fatalf("release(a) after expiry = %v, want was=0 used=2", got)
+	}
+	if got := r.acquire("c", 1, false); got[0] != stBusy {
+		t.Fatalf("acquire(c) = %v, want busy", got)
+	}
+}
+
+func TestTombstoneRefusesLateAcquire(t *testing.T) {
+	r, _ := newRaw(t, 2)
+	r.release("late") // the cleanup of a timed-out acquire arrives first
+	if got := r.acquire("late", 1, true); got[0] != stTomb {
+		t.Fatalf("acquire after its release = %v, want tombstoned (-1)", got)
+	}
+	if got := r.used(); got != 0 {
+		t.Fatalf("used = %d, want 0", got)
+	}
+}
+
+func TestWeightAboveStoredLimit(t *testing.T) {
+	r, _ := newRaw(t, 5)
+	r.acquire("a", 1, false) // stores limit 5
+	other := New(r.s.client, r.s.name, 10, r.s.cfg)
+	defer other.Close()
+	v, err := other.eval(context.Background(), acquireScript, other.args("b", 7, 1000, 1, 600, other.id))
+	if err != nil || v[0] != stTooHeavy || v[2] != 5 {
+		t.Fatalf("acquire(b, 7) with stored limit 5 = %v, %v; want too heavy, limit 5", v, err)
+	}
+}
+
+func TestHandOffGrantsHeadAndPublishesToItsProcess(t *testing.T) {
+	r, db := newRaw(t, 2)
+	ctx := t.Context()
+	ps := db.Client.Subscribe(ctx, r.s.prefix+r.s.id)
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil { // subscription confirmation
+		t.Fatal(err)
+	}
+	r.acquire("h", 2, true)
+	if got := r.acquire("w1", 2, true); got[0] != stQueued || got[4] != 0 {
+		t.Fatalf("acquire(w1) = %v, want queued at 0", got)
+	}
+	if got := r.acquire("w2", 1, true); got[0] != stQueued || got[4] != 1 {
+		t.Fatalf("acquire(w2) = %v, want queued at 1", got)
+	}
+	r.release("h")
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	m, err := ps.ReceiveMessage(rctx)
+	if err != nil || m.Payload != "w1" {
+		t.Fatalf("notification = %v, %v; want w1", m, err)
+	}
+	// w1 (weight 2) took all the capacity; w2 stays queued (FIFO, no barging).
+	if got := r.acquire("w1", 2, true); got[0] != stGranted {
+		t.Fatalf("claim of w1 = %v, want granted", got)
+	}
+	if got := r.acquire("w2", 1, true); got[0] != stQueued {
+		t.Fatalf("acquire(w2) = %v, want still queued", got)
+	}
+	// A newcomer that fits in the free capacity must not overtake w2 either.
+	if got := r.acquire("x", 1, false); got[0] != stBusy {
+		t.Fatalf("try acquire(x) with a waiter queued = %v, want busy", got)
+	}
+}
+
+func TestDeadWaiterIsReaped(t *testing.T) {
+	r, db := newRaw(t, 1)
+	r.acquire("h", 1, true)
+	r.acquire("dead", 1, true)
+	time.Sleep(r.s.cfg.WaiterTTL + 100*time.Millisecond)
+	r.release("h")
+	// The dead waiter's heartbeat expired: it is reaped, not granted.
+	if got := r.acquire("n", 1, false); got[0] != stGranted {
+		t.Fatalf("acquire(n) after the only waiter died = %v, want granted", got)
+	}
+	if n, _ := db.Client.ZCard(t.Context(), r.s.keys[2]).Result(); n != 0 {
+		t.Fatalf("queue length = %d, want 0", n)
+	}
+}
+
+func TestRenewScript(t *testing.T) {
+	r, db := newRaw(t, 2)
+	g := r.acquire("a", 1, false)
+	if got := r.renew("a", 1, g[1], false); got[0] != stRenewed {
+		t.Fatalf("renew(a) = %v, want renewed", got)
+	}
+	if err := db.Client.Del(t.Context(), r.s.keys...).Err(); err != nil { // data loss
+		t.Fatal(err)
+	}
+	if got := r.renew("a", 1, g[1], false); got[0] != stLost {
+		t.Fatalf("renew(a) after data loss = %v, want lost", got)
+	}
+	if got := r.renew("a", 1, g[1], true); got[0] != stReadopted || got[2] != 1 {
+		t.Fatalf("renew(a, readopt) after data loss = %v, want re-adopted, used 1", got)
+	}
+	if f, _ := db.Client.HGet(t.Context(), r.s.keys[4], "f:a").Result(); f != "" && strings.ContainsAny(f, "e.") {
+		t.Fatalf("stored fence %q is not an integer", f)
+	}
+	r.release("a")
+	if got := r.renew("a", 1, g[1], true); got[0] != stLost {
+		t.Fatalf("renew(a, readopt) after release = %v, want lost (tombstoned)", got)
+	}
+}
+
+func TestEveryKeyHasTTL(t *testing.T) {
+	r, db := newRaw(t, 1)
+	r.acquire("h", 1, true)
+	r.acquire("w", 1, true)
+	r.release("x")
+	for _, k := range r.s.keys {
+		ttl, err := db.Client.PTTL(t.Context(), k).Result()
+		if err != nil || ttl <= 0 {
+			t.Errorf("PTTL %s = %v, %v; want a TTL", k, ttl, err)
+		}
+	}
+}
