@@ -1,0 +1,665 @@
+package breaker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"reflect"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// A Policy says how a call is answered when the store can't answer it: when
+// the breaker is open, when it is half-open with its probes in flight, or when
+// the call itself fails with a store failure.
+type Policy uint8
+
+const (
+	// FailClosed rejects the call with an error matching [ErrUnavailable]
+	// (an [*OpenError] with RetryAfter, or a [*StoreError] wrapping the
+	// store's error). It is the zero value: limiters fail closed.
+	FailClosed Policy = iota
+
+	// FailOpen admits the call without an answer from the store: [Do]
+	// returns the zero value of its result type, [Degraded] and a nil error,
+	// and the caller treats that as "admitted" (for example a no-op permit).
+	FailOpen
+
+	// FailLocal answers the call with the fallback the caller supplies (for
+	// example a local limiter holding a share of the global limit): [Do]
+	// returns the fallback's result and error with [FromFallback].
+	FailLocal
+)
+
+func (p Policy) String() string {
+	switch p {
+	case FailClosed:
+		return "fail-closed"
+	case FailOpen:
+		return "fail-open"
+	case FailLocal:
+		return "fail-local"
+	}
+	return "Policy(" + strconv.Itoa(int(p)) + ")"
+}
+
+// A Source says where the answer of a guarded call came from.
+type Source uint8
+
+const (
+	// FromStore: the call reached the store and its own result and error
+	// are returned as they are. It is also the Source when Do returns the
+	// caller's context error without calling.
+	FromStore Source = iota
+
+	// Degraded: the store could not answer and the FailOpen policy admitted
+	// the call; the result is the zero value.
+	Degraded
+
+	// FromFallback: the store could not answer and the FailLocal policy
+	// returned the fallback's answer.
+	FromFallback
+
+	// Rejected: the store could not answer and the FailClosed policy
+	// returned an error matching ErrUnavailable.
+	Rejected
+)
+
+func (s Source) String() string {
+	switch s {
+	case FromStore:
+		return "store"
+	case Degraded:
+		return "degraded"
+	case FromFallback:
+		return "fallback"
+	case Rejected:
+		return "rejected"
+	}
+	return "Source(" + strconv.Itoa(int(s)) + ")"
+}
+
+// State is the state of a Breaker. The values equal gobreaker's.
+type State uint8
+
+const (
+	StateClosed   State = State(gobreaker.StateClosed)   // calls go to the store
+	StateHalfOpen State = State(gobreaker.StateHalfOpen) // a few probes go to the store
+	StateOpen     State = State(gobreaker.StateOpen)     // no call goes to the store
+)
+
+func (s State) String() string {
+	switch s {
+	case StateClosed:
+		return "closed"
+	case StateHalfOpen:
+		return "half-open"
+	case StateOpen:
+		return "open"
+	}
+	return "State(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Stats is a snapshot of a Breaker's counters since New.
+type Stats struct {
+	State State
+	// RetryAfter is the remaining open time while open, else 0.
+	RetryAfter time.Duration
+
+	Trips         uint64 // transitions to open
+	Transitions   uint64 // all state transitions
+	StoreFailures uint64 // calls counted as store failures
+
+	// Calls the store could not answer, by the policy that answered them.
+	Rejections uint64 // FailClosed: answered with an error
+	Degraded   uint64 // FailOpen: admitted without the store
+	Fallbacks  uint64 // FailLocal: answered by the fallback
+}
+
+// A Breaker is a circuit breaker guarding calls to a shared store (one Redis
+// endpoint). It is a thin layer over one gobreaker state machine that adds the
+// per-call timeout, the store-failure classifier, per-call policies, growing
+// open times, counters, and transition reports made without gobreaker's lock
+// held. One Breaker is meant to be shared by every semaphore and meter using
+// the same endpoint, each with its own policy.
+//
+// Use [New]. The zero value is usable and behaves like New("", Config{}).
+// A Breaker must not be copied after first use. It is safe for concurrent use
+// by multiple goroutines.
+type Breaker struct {
+	once sync.Once
+
+	name        string
+	ts          *gobreaker.TwoStepCircuitBreaker[struct{}]
+	cb          *gobreaker.CircuitBreaker[struct{}] // ts's own state machine, for Execute; nil if unreachable
+	epoch       time.Time                           // monotonic origin of openUntil
+	callTimeout time.Duration
+	isFailure   func(error) bool
+	policy      Policy
+	onChange    func(name string, from, to State)
+	logger      *slog.Logger
+	openBase    time.Duration
+	openMax     time.Duration
+	jitter      float64
+
+	state      atomic.Uint32 // gobreaker's state, mirrored by onTransition
+	openUntil  atomic.Int64  // end of the open period, ns since epoch; valid while state is open
+	hasPending atomic.Bool   // pending is not empty
+
+	trips, transitions, failures    atomic.Uint64
+	rejections, degraded, fallbacks atomic.Uint64
+
+	mu sync.Mutex
+	// mu guards:
+	openTrips   int           // trips since the last close
+	openFor     time.Duration // length of the current open period
+	pending     []transition  // recorded under gobreaker's lock, not yet reported
+	dispatching bool          // a goroutine is reporting pending transitions
+	last        counters      // counters at the last transition, for the log line
+}
+
+type transition struct {
+	from, to State
+	openFor  time.Duration
+	trips    int
+	delta    counters // counters accumulated in the previous state
+}
+
+type counters struct{ failures, rejections, degraded, fallbacks uint64 }
+
+// New returns a Breaker named name (used in logs, errors and the
+// OnStateChange hook; for example the Redis address) configured by cfg. It
+// starts closed. It panics with a "breaker: " message if cfg is invalid (see
+// [Config.Validate]). It starts no goroutine and does no I/O.
+func New(name string, cfg Config) *Breaker {
+	if err := cfg.Validate(); err != nil {
+		panic(err.Error())
+	}
+	b := new(Breaker)
+	b.once.Do(func() { b.setup(name, cfg) })
+	return b
+}
+
+// init makes the zero Breaker usable.
+func (b *Breaker) init() {
+	b.once.Do(func() { b.setup("", Config{}) })
+}
+
+// Verdicts passed to gobreaker as the outcome of a call: nil is a success.
+var (
+	errFailure  = errors.New("breaker: store failure")
+	errExcluded = errors.New("breaker: not counted")
+)
+
+func (b *Breaker) setup(name string, cfg Config) {
+	b.name = name
+	b.epoch = time.Now()
+	b.callTimeout = cfg.callTimeout()
+	b.isFailure = cfg.IsFailure
+	if b.isFailure == nil {
+		b.isFailure = IsStoreFailure
+	}
+	b.policy = cfg.Policy
+	b.onChange = cfg.OnStateChange
+	b.logger = cfg.Logger
+	b.openBase = cfg.openDuration()
+	b.openMax = cfg.maxOpenDuration()
+	b.jitter = cfg.jitter()
+
+	consecutive := cfg.consecutiveFailures()
+	ratio := cfg.FailureRatio
+	minCalls := uint32(cfg.minCalls())
+	st := gobreaker.Settings{
+		Name:        name,
+		MaxRequests: uint32(cfg.halfOpenProbes()),
+		// gobreaker's timer is the shortest open period; growth and jitter
+		// only lengthen it, and Breaker keeps callers away from gobreaker
+		// until its own open period ends (see openRemaining).
+		Timeout: b.openBase,
+		ReadyToTrip: func(c gobreaker.Counts) bool {
+			if consecutive > 0 && c.ConsecutiveFailures >= uint32(consecutive) {
+				return true
+			}
+			if ratio > 0 {
+				n := c.TotalSuccesses + c.TotalFailures
+				return n >= minCalls && float64(c.TotalFailures) >= ratio*float64(n)
+			}
+			return false
+		},
+		OnStateChange: b.onTransition,
+		IsExcluded:    func(err error) bool { return err == errExcluded },
+	}
+	if ratio > 0 {
+		// A rolling window. Without the ratio rule counts are never cleared
+		// while closed (Interval 0): only a run of consecutive failures trips.
+		st.Interval = cfg.window()
+		st.BucketPeriod = cfg.window() / time.Duration(cfg.windowBuckets())
+	}
+	b.ts = gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
+	b.cb = innerBreaker(b.ts)
+}
+
+// innerBreaker returns the CircuitBreaker inside ts, so that Do can use its
+// Execute, which does not allocate, while Allow uses ts's two-step form, which
+// allocates a closure per call: both drive the same state machine. gobreaker
+// v2.4.0 has no exported way to get it, so this reads the struct's only field
+// after checking its type by reflection. If a later gobreaker changes that
+// layout, it returns nil and Do uses ts.Allow (one more allocation per call,
+// same behaviour); TestInnerBreakerReachable fails to say so.
+func innerBreaker(ts *gobreaker.TwoStepCircuitBreaker[struct{}]) *gobreaker.CircuitBreaker[struct{}] {
+	v := reflect.ValueOf(ts).Elem()
+	if v.NumField() != 1 {
+		return nil
+	}
+	f := v.Field(0)
+	if f.Type() != reflect.TypeFor[*gobreaker.CircuitBreaker[struct{}]]() {
+		return nil
+	}
+	return (*gobreaker.CircuitBreaker[struct{}])(f.UnsafePointer())
+}
+
+// Name returns the breaker's name.
+func (b *Breaker) Name() string {
+	b.init()
+	return b.name
+}
+
+// Policy returns Config.Policy, the default policy for callers that do not
+// have their own.
+func (b *Breaker) Policy() Policy {
+	b.init()
+	return b.policy
+}
+
+// State returns the current state. It may move the breaker from open to
+// half-open when the open period has ended (and report that transition).
+func (b *Breaker) State() State {
+	b.init()
+	if _, open := b.openRemaining(); open {
+		return StateOpen
+	}
+	s := State(b.ts.State())
+	b.dispatch()
+	return s
+}
+
+// Stats returns a snapshot of the breaker's counters.
+func (b *Breaker) Stats() Stats {
+	st := Stats{State: b.State()}
+	if st.State == StateOpen {
+		st.RetryAfter, _ = b.openRemaining()
+	}
+	st.Trips = b.trips.Load()
+	st.Transitions = b.transitions.Load()
+	st.StoreFailures = b.failures.Load()
+	st.Rejections = b.rejections.Load()
+	st.Degraded = b.degraded.Load()
+	st.Fallbacks = b.fallbacks.Load()
+	return st
+}
+
+// Do calls call through the breaker and tells where the answer came from.
+//
+// If ctx is already done, Do returns ctx.Err() without calling. If the
+// breaker is open, or half-open with all its probes in flight, Do does not
+// call call and answers by policy p at once, with no network wait:
+//   - FailClosed: the zero T, [Rejected] and an [*OpenError] (matching
+//     [ErrUnavailable], with RetryAfter);
+//   - FailOpen: the zero T, [Degraded] and a nil error;
+//   - FailLocal: fallback(ctx)'s result and error, with [FromFallback].
+//
+// Otherwise Do calls call with a context bounded by Config.CallTimeout. The
+// outcome is classified and counted:
+//   - nil error: a success; Do returns call's result, [FromStore], nil;
+//   - the call outlived CallTimeout, or [Config.IsFailure] says the error is
+//     a store failure: a failure; Do answers by policy p as above, except that
+//     under FailClosed the error is a [*StoreError] wrapping call's error;
+//   - the caller's own ctx is done (cancelled or past its deadline): not
+//     counted; Do returns call's result and error as they are, [FromStore];
+//   - any other error (a denial, redis.Nil): the store answered, a success;
+//     Do returns call's result and error as they are, [FromStore].
+//
+// The fallback may be nil unless p is FailLocal; Do panics if p is FailLocal
+// and fallback is nil, or if p is not a valid Policy. If call panics, the
+// panic counts as a failure and is re-raised (gobreaker's Execute).
+//
+// Cost: on the success path Do adds to gobreaker's Execute two atomic loads,
+// one time.Now and ctx.Deadline, and allocates nothing when no per-call
+// context is needed: CallTimeout is negative, or ctx already has a deadline
+// no later than CallTimeout from now. Otherwise the context.WithDeadline it
+// derives costs that function's usual allocations; a Redis round trip costs
+// far more.
+func Do[T any](ctx context.Context, b *Breaker, p Policy, call func(context.Context) (T, error), fallback func(context.Context) (T, error)) (T, Source, error) {
+	b.init()
+	checkPolicy(p)
+	if p == FailLocal && fallback == nil {
+		panic("breaker: FailLocal needs a fallback")
+	}
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, FromStore, err
+	}
+	b.dispatch()
+	if rem, open := b.openRemaining(); open {
+		return answer(ctx, b, p, fallback, b.openError(StateOpen, rem))
+	}
+
+	cctx, cancel, deadline := b.callContext(ctx)
+	if cancel != nil {
+		defer cancel()
+	}
+	var (
+		out     T
+		callErr error
+		ran     bool
+		verdict error
+		gerr    error
+	)
+	if b.cb != nil {
+		_, gerr = b.cb.Execute(func() (struct{}, error) {
+			ran = true
+			out, callErr = call(cctx)
+			verdict = b.verdict(ctx, deadline, callErr)
+			return struct{}{}, verdict
+		})
+	} else {
+		out, callErr, ran, verdict, gerr = twoStep(b, ctx, cctx, deadline, call)
+	}
+	b.dispatch()
+	switch {
+	case !ran:
+		return answer(ctx, b, p, fallback, b.rejection(gerr))
+	case verdict == errFailure:
+		b.failures.Add(1)
+		return answer(ctx, b, p, fallback, &StoreError{Name: b.name, Err: callErr})
+	}
+	return out, FromStore, callErr
+}
+
+// twoStep is Do's call path through gobreaker's two-step form, used only if
+// innerBreaker could not reach the CircuitBreaker. Like Execute, it records a
+// panic of call as a failure and re-raises it.
+func twoStep[T any](b *Breaker, ctx, cctx context.Context, deadline time.Time, call func(context.Context) (T, error)) (out T, callErr error, ran bool, verdict, gerr error) {
+	done, gerr := b.ts.Allow()
+	if gerr != nil {
+		return out, nil, false, nil, gerr
+	}
+	ran = true
+	reported := false
+	defer func() {
+		if !reported {
+			done(errFailure) // call panicked
+		}
+	}()
+	out, callErr = call(cctx)
+	verdict = b.verdict(ctx, deadline, callErr)
+	reported = true
+	done(verdict)
+	return out, callErr, true, verdict, nil
+}
+
+// answer answers a call the store could not answer, by policy p; cause is the
+// error FailClosed returns.
+func answer[T any](ctx context.Context, b *Breaker, p Policy, fallback func(context.Context) (T, error), cause error) (T, Source, error) {
+	var zero T
+	switch b.count(p) {
+	case Degraded:
+		return zero, Degraded, nil
+	case FromFallback:
+		v, err := fallback(ctx)
+		return v, FromFallback, err
+	}
+	return zero, Rejected, cause
+}
+
+// count counts a call answered by policy p and returns its Source.
+func (b *Breaker) count(p Policy) Source {
+	switch p {
+	case FailOpen:
+		b.degraded.Add(1)
+		return Degraded
+	case FailLocal:
+		b.fallbacks.Add(1)
+		return FromFallback
+	}
+	b.rejections.Add(1)
+	return Rejected
+}
+
+func checkPolicy(p Policy) {
+	if p > FailLocal {
+		panic("breaker: invalid Policy " + p.String())
+	}
+}
+
+// Allow is the two-step form of [Do], for middleware that cannot wrap the
+// store call in a function. It never blocks and does no I/O.
+//
+// If the breaker lets the call through, Allow returns a done func, [FromStore]
+// and a nil error: make the store call, then call done exactly once with its
+// error. done classifies the error like Do, except that Allow applies no
+// CallTimeout and knows no caller context: nil is a success, an error
+// [Config.IsFailure] accepts is a failure, a context error is not counted,
+// and any other error is a success. A failure reported through done is
+// counted, but the policy is not applied to it: the caller has its error.
+//
+// If the breaker is open, or half-open with its probes in flight, the caller
+// must not call the store, and Allow answers by policy p: FailClosed returns
+// [Rejected] and an [*OpenError]; FailOpen returns [Degraded] (admit);
+// FailLocal returns [FromFallback] (use your local fallback), both with a nil
+// error. done is then a no-op. done is never nil.
+//
+// Allow allocates (gobreaker's two-step closure and Allow's own). It panics
+// if p is not a valid Policy.
+func (b *Breaker) Allow(p Policy) (done func(err error), src Source, err error) {
+	b.init()
+	checkPolicy(p)
+	b.dispatch()
+	if rem, open := b.openRemaining(); open {
+		return b.allowAnswer(p, b.openError(StateOpen, rem))
+	}
+	gdone, gerr := b.ts.Allow()
+	b.dispatch()
+	if gerr != nil {
+		return b.allowAnswer(p, b.rejection(gerr))
+	}
+	return func(err error) {
+		v := b.verdict(nil, time.Time{}, err)
+		if v == errFailure {
+			b.failures.Add(1)
+		}
+		gdone(v)
+		b.dispatch()
+	}, FromStore, nil
+}
+
+func noop(error) {}
+
+func (b *Breaker) allowAnswer(p Policy, cause error) (func(error), Source, error) {
+	src := b.count(p)
+	if src == Rejected {
+		return noop, src, cause
+	}
+	return noop, src, nil
+}
+
+// verdict classifies the outcome of a call for gobreaker: nil (success),
+// errFailure or errExcluded. ctx is the caller's context (nil for Allow) and
+// deadline the per-call deadline Do set (zero if none).
+func (b *Breaker) verdict(ctx context.Context, deadline time.Time, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctx != nil {
+		now := time.Now()
+		// Compare times rather than look at ctx.Err(): a socket deadline set
+		// from a context deadline can fire before the context's own timer.
+		if !deadline.IsZero() && !now.Before(deadline) {
+			return errFailure // our per-call timeout expired: the store was slow
+		}
+		if ctx.Err() != nil {
+			return errExcluded // the caller cancelled
+		}
+		if d, ok := ctx.Deadline(); ok && !now.Before(d) {
+			return errExcluded // the caller's own deadline expired
+		}
+	}
+	if b.isFailure(err) {
+		return errFailure
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return errExcluded // a context error we can't attribute: no information
+	}
+	return nil // the store answered
+}
+
+// callContext derives the context of one call: ctx bounded by CallTimeout.
+// It returns ctx itself, with no cancel func and a zero deadline, if the
+// timeout is off or ctx's own deadline is not later.
+func (b *Breaker) callContext(ctx context.Context) (context.Context, context.CancelFunc, time.Time) {
+	if b.callTimeout <= 0 {
+		return ctx, nil, time.Time{}
+	}
+	deadline := time.Now().Add(b.callTimeout)
+	if d, ok := ctx.Deadline(); ok && !d.After(deadline) {
+		return ctx, nil, time.Time{}
+	}
+	cctx, cancel := context.WithDeadline(ctx, deadline)
+	return cctx, cancel, deadline
+}
+
+// openRemaining reports whether the breaker is in an open period and how much
+// of it remains. While it is, no call goes to gobreaker: gobreaker's own open
+// timer (the base OpenDuration) may have run out, and touching it would move
+// it to half-open before a grown or jittered open period ends.
+func (b *Breaker) openRemaining() (time.Duration, bool) {
+	if State(b.state.Load()) != StateOpen {
+		return 0, false
+	}
+	rem := time.Duration(b.openUntil.Load()) - time.Since(b.epoch)
+	return rem, rem > 0
+}
+
+// rejection converts gobreaker's rejection into an *OpenError.
+func (b *Breaker) rejection(gerr error) error {
+	if errors.Is(gerr, gobreaker.ErrTooManyRequests) {
+		return b.openError(StateHalfOpen, b.callTimeout)
+	}
+	rem, _ := b.openRemaining()
+	return b.openError(StateOpen, max(rem, 0))
+}
+
+func (b *Breaker) openError(s State, delay time.Duration) error {
+	return &OpenError{Name: b.name, State: s, Delay: delay}
+}
+
+// onTransition is gobreaker's OnStateChange. gobreaker calls it with its
+// mutex held, so it only records the transition (taking b.mu, which is never
+// held while calling gobreaker); dispatch reports it later without locks.
+func (b *Breaker) onTransition(_ string, from, to gobreaker.State) {
+	now := time.Since(b.epoch)
+	cur := counters{b.failures.Load(), b.rejections.Load(), b.degraded.Load(), b.fallbacks.Load()}
+	b.mu.Lock()
+	t := transition{from: State(from), to: State(to), delta: cur.sub(b.last)}
+	b.last = cur
+	switch State(to) {
+	case StateOpen:
+		b.openTrips++
+		b.openFor = b.openDurationLocked(b.openTrips)
+		t.openFor, t.trips = b.openFor, b.openTrips
+		b.openUntil.Store(int64(now + b.openFor)) // before the state, which publishes it
+		b.trips.Add(1)
+	case StateClosed:
+		b.openTrips = 0
+	}
+	b.state.Store(uint32(to))
+	b.transitions.Add(1)
+	b.pending = append(b.pending, t)
+	b.hasPending.Store(true)
+	b.mu.Unlock()
+}
+
+// openDurationLocked returns the length of the open period after the k-th
+// trip in a row: OpenDuration doubled k-1 times, capped at MaxOpenDuration,
+// then lengthened by up to Jitter of itself. b.mu must be held.
+func (b *Breaker) openDurationLocked(k int) time.Duration {
+	d := b.openBase
+	for i := 1; i < k && d < b.openMax; i++ {
+		d *= 2
+	}
+	d = min(d, b.openMax)
+	if b.jitter > 0 {
+		d += time.Duration(rand.Float64() * b.jitter * float64(d))
+	}
+	return d
+}
+
+// dispatch reports pending transitions, in order, without locks held. If
+// another goroutine is already reporting, that one reports them, so a hook
+// that calls back into the Breaker neither deadlocks nor recurses.
+func (b *Breaker) dispatch() {
+	if !b.hasPending.Load() {
+		return
+	}
+	b.mu.Lock()
+	if b.dispatching {
+		b.mu.Unlock()
+		return
+	}
+	b.dispatching = true
+	defer func() { // also if a hook panics
+		b.mu.Lock()
+		b.dispatching = false
+		b.mu.Unlock()
+	}()
+	for len(b.pending) > 0 {
+		batch := b.pending
+		b.pending = nil
+		b.hasPending.Store(false)
+		b.mu.Unlock()
+		for _, t := range batch {
+			b.report(t)
+		}
+		b.mu.Lock()
+	}
+	b.mu.Unlock()
+}
+
+// report logs one line for t and calls the hook. No lock is held.
+func (b *Breaker) report(t transition) {
+	logger := b.logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	level := slog.LevelInfo
+	if t.to == StateOpen {
+		level = slog.LevelWarn
+	}
+	attrs := []slog.Attr{
+		slog.String("breaker", b.name),
+		slog.String("from", t.from.String()),
+		slog.String("to", t.to.String()),
+	}
+	if t.to == StateOpen {
+		attrs = append(attrs, slog.Duration("open_for", t.openFor), slog.Int("trips", t.trips))
+	}
+	attrs = append(attrs,
+		slog.Uint64("store_failures", t.delta.failures),
+		slog.Uint64("rejected", t.delta.rejections),
+		slog.Uint64("degraded", t.delta.degraded),
+		slog.Uint64("fallbacks", t.delta.fallbacks),
+	)
+	logger.LogAttrs(context.Background(), level, "breaker: "+t.to.String(), attrs...)
+	if b.onChange != nil {
+		b.onChange(b.name, t.from, t.to)
+	}
+}
+
+func (c counters) sub(d counters) counters {
+	return counters{c.failures - d.failures, c.rejections - d.rejections, c.degraded - d.degraded, c.fallbacks - d.fallbacks}
+}

@@ -1,0 +1,202 @@
+package breaker
+
+import (
+	"errors"
+	"log/slog"
+	"math"
+	"time"
+)
+
+// Default values of the Config fields.
+const (
+	DefaultConsecutiveFailures = 5
+	DefaultMinCalls            = 20
+	DefaultWindow              = 10 * time.Second
+	DefaultWindowBuckets       = 10
+	DefaultOpenDuration        = time.Second
+	DefaultJitter              = 0.1
+	DefaultHalfOpenProbes      = 1
+	DefaultCallTimeout         = 250 * time.Millisecond
+)
+
+// Config configures a [Breaker]. The zero value is a valid Config: trip after 5
+// consecutive store failures, stay open 1s (plus up to 10% jitter), let 1 probe
+// through when half-open, bound each guarded call to 250ms, classify failures
+// with [IsStoreFailure], default to [FailClosed], and log transitions to
+// [slog.Default].
+//
+// A Config is read once by [New]; changing it afterwards has no effect.
+type Config struct {
+	// ConsecutiveFailures trips the breaker when this many calls in a row
+	// fail (see IsFailure). A call the store answers, even with a denial or
+	// redis.Nil, resets the run. If zero, DefaultConsecutiveFailures (5) is
+	// used. If negative, the rule is off, and FailureRatio must be set.
+	ConsecutiveFailures int
+
+	// FailureRatio, if positive, also trips the breaker when, over the last
+	// Window, at least MinCalls calls completed and the fraction of them that
+	// failed is at least FailureRatio. It must be in [0, 1]. If zero, the
+	// ratio rule is off.
+	FailureRatio float64
+
+	// MinCalls is the number of completed calls in the Window below which
+	// the ratio rule does not trip. Only used when FailureRatio is set. If
+	// zero, DefaultMinCalls (20) is used. It must not be negative.
+	MinCalls int
+
+	// Window is the length of the rolling window of the ratio rule. Only used
+	// when FailureRatio is set. If zero, DefaultWindow (10s) is used. It must
+	// not be negative.
+	Window time.Duration
+
+	// WindowBuckets is the number of buckets the Window is divided into (it
+	// rolls one bucket at a time; gobreaker's BucketPeriod = Window /
+	// WindowBuckets). Only used when FailureRatio is set. If zero,
+	// DefaultWindowBuckets (10) is used. It must not be negative, nor more
+	// than Window in nanoseconds.
+	WindowBuckets int
+
+	// OpenDuration is how long the breaker stays open after it trips, before
+	// it lets a probe through. If zero, DefaultOpenDuration (1s) is used. It
+	// must not be negative.
+	OpenDuration time.Duration
+
+	// MaxOpenDuration, if greater than OpenDuration, makes the open time grow
+	// on repeated trips: each time a half-open probe fails, the next open
+	// period doubles, up to MaxOpenDuration (before jitter). A close resets it
+	// to OpenDuration. If zero or not greater than OpenDuration, the open time
+	// does not grow.
+	MaxOpenDuration time.Duration
+
+	// Jitter lengthens each open period by a random fraction of it in
+	// [0, Jitter), so instances that tripped together do not all probe the
+	// store at the same instant. If zero, DefaultJitter (0.1) is used. If
+	// negative, there is no jitter. It must not be greater than 1.
+	Jitter float64
+
+	// HalfOpenProbes is the number of calls let through at once while
+	// half-open, and the number of consecutive successes that close the
+	// breaker (gobreaker's MaxRequests). Other calls are answered by the
+	// policy. If zero, DefaultHalfOpenProbes (1) is used. It must not be
+	// negative.
+	HalfOpenProbes int
+
+	// CallTimeout bounds each call made through [Do]: the call gets a context
+	// whose deadline is at most CallTimeout away, and the expiry of that
+	// deadline counts as a store failure (the expiry of the caller's own
+	// deadline does not). When the caller's context already has a deadline
+	// that is not later, no context is derived (see [Do]). If zero,
+	// DefaultCallTimeout (250ms) is used. If negative, calls are not bounded.
+	// [Breaker.Allow] does not apply it.
+	//
+	// Set it below the deadlines of your callers: if every caller's deadline
+	// is shorter, a frozen store burns each caller's deadline and never trips
+	// the breaker through timeouts, because the caller's deadline is not a
+	// store failure.
+	CallTimeout time.Duration
+
+	// IsFailure reports whether an error returned by a guarded call means the
+	// store is unhealthy. It is not consulted for nil errors, for calls whose
+	// caller context is done, or when CallTimeout expired (a failure). An
+	// error for which it returns false counts as an answer from a healthy
+	// store (a success), except a context error, which is not counted. If
+	// nil, [IsStoreFailure] is used. It is called without locks held.
+	IsFailure func(err error) bool
+
+	// Policy is the breaker's default policy, returned by [Breaker.Policy] for
+	// callers that do not have their own; [Do] and [Breaker.Allow] take the
+	// policy of each call as an argument. The zero value is FailClosed.
+	Policy Policy
+
+	// OnStateChange, if non-nil, is called after each state transition, with
+	// the breaker's name and the old and new states. It is called without
+	// any lock held, once per transition, in order, never concurrently with
+	// itself, and may call methods on the Breaker. It runs on the goroutine
+	// whose call caused the transition (or one that was already delivering
+	// transitions), before that call returns, so it should be quick.
+	OnStateChange func(name string, from, to State)
+
+	// Logger receives exactly one line per state transition (Warn when
+	// opening, Info otherwise) and never one per call. If nil, slog.Default()
+	// at the time of the transition is used. To silence it, use
+	// slog.New(slog.DiscardHandler).
+	Logger *slog.Logger
+}
+
+// Validate reports whether c is usable by [New], and if not, why. New panics
+// with the same message.
+func (c Config) Validate() error {
+	switch {
+	case math.IsNaN(c.FailureRatio) || c.FailureRatio < 0 || c.FailureRatio > 1:
+		return errors.New("breaker: FailureRatio not in [0, 1]")
+	case c.ConsecutiveFailures < 0 && c.FailureRatio == 0:
+		return errors.New("breaker: no trip rule (ConsecutiveFailures < 0 and FailureRatio = 0)")
+	case c.MinCalls < 0:
+		return errors.New("breaker: MinCalls < 0")
+	case c.Window < 0:
+		return errors.New("breaker: Window < 0")
+	case c.WindowBuckets < 0:
+		return errors.New("breaker: WindowBuckets < 0")
+	case c.FailureRatio > 0 && c.WindowBuckets > 0 && time.Duration(c.WindowBuckets) > c.window():
+		return errors.New("breaker: WindowBuckets > Window in nanoseconds")
+	case c.OpenDuration < 0:
+		return errors.New("breaker: OpenDuration < 0")
+	case c.MaxOpenDuration < 0:
+		return errors.New("breaker: MaxOpenDuration < 0")
+	case math.IsNaN(c.Jitter) || c.Jitter > 1:
+		return errors.New("breaker: Jitter > 1")
+	case c.HalfOpenProbes < 0:
+		return errors.New("breaker: HalfOpenProbes < 0")
+	case uint64(c.HalfOpenProbes) > math.MaxUint32:
+		return errors.New("breaker: HalfOpenProbes too large")
+	}
+	return nil
+}
+
+func (c Config) consecutiveFailures() int {
+	if c.ConsecutiveFailures == 0 {
+		return DefaultConsecutiveFailures
+	}
+	return c.ConsecutiveFailures // negative: off
+}
+
+func (c Config) minCalls() int { return orDefault(c.MinCalls, DefaultMinCalls) }
+
+func (c Config) window() time.Duration { return orDefault(c.Window, DefaultWindow) }
+
+func (c Config) windowBuckets() int { return orDefault(c.WindowBuckets, DefaultWindowBuckets) }
+
+func (c Config) openDuration() time.Duration { return orDefault(c.OpenDuration, DefaultOpenDuration) }
+
+func (c Config) maxOpenDuration() time.Duration {
+	return max(c.MaxOpenDuration, c.openDuration())
+}
+
+func (c Config) jitter() float64 {
+	switch {
+	case c.Jitter == 0:
+		return DefaultJitter
+	case c.Jitter < 0:
+		return 0
+	}
+	return c.Jitter
+}
+
+func (c Config) halfOpenProbes() int { return orDefault(c.HalfOpenProbes, DefaultHalfOpenProbes) }
+
+func (c Config) callTimeout() time.Duration {
+	switch {
+	case c.CallTimeout == 0:
+		return DefaultCallTimeout
+	case c.CallTimeout < 0:
+		return 0 // off
+	}
+	return c.CallTimeout
+}
+
+func orDefault[T int | time.Duration](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
+}

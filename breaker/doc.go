@@ -1,0 +1,53 @@
+// Package breaker is a store-health circuit breaker: it decides what a
+// Redis-backed limiter does when Redis degrades, so that a dead or frozen Redis
+// costs one timeout, not one per request.
+//
+// A [Breaker] wraps one github.com/sony/gobreaker/v2 state machine (closed,
+// open, half-open). Every call to the store goes through it with [Do] (or the
+// two-step [Breaker.Allow]), which bounds the call with a per-call timeout,
+// counts only infrastructure failures ([IsStoreFailure]: timeouts, refused or
+// reset connections, EOF, LOADING, READONLY, MASTERDOWN, BUSY, OOM,
+// CLUSTERDOWN, TRYAGAIN), and never the caller's own cancellation or deadline,
+// a "denied" answer or redis.Nil. When the store cannot answer (the breaker is
+// open, or the call failed), a [Policy] chosen per call decides:
+//
+//   - [FailClosed] (the zero value) rejects with [ErrUnavailable], as an
+//     [*OpenError] whose RetryAfter is the remaining open time;
+//   - [FailOpen] admits and marks the answer [Degraded];
+//   - [FailLocal] returns the answer of a fallback the caller supplies, such
+//     as a local limiter with a share of the global limit.
+//
+// While the breaker is open no call reaches the network: Do answers in
+// microseconds.
+//
+// # Usage
+//
+//	b := breaker.New("redis:6379", breaker.Config{}) // one per Redis endpoint, shared
+//
+//	n, src, err := breaker.Do(ctx, b, breaker.FailLocal,
+//		func(ctx context.Context) (int64, error) { return rdb.Incr(ctx, key).Result() },
+//		func(ctx context.Context) (int64, error) { return local.Add(1), nil })
+//	if err != nil { ... } // the store's own error, or the fallback's
+//	if src != breaker.FromStore { ... } // answered without Redis
+//
+// # Open time, probes and observability
+//
+// After the breaker trips it stays open for [Config.OpenDuration], lengthened
+// by a random jitter and, if [Config.MaxOpenDuration] is set, doubled on each
+// failed probe. It then lets [Config.HalfOpenProbes] calls through; if they
+// succeed it closes, if one fails it opens again.
+//
+// Each transition is reported once: one [log/slog] line (never one per call,
+// with the counts of degraded answers during the previous state) and a call of
+// [Config.OnStateChange], made with no lock held, so the hook may call back
+// into the Breaker (gobreaker's own OnStateChange runs under its mutex).
+// [Breaker.Stats] returns counters of trips, transitions, store failures, and
+// calls answered by each policy.
+//
+// # Concurrency and zero values
+//
+// A Breaker is safe for concurrent use; one Breaker per store endpoint is
+// meant to be shared by every semaphore and meter on it, each passing its own
+// Policy to Do. The zero Config is valid, and the zero Breaker behaves like
+// New("", Config{}). New starts no goroutine and does no I/O.
+package breaker

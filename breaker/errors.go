@@ -1,0 +1,73 @@
+package breaker
+
+import (
+	"errors"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// ErrUnavailable is returned, wrapped in an [*OpenError] or a [*StoreError], when a
+// call under the [FailClosed] policy gets no answer from the store: the breaker is
+// open (or half-open with its probes in flight), or the store call itself failed.
+var ErrUnavailable = errors.New("breaker: store unavailable")
+
+// An OpenError reports that the breaker rejected a call without calling the store
+// because it is open, or half-open with all its probes in flight. It matches
+// [ErrUnavailable] with [errors.Is], and also gobreaker's ErrOpenState (when open) or
+// ErrTooManyRequests (when half-open), so code written against gobreaker keeps
+// working.
+type OpenError struct {
+	// Name is the breaker's name.
+	Name string
+	// State is StateOpen or StateHalfOpen.
+	State State
+	// Delay is the time until the breaker will let a probe through: the
+	// remaining open time when open; the per-call timeout (the longest the
+	// probe in flight can take) when half-open; 0 if unknown.
+	Delay time.Duration
+}
+
+func (e *OpenError) Error() string {
+	if e.State == StateHalfOpen {
+		return "breaker: store unavailable (circuit half-open)"
+	}
+	return "breaker: store unavailable (circuit open)"
+}
+
+// Is reports whether target is ErrUnavailable, or the gobreaker error for the
+// same condition (gobreaker.ErrOpenState or gobreaker.ErrTooManyRequests).
+func (e *OpenError) Is(target error) bool {
+	switch target {
+	case ErrUnavailable:
+		return true
+	case gobreaker.ErrOpenState:
+		return e.State != StateHalfOpen
+	case gobreaker.ErrTooManyRequests:
+		return e.State == StateHalfOpen
+	}
+	return false
+}
+
+// RetryAfter returns Delay: how long to wait before the breaker lets a call
+// reach the store again.
+func (e *OpenError) RetryAfter() time.Duration { return e.Delay }
+
+// A StoreError reports that the breaker let a call through under the
+// [FailClosed] policy and the store call failed with an infrastructure error
+// (see [Config.IsFailure]). It matches [ErrUnavailable] with [errors.Is] and
+// unwraps to the store's error.
+type StoreError struct {
+	// Name is the breaker's name.
+	Name string
+	// Err is the store call's error.
+	Err error
+}
+
+func (e *StoreError) Error() string { return "breaker: store unavailable: " + e.Err.Error() }
+
+// Is reports whether target is ErrUnavailable.
+func (e *StoreError) Is(target error) bool { return target == ErrUnavailable }
+
+// Unwrap returns Err.
+func (e *StoreError) Unwrap() error { return e.Err }
