@@ -326,11 +326,18 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 			return nil, fmt.Errorf("distsem: acquire %q: unexpected status %d", s.name, r[0])
 		}
 		s.listen()
+		// Heartbeat every WaiterTTL/3. The head of the queue also calls just
+		// after the earliest lease expires, so that a crashed holder's permit is
+		// reaped and handed on at once rather than at the next heartbeat.
+		next := beat
+		if len(r) > 5 && r[4] == 0 && r[5] >= 0 {
+			next = min(next, time.Duration(r[5])*time.Millisecond+5*time.Millisecond)
+		}
 		if timer == nil {
-			timer = time.NewTimer(beat)
+			timer = time.NewTimer(next)
 			defer timer.Stop()
 		} else {
-			timer.Reset(beat)
+			timer.Reset(next)
 		}
 		select {
 		case <-ctx.Done():

@@ -5,8 +5,10 @@
 -- ARGV[6] = weight (1..), ARGV[7] = lease ms, ARGV[8] = 1 to queue when not
 -- granted, 0 to only try, ARGV[9] = waiter heartbeat TTL ms (also the claim time
 -- of a hand-off), ARGV[10] = notify id of the calling process.
--- Returns {status, fence, limit, used, position}:
---   status  1 granted (fence set), 0 queued (position = waiters ahead),
+-- Returns {status, fence, limit, used, position, next}:
+--   status  1 granted (fence set), 0 queued (position = waiters ahead, next = ms
+--           until the earliest holder lease expires, -1 if none: the head waiter
+--           calls again then, so a crashed holder's permit is reaped promptly),
 --           2 no capacity (try only, nothing written but reaping),
 --          -1 token tombstoned (released or cancelled before this call ran),
 --          -2 weight exceeds the stored limit (removed from the queue).
@@ -15,6 +17,14 @@ local lease = tonumber(ARGV[7])
 local queue = ARGV[8] == '1'
 local wait_ttl = tonumber(ARGV[9])
 local id = ARGV[10]
+
+local function next_expiry()
+  local first = redis.call('ZRANGE', H, 0, 0, 'WITHSCORES')
+  if first[2] then
+    return math.max(0, tonumber(first[2]) - now)
+  end
+  return -1
+end
 
 reap()
 if redis.call('ZSCORE', T, tok) then
@@ -47,7 +57,7 @@ if queued then
   redis.call('ZADD', QE, fmt(now + wait_ttl), tok)
   local pos = redis.call('ZRANK', Q, tok)
   finish()
-  return {0, 0, limit, used, pos}
+  return {0, 0, limit, used, pos, next_expiry()}
 end
 
 if redis.call('ZCARD', Q) == 0 and used + w <= limit then
@@ -68,4 +78,4 @@ redis.call('ZADD', QE, fmt(now + wait_ttl), tok)
 redis.call('HSET', D, 'w:' .. tok, fmt(w), 'c:' .. tok, id, 'l:' .. tok, fmt(wait_ttl))
 local pos = redis.call('ZRANK', Q, tok)
 finish()
-return {0, 0, limit, used, pos}
+return {0, 0, limit, used, pos, next_expiry()}
