@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -45,6 +47,29 @@ type Config struct {
 	// counted in Stats.Readopted. If false, such a permit is lost: Lost is closed
 	// and its context cancelled.
 	Readopt bool
+
+	// Breaker guards every Redis call of the Semaphore: failures (timeouts,
+	// refused connections, LOADING, ...) are counted, caller cancellation is
+	// not, and while it is open no call waits on the network. Share one Breaker
+	// per Redis endpoint. If nil, the Semaphore makes its own with CallTimeout
+	// and Policy.
+	Breaker *breaker.Breaker
+
+	// Policy decides what Acquire and TryAcquire do when Redis cannot answer
+	// (the breaker is open, or the call failed): breaker.FailClosed (the zero
+	// value) returns an error matching breaker.ErrUnavailable, with RetryAfter
+	// when the breaker is open; breaker.FailOpen grants a permit held nowhere
+	// (Permit.Degraded); breaker.FailLocal grants from a local share of
+	// LocalShare. Renewals and releases always fail closed: they report the error
+	// (a renewal keeps retrying until the local deadline).
+	Policy breaker.Policy
+
+	// LocalShare is the capacity of this process's local share under
+	// breaker.FailLocal, typically limit / number of processes. The share also
+	// counts the permits this process holds in Redis (as far as they fit), so
+	// that while Redis is down the process admits at most LocalShare in total,
+	// including what it already held. If zero, 1.
+	LocalShare int64
 }
 
 // A Semaphore is a weighted semaphore shared by every process that uses the same
@@ -157,7 +182,7 @@ func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Se
 	}
 	s.keyTTL = 2*max(cfg.Lease, cfg.WaiterTTL, cfg.TombstoneTTL).Milliseconds() + 10_000
 	s.stopCtx, s.stopFn = context.WithCancel(context.Background())
-	s.fail.init(s, cfg)
+	s.fail.init(name, cfg)
 	return s
 }
 
@@ -172,18 +197,6 @@ func (s *Semaphore) newToken() string {
 // args returns the ARGV common to all scripts (see lua/common.lua).
 func (s *Semaphore) args(tok string, extra ...any) []any {
 	return append([]any{tok, s.limit, s.keyTTL, s.pub, s.prefix}, extra...)
-}
-
-// eval runs one script with the per-call timeout and parses its integer reply.
-// It does not go through the breaker; see call.
-func (s *Semaphore) eval(ctx context.Context, sc *redis.Script, args []any) ([]int64, error) {
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-	defer cancel()
-	v, err := sc.Run(cctx, s.client, s.keys, args...).Result()
-	if err != nil {
-		return nil, err
-	}
-	return parseReply(v)
 }
 
 func parseReply(v any) ([]int64, error) {
@@ -203,14 +216,6 @@ func parseReply(v any) ([]int64, error) {
 		return nil, fmt.Errorf("distsem: unexpected reply length %d", len(out))
 	}
 	return out, nil
-}
-
-// call runs a script through the breaker: store failures are counted, caller
-// cancellation is not.
-func (s *Semaphore) call(ctx context.Context, sc *redis.Script, args []any) ([]int64, error) {
-	return s.fail.do(ctx, func(ctx context.Context) ([]int64, error) {
-		return s.eval(ctx, sc, args)
-	})
 }
 
 // Acquire waits for weight of the semaphore and returns a Permit holding it.
@@ -264,8 +269,8 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	if s.fail.open() {
-		return s.fallback(ctx, w, wait, nil)
+	if s.fail.open() && s.fail.policy != breaker.FailClosed {
+		return s.fallback(ctx, w, wait)
 	}
 	tok := s.newToken()
 	var wake chan struct{}
@@ -278,19 +283,27 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 	beat := s.cfg.WaiterTTL / 3
 	var timer *time.Timer
 	errs := 0
+	sent := false // a call with tok was sent: Redis may know tok
 	for {
-		sent := time.Now()
-		r, err := s.call(ctx, acquireScript, s.args(tok, w, s.cfg.Lease.Milliseconds(), b2i(wait), s.cfg.WaiterTTL.Milliseconds(), s.id))
+		start := time.Now()
+		// Through the breaker with FailClosed: the policy is applied here, so
+		// that a queued waiter can ride out a blip before falling back.
+		r, _, ran, err := s.call(ctx, breaker.FailClosed, acquireScript, s.args(tok, w, s.cfg.Lease.Milliseconds(), b2i(wait), s.cfg.WaiterTTL.Milliseconds(), s.id))
+		sent = sent || ran
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
-				// The outcome is unknown: the call may still run in Redis.
-				s.cleanup(tok)
+				if sent {
+					// The outcome is unknown: the call may still run in Redis.
+					s.cleanup(tok)
+				}
 				return nil, cerr
 			}
-			if wait && errs < 2 && !s.fail.open() && isStoreFailure(err) {
-				// A waiter survives a blip: the script is idempotent per token,
-				// so retrying keeps its place in the queue (the entry lives for
-				// WaiterTTL without a heartbeat).
+			down := errors.Is(err, breaker.ErrUnavailable)
+			var open *breaker.OpenError
+			if wait && down && errs < 2 && r == nil && !errors.As(err, &open) && sent {
+				// A queued waiter survives a blip: the script is idempotent per
+				// token, so retrying keeps its place in the queue (the entry
+				// lives for WaiterTTL without a heartbeat).
 				errs++
 				if !sleepCtx(ctx, beat/8) {
 					s.cleanup(tok)
@@ -298,9 +311,11 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 				}
 				continue
 			}
-			s.cleanup(tok)
-			if s.fail.fallbackOn(err) {
-				return s.fallback(ctx, w, wait, err)
+			if sent {
+				s.cleanup(tok)
+			}
+			if down && s.fail.policy != breaker.FailClosed {
+				return s.fallback(ctx, w, wait)
 			}
 			return nil, fmt.Errorf("distsem: acquire %q: %w", s.name, err)
 		}
@@ -311,7 +326,7 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 			if timer != nil {
 				timer.Stop()
 			}
-			return s.newPermit(tok, w, r[1], sent), nil
+			return s.newPermit(tok, w, r[1], start), nil
 		case stBusy:
 			return nil, &RejectError{Reason: ErrNoCapacity}
 		case stTooHeavy:
@@ -377,7 +392,7 @@ func (s *Semaphore) cleanup(tok string) {
 		deadline := time.Now().Add(s.cfg.Lease)
 		backoff := 20 * time.Millisecond
 		for {
-			_, err := s.eval(s.stopCtx, releaseScript, s.args(tok, s.cfg.TombstoneTTL.Milliseconds(), 0))
+			_, _, _, err := s.call(s.stopCtx, breaker.FailClosed, releaseScript, s.args(tok, s.cfg.TombstoneTTL.Milliseconds(), 0))
 			if err == nil || s.stopCtx.Err() != nil || time.Now().Add(backoff).After(deadline) {
 				return
 			}
@@ -397,7 +412,7 @@ func (s *Semaphore) SetLimit(ctx context.Context, limit int64) error {
 	if limit < 1 {
 		panic("distsem: limit < 1")
 	}
-	r, err := s.call(ctx, releaseScript, s.args("", s.cfg.TombstoneTTL.Milliseconds(), limit))
+	r, _, _, err := s.call(ctx, breaker.FailClosed, releaseScript, s.args("", s.cfg.TombstoneTTL.Milliseconds(), limit))
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr

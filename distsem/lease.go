@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/floodgate-go/floodgate/breaker"
 )
 
 // A Permit is weight held on a Semaphore, until Release or until its lease is
@@ -108,7 +110,7 @@ func (p *Permit) Release(ctx context.Context) error {
 	if p.kind != permitRedis {
 		return nil
 	}
-	_, err := s.call(context.WithoutCancel(ctx), releaseScript, s.args(p.token, s.cfg.TombstoneTTL.Milliseconds(), 0))
+	_, _, _, err := s.call(context.WithoutCancel(ctx), breaker.FailClosed, releaseScript, s.args(p.token, s.cfg.TombstoneTTL.Milliseconds(), 0))
 	if err != nil {
 		s.cleanup(p.token)
 		return fmt.Errorf("distsem: release %q: %w", s.name, err)
@@ -144,7 +146,7 @@ func (p *Permit) renew(deadline time.Time) {
 		case <-tick.C:
 		}
 		sent := time.Now()
-		r, err := s.call(ctx, renewScript, s.args(p.token, p.weight, s.cfg.Lease.Milliseconds(), p.fence, b2i(s.cfg.Readopt)))
+		r, _, _, err := s.call(ctx, breaker.FailClosed, renewScript, s.args(p.token, p.weight, s.cfg.Lease.Milliseconds(), p.fence, b2i(s.cfg.Readopt)))
 		if ctx.Err() != nil {
 			return // released
 		}
