@@ -1,0 +1,210 @@
+package shaper
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// An algo is one rate algorithm's pure arithmetic over its per-key state S, with the
+// limit's constants precomputed. It is immutable; SetLimit swaps in a new one.
+type algo[S any] interface {
+	// decide makes the decision for cost n ≥ 0 at time now (Unix µs) on state s,
+	// which is the zero S when fresh, and updates s. Every change it makes on a
+	// denial or for n = 0 must leave future decisions unchanged (a refill, a window
+	// roll). It never fails: costs above max() are refused before it is called.
+	decide(s *S, fresh bool, now, n int64) (ok bool, remaining, retryUS, resetUS int64)
+	// idle reports whether s is equivalent to a fresh state at now, so the key can
+	// be forgotten without changing any future decision.
+	idle(s *S, now int64) bool
+	// max is the largest cost ever admitted at once.
+	max() int64
+	limit() Limit
+}
+
+// core is the keyed, concurrency-safe part shared by every meter: a clock, the
+// current algo (swapped atomically by SetLimit) and the sharded store.
+type core[S any, A any, PA interface {
+	*A
+	algo[S]
+}] struct {
+	a     atomic.Pointer[A]
+	clock clock
+	st    store[S]
+}
+
+func (c *core[S, A, PA]) init(a PA) {
+	c.a.Store((*A)(a))
+	c.clock = newClock()
+	c.st.init()
+}
+
+func (c *core[S, A, PA]) allowN(key string, now, n int64) (Decision, error) {
+	a := PA(c.a.Load())
+	if a == nil {
+		return Decision{}, &CostError{Cost: n, Max: 0}
+	}
+	if n < 0 {
+		panic("shaper: negative cost")
+	}
+	if max := a.max(); n > max {
+		return Decision{Limit: a.limit()}, &CostError{Cost: n, Max: max}
+	}
+	sh := c.st.shard(key)
+	sh.mu.Lock()
+	var (
+		ok                          bool
+		remaining, retryUS, resetUS int64
+	)
+	if s := sh.lookupLocked(key); s != nil {
+		ok, remaining, retryUS, resetUS = a.decide(s, false, now, n)
+	} else if n == 0 {
+		var zero S
+		ok, remaining, retryUS, resetUS = a.decide(&zero, true, now, 0)
+	} else {
+		s, _ := sh.getLocked(key)
+		ok, remaining, retryUS, resetUS = a.decide(s, true, now, n)
+		sh.maybeSweepLocked(s, func(s *S) bool { return a.idle(s, now) })
+	}
+	sh.mu.Unlock()
+	return Decision{
+		Allowed:    ok,
+		Remaining:  remaining,
+		RetryAfter: micros(retryUS),
+		ResetAfter: micros(resetUS),
+		Limit:      a.limit(),
+	}, nil
+}
+
+func (c *core[S, A, PA]) setLimit(a PA) { c.a.Store((*A)(a)) }
+
+func (c *core[S, A, PA]) getLimit() Limit {
+	if a := PA(c.a.Load()); a != nil {
+		return a.limit()
+	}
+	return Limit{}
+}
+
+// The exported meters below share one method set:
+//
+//	Allow(key string) bool
+//	AllowN(key string, n int64) (Decision, error)
+//	AllowNAt(key string, t time.Time, n int64) (Decision, error)
+//	SetLimit(lim Limit)
+//	Limit() Limit
+//
+// AllowN and AllowNAt return an error only for a cost no call can ever get
+// (ErrNeverAllowed); a denial is a Decision with Allowed false. A negative cost
+// panics; a zero cost reports the state without recording anything.
+
+// Meter is a keyed GCRA meter (the generic cell rate algorithm, the leaky bucket
+// used as a meter): each call is admitted or denied at once, never queued.
+//
+// Policy it answers: "at most Rate in the long run, with up to Burst at once after a
+// quiet period; over that, reject now with an exact retry-after". Bursts are allowed
+// up to Burst and then rejected; admitted traffic is spread at no more than Rate.
+// The state per key is one theoretical arrival time (two int64s), so memory is O(1)
+// per key and there is no window boundary to exploit. It admits the same sequences
+// as [TokenBucket] with capacity Burst; prefer Meter, whose state is a single time
+// that is trivially "idle" once it is in the past.
+//
+// Arithmetic (integer µs, exact; the Redis store runs the same lines in Lua):
+//
+//	P = Rate.Period in µs, C = Rate.Count, B = Burst; emission interval T = P/C µs.
+//	Times are scaled by C so T·C = P is an integer; τ = B·P.
+//	state: tat (µs), rem ∈ [0, C): the theoretical arrival time is tat + rem/C.
+//	d  = (tat − now)·C + min(rem, C−1), or 0 if tat < now;  d = min(d, τ)
+//	nd = d + n·P
+//	nd > τ: deny;  retry = ⌈(nd−τ)/C⌉, remaining = ⌊(τ−d)/P⌋, reset = ⌈d/C⌉
+//	else:   allow; tat = now + ⌊nd/C⌋, rem = nd mod C,
+//	        remaining = ⌊(τ−nd)/P⌋, reset = ⌈nd/C⌉
+//
+// Clamping d to τ makes a limit change (SetLimit) take effect at once: the next
+// decision is at most one emission interval later than a fresh meter's.
+//
+// The zero Meter rejects every call with ErrNeverAllowed; use [NewMeter]. A Meter is
+// safe for concurrent use by multiple goroutines.
+type Meter struct {
+	c core[gcraState, gcraAlgo, *gcraAlgo]
+}
+
+// NewMeter returns a GCRA meter enforcing lim for every key. It panics if
+// lim.Rate.Count ≤ 0, lim.Rate.Period < 1µs, lim.Burst < 0, or if Burst×Period or
+// Count×Period exceeds 2^53 µs (about 285 years).
+func NewMeter(lim Limit) *Meter {
+	m := &Meter{}
+	m.c.init(newGCRA("NewMeter", lim))
+	return m
+}
+
+// Allow reports whether one event for key may happen now.
+func (m *Meter) Allow(key string) bool {
+	d, _ := m.c.allowN(key, m.c.clock.nowUS(), 1)
+	return d.Allowed
+}
+
+// AllowN decides whether an event of cost n for key may happen now, and records
+// it if so. It returns a *CostError (ErrNeverAllowed) if n > Burst.
+func (m *Meter) AllowN(key string, n int64) (Decision, error) {
+	return m.c.allowN(key, m.c.clock.nowUS(), n)
+}
+
+// AllowNAt is AllowN at time t instead of now, for tests and for callers with their
+// own clock. Time is taken at microsecond resolution. A t earlier than an earlier
+// call's only makes the answer stricter: the meter never gives back.
+func (m *Meter) AllowNAt(key string, t time.Time, n int64) (Decision, error) {
+	return m.c.allowN(key, t.UnixMicro(), n)
+}
+
+// SetLimit changes the limit for every key. Stored state is kept and clamped, so a
+// key that was over the old limit is at most one emission interval away from a
+// fresh key's answer. It panics on an invalid limit, as NewMeter does.
+func (m *Meter) SetLimit(lim Limit) { m.c.setLimit(newGCRA("SetLimit", lim)) }
+
+// Limit returns the current limit.
+func (m *Meter) Limit() Limit { return m.c.getLimit() }
+
+type gcraState struct {
+	tat int64 // µs
+	rem int64 // in units of 1/C µs
+}
+
+type gcraAlgo struct {
+	lim       Limit
+	p, c, b   int64
+	tau       int64 // B·P
+	tauMicros int64 // ⌊τ/C⌋ + 1, beyond which d is clamped without multiplying
+}
+
+func newGCRA(what string, lim Limit) *gcraAlgo {
+	p, c, b := lim.validate(what, false)
+	return &gcraAlgo{lim: lim, p: p, c: c, b: b, tau: b * p, tauMicros: b*p/c + 1}
+}
+
+func (a *gcraAlgo) max() int64   { return a.b }
+func (a *gcraAlgo) limit() Limit { return a.lim }
+
+func (a *gcraAlgo) idle(s *gcraState, now int64) bool { return s.tat < now }
+
+// debt returns the scaled debt d of s at now, clamped to [0, τ].
+func (a *gcraAlgo) debt(s *gcraState, now int64) int64 {
+	dt := s.tat - now
+	switch {
+	case dt < 0:
+		return 0
+	case dt >= a.tauMicros:
+		return a.tau
+	}
+	return min(dt*a.c+min(s.rem, a.c-1), a.tau)
+}
+
+func (a *gcraAlgo) decide(s *gcraState, _ bool, now, n int64) (ok bool, remaining, retryUS, resetUS int64) {
+	d := a.debt(s, now)
+	nd := d + n*a.p
+	if nd > a.tau {
+		return false, (a.tau - d) / a.p, ceilDiv(nd-a.tau, a.c), ceilDiv(d, a.c)
+	}
+	if n > 0 {
+		s.tat, s.rem = now+nd/a.c, nd%a.c
+	}
+	return true, (a.tau - nd) / a.p, 0, ceilDiv(nd, a.c)
+}

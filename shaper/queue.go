@@ -1,0 +1,502 @@
+package shaper
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"time"
+)
+
+// Config configures a [Queue]. The zero value is a valid Config: no burst, no bound on
+// the backlog, no bound on the delay other than the caller's context.
+type Config struct {
+	// Burst is the largest total cost released at once after a quiet period. If
+	// zero, 1: items are released evenly spaced, one emission interval apart.
+	Burst int64
+
+	// MaxQueue bounds the number of calls waiting for their slot. A call that
+	// would exceed it fails at once with a *QueueFullError (ErrQueueFull). If zero,
+	// the backlog is unbounded.
+	MaxQueue int
+
+	// MaxDelay bounds how long a call may wait for its slot. A call whose slot is
+	// further away fails at once with a *LimitError (ErrLimited). If zero, calls
+	// wait as long as their context allows. If negative, calls never wait: only a
+	// call whose slot is now is admitted.
+	MaxDelay time.Duration
+}
+
+// Queue is a leaky bucket used as a traffic shaper: a FIFO of calls, each with a
+// cost, released at Rate (cost units per period) with an optional burst. Calls wait
+// rather than fail, within the bounds of Config; it answers "how do I send work to
+// a downstream at a steady pace", for background jobs, where waiting is acceptable
+// (for interactive requests use a meter such as [Meter]). It smooths bursts by
+// delaying them; it rejects only when the backlog or the delay would exceed its
+// bounds, and says how long to wait in that case.
+//
+// # Virtual schedule
+//
+// Slots come from a schedule kept as a theoretical arrival time (GCRA in nanoseconds
+// of the monotonic clock): the item at the head of the queue is due at tat − τ,
+// where τ = (Burst−1)·interval, and releasing an item of cost k advances tat by
+// k·interval, from the previous tat when the queue is busy, or from the arrival time
+// when it was idle. Release times never feed back into the schedule, so a wake-up
+// that comes late (sub-millisecond sleeps take about 1 ms on many machines) does not
+// lower the rate: everything whose slot has passed is released together, and a
+// caller arriving again within that lateness is scheduled as if the wake-up had been
+// punctual (the credit is at most 10 ms). The long-run rate is therefore exact from
+// 1/hour to millions/second, at the price of short bursts of up to lateness×Rate
+// items when the runtime wakes up late; no item is ever released before its slot.
+//
+// An item whose cost is larger than Burst is not refused: it is released when its
+// turn comes and the cost is paid by the items after it.
+//
+// # Cancellation
+//
+// A call whose context ends while it waits is removed, and everyone behind it moves
+// up: a cancelled call never consumes rate. If the slot was granted at the same
+// moment the context ended, the grant is given back (the schedule is recomputed as
+// if the call had never been there), unless later items were already released after
+// it, in which case they have used the slot.
+//
+// The zero Queue refuses every call with ErrClosed; use [NewQueue]. A Queue is safe
+// for concurrent use by multiple goroutines. It starts no goroutine; a timer (a
+// runtime timer, not a goroutine) wakes the head of the queue, and Close stops it.
+type Queue struct {
+	// Immutable after NewQueue.
+	rate     Rate
+	period   int64 // ns
+	count    int64
+	tau      int64 // ns
+	maxCost  int64
+	maxQueue int
+	maxDelay int64 // ns; <0 means unbounded
+	base     time.Time
+
+	mu sync.Mutex
+	// mu guards:
+	tat      vtime     // schedule after every released item
+	lag      int64     // lateness credit, ns (see releaseDueLocked)
+	waiters  []*waiter // FIFO; waiters[0] is the head
+	timer    *time.Timer
+	timerAt  int64 // slot the timer is armed for; -1 if stopped
+	closed   bool
+	drained  chan struct{} // closed when the last waiter leaves after Shutdown
+	batchSeq uint64        // identifies the latest release batch
+	batchTat vtime         // tat before the latest batch
+	batch    []*waiter     // waiters released in the latest batch
+	stats    Stats
+}
+
+// Stats is a snapshot of a Queue's counters.
+type Stats struct {
+	Rate      Rate
+	Waiting   int           // calls waiting now
+	Backlog   int64         // total cost of the waiting calls
+	Delay     time.Duration // wait a call of cost 1 arriving now would have
+	Released  uint64        // calls admitted since NewQueue
+	Rejected  uint64        // calls refused (ErrQueueFull, ErrLimited)
+	Cancelled uint64        // calls whose context ended while waiting
+}
+
+// vtime is an exact point of the schedule: ns + rem/count nanoseconds.
+type vtime struct{ ns, rem int64 }
+
+// after returns v advanced by the cost of k items.
+func (q *Queue) after(v vtime, k int64) vtime {
+	x := k*q.period + v.rem
+	return vtime{v.ns + x/q.count, x % q.count}
+}
+
+// maxLag caps the lateness credit.
+const maxLag = int64(10 * time.Millisecond)
+
+type waiter struct {
+	cost    int64
+	arrival int64 // ns
+	slot    int64 // ns: release time
+	end     vtime // schedule after this item
+	ready   chan struct{}
+	state   int // waiting, granted or closed; guarded by Queue.mu
+	batch   uint64
+}
+
+const (
+	waiting = iota
+	granted
+	closedOut
+)
+
+// NewQueue returns a Queue that releases r.Count cost units per r.Period. It panics
+// if r.Count ≤ 0, r.Period ≤ 0, cfg.Burst < 0 or cfg.MaxQueue < 0. It starts no
+// goroutine.
+func NewQueue(r Rate, cfg Config) *Queue {
+	if r.Count <= 0 || r.Period <= 0 {
+		panic("shaper: NewQueue: rate admits nothing")
+	}
+	if cfg.Burst < 0 {
+		panic("shaper: NewQueue: negative Burst")
+	}
+	if cfg.MaxQueue < 0 {
+		panic("shaper: NewQueue: negative MaxQueue")
+	}
+	b := max(cfg.Burst, 1)
+	p := int64(r.Period)
+	q := &Queue{
+		rate:     r,
+		period:   p,
+		count:    r.Count,
+		maxCost:  math.MaxInt64 / 2 / p,
+		maxQueue: cfg.MaxQueue,
+		maxDelay: int64(cfg.MaxDelay),
+		base:     time.Now(),
+		timerAt:  -1,
+	}
+	if cfg.MaxDelay == 0 {
+		q.maxDelay = -1
+	} else if cfg.MaxDelay < 0 {
+		q.maxDelay = 0
+	}
+	if b-1 > q.maxCost {
+		panic("shaper: NewQueue: Burst too large")
+	}
+	q.tau = q.after(vtime{}, b-1).ns
+	return q
+}
+
+func (q *Queue) now() int64 { return int64(time.Since(q.base)) }
+
+// Wait blocks until a slot for cost is released, and returns nil. Calls are served
+// in arrival order. Wait fails without waiting and without changing the schedule:
+//   - with ctx.Err() if ctx is already done;
+//   - with ErrClosed after Close or Shutdown;
+//   - with a *QueueFullError if MaxQueue calls are already waiting;
+//   - with a *LimitError if the slot is further away than MaxDelay or than ctx's
+//     deadline (RetryAfter is how much later a call with the same budget could be
+//     admitted, if nothing else arrives); this is not context.DeadlineExceeded.
+//
+// If ctx ends while waiting, Wait returns ctx.Err() and the slot goes to the calls
+// behind. If the Queue is closed while waiting, Wait returns ErrClosed. A cost of
+// zero waits for the calls ahead without consuming rate. A negative cost panics.
+func (q *Queue) Wait(ctx context.Context, cost int64) error {
+	if cost < 0 {
+		panic("shaper: negative cost")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	q.mu.Lock()
+	if q.closed || q.count == 0 {
+		q.mu.Unlock()
+		return ErrClosed
+	}
+	if cost > q.maxCost {
+		q.mu.Unlock()
+		return &CostError{Cost: cost, Max: q.maxCost}
+	}
+	now := q.now()
+	q.releaseDueLocked(now)
+
+	var slot int64
+	var start vtime
+	if len(q.waiters) == 0 {
+		if q.tat.ns < now-q.lag { // idle: restart the schedule at now
+			q.tat, q.lag = vtime{ns: now}, 0
+		}
+		start = q.tat
+		slot = start.ns - q.tau
+		if slot <= now {
+			// Fast path: due now. A batch of one, so a later raced
+			// cancellation cannot give back a slot this call used.
+			q.batchSeq++
+			q.batch = q.batch[:0]
+			q.tat = q.after(q.tat, cost)
+			q.stats.Released++
+			q.mu.Unlock()
+			return nil
+		}
+	} else {
+		start = q.waiters[len(q.waiters)-1].end
+		if start.ns < now {
+			start = vtime{ns: now}
+		}
+		slot = max(now, start.ns-q.tau)
+	}
+
+	if q.maxQueue > 0 && len(q.waiters) >= q.maxQueue {
+		d := time.Duration(q.waiters[0].slot - now)
+		q.stats.Rejected++
+		q.mu.Unlock()
+		return &QueueFullError{Delay: d}
+	}
+	budget := q.maxDelay
+	if dl, ok := ctx.Deadline(); ok {
+		left := int64(dl.Sub(q.base)) - now
+		if budget < 0 || left < budget {
+			budget = max(left, 0)
+		}
+	}
+	if wait := slot - now; budget >= 0 && wait > budget {
+		q.stats.Rejected++
+		q.mu.Unlock()
+		return &LimitError{Delay: time.Duration(wait - budget)}
+	}
+
+	w := &waiter{cost: cost, arrival: now, slot: slot, end: q.after(start, cost), ready: make(chan struct{})}
+	q.waiters = append(q.waiters, w)
+	if len(q.waiters) == 1 {
+		q.armLocked(now)
+	}
+	q.mu.Unlock()
+
+	select {
+	case <-w.ready:
+		if w.state == closedOut {
+			return ErrClosed
+		}
+		return nil
+	case <-ctx.Done():
+	}
+
+	q.mu.Lock()
+	switch w.state {
+	case waiting:
+		q.removeLocked(w)
+	case granted:
+		q.giveBackLocked(w)
+	}
+	q.stats.Cancelled++
+	q.mu.Unlock()
+	return ctx.Err()
+}
+
+// Run is a worker loop: it waits for a slot of the given cost, calls fn, and repeats.
+// It returns nil when the Queue is closed or shut down, ctx.Err() when ctx ends,
+// fn's error if fn fails, and the error of Wait otherwise (a *LimitError or
+// *QueueFullError if Config bounds are too tight for the loop). The slot is taken
+// before fn is called, so fn runs at most at the Queue's rate, shared with every
+// other caller of the Queue.
+func (q *Queue) Run(ctx context.Context, cost int64, fn func(context.Context) error) error {
+	for {
+		if err := q.Wait(ctx, cost); err != nil {
+			if errors.Is(err, ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		if err := fn(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// releaseDueLocked releases, in order, every waiter whose slot is at or before now.
+// The lateness of the last one released becomes the lateness credit: a caller that
+// arrives while the schedule is behind real time by no more than that credit is
+// scheduled from tat rather than from now.
+func (q *Queue) releaseDueLocked(now int64) {
+	n := 0
+	for n < len(q.waiters) && q.waiters[n].slot <= now {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	q.batchSeq++
+	q.batchTat = q.tat
+	q.batch = q.batch[:0]
+	for _, w := range q.waiters[:n] {
+		w.state, w.batch = granted, q.batchSeq
+		close(w.ready)
+		q.batch = append(q.batch, w)
+		q.tat = w.end
+	}
+	q.lag = min(now-q.waiters[n-1].slot, maxLag)
+	q.stats.Released += uint64(n)
+	clear(q.waiters[:n])
+	q.waiters = q.waiters[n:]
+	q.afterHeadChangeLocked(now)
+}
+
+// afterHeadChangeLocked re-arms the timer for the new head and signals Shutdown.
+func (q *Queue) afterHeadChangeLocked(now int64) {
+	if len(q.waiters) == 0 {
+		q.waiters = q.waiters[:0:0] // drop the backing array of a long queue
+		if q.drained != nil {
+			close(q.drained)
+			q.drained = nil
+		}
+	}
+	q.armLocked(now)
+}
+
+// armLocked arms the timer for the head's slot, or stops it if nobody waits.
+func (q *Queue) armLocked(now int64) {
+	if len(q.waiters) == 0 {
+		if q.timer != nil && q.timerAt >= 0 {
+			q.timer.Stop()
+			q.timerAt = -1
+		}
+		return
+	}
+	at := q.waiters[0].slot
+	if at == q.timerAt {
+		return
+	}
+	q.timerAt = at
+	if q.timer == nil {
+		q.timer = time.AfterFunc(time.Duration(at-now), q.fire)
+	} else {
+		q.timer.Reset(time.Duration(at - now))
+	}
+}
+
+func (q *Queue) fire() {
+	q.mu.Lock()
+	now := q.now()
+	q.timerAt = -1
+	q.releaseDueLocked(now)
+	q.armLocked(now)
+	q.mu.Unlock()
+}
+
+// removeLocked removes a waiting w and moves everyone behind it up.
+func (q *Queue) removeLocked(w *waiter) {
+	i := 0
+	for q.waiters[i] != w {
+		i++
+	}
+	copy(q.waiters[i:], q.waiters[i+1:])
+	q.waiters[len(q.waiters)-1] = nil
+	q.waiters = q.waiters[:len(q.waiters)-1]
+	prev := q.tat
+	if i > 0 {
+		prev = q.waiters[i-1].end
+	}
+	q.rescheduleLocked(i, prev)
+	now := q.now()
+	if i == 0 {
+		q.afterHeadChangeLocked(now)
+	}
+	// Moving up may have made slots due already.
+	q.releaseDueLocked(now)
+}
+
+// rescheduleLocked recomputes the slots of waiters[i:] from the schedule point prev.
+func (q *Queue) rescheduleLocked(i int, prev vtime) {
+	for _, w := range q.waiters[i:] {
+		start := prev
+		if start.ns < w.arrival {
+			start = vtime{ns: w.arrival}
+		}
+		w.slot = max(w.arrival, start.ns-q.tau)
+		w.end = q.after(start, w.cost)
+		prev = w.end
+	}
+}
+
+// giveBackLocked undoes the grant of w, whose context ended as it was released.
+// If w was released in the latest batch, the schedule is recomputed from before that
+// batch without w: the other members of the batch were released at or after their
+// slots in that schedule, so nothing is released early. Otherwise later items have
+// already been released after w's slot and it cannot be given back.
+func (q *Queue) giveBackLocked(w *waiter) {
+	if w.batch != q.batchSeq {
+		return
+	}
+	t := q.batchTat
+	kept := q.batch[:0]
+	for _, b := range q.batch {
+		if b == w {
+			continue
+		}
+		kept = append(kept, b)
+		if t.ns < b.arrival {
+			t = vtime{ns: b.arrival}
+		}
+		t = q.after(t, b.cost)
+	}
+	clear(q.batch[len(kept):])
+	q.batch = kept
+	q.tat = t
+	q.stats.Released--
+	if len(q.waiters) > 0 {
+		q.rescheduleLocked(0, q.tat)
+		now := q.now()
+		q.timerAt = -1 // the head's slot may have moved
+		q.armLocked(now)
+		q.releaseDueLocked(now)
+	}
+}
+
+// Close refuses new calls with ErrClosed, fails every waiting call with ErrClosed and
+// stops the timer. It never blocks. Closing twice is a no-op.
+func (q *Queue) Close() {
+	q.mu.Lock()
+	q.closed = true
+	for _, w := range q.waiters {
+		w.state = closedOut
+		close(w.ready)
+	}
+	clear(q.waiters)
+	q.waiters = nil
+	if q.timer != nil {
+		q.timer.Stop()
+		q.timerAt = -1
+	}
+	if q.drained != nil {
+		close(q.drained)
+		q.drained = nil
+	}
+	q.mu.Unlock()
+}
+
+// Shutdown refuses new calls with ErrClosed and waits until every waiting call has
+// been released on schedule (drained), then returns nil. If ctx ends first, it
+// closes the Queue (the remaining waiters get ErrClosed) and returns ctx.Err().
+func (q *Queue) Shutdown(ctx context.Context) error {
+	q.mu.Lock()
+	q.closed = true
+	if len(q.waiters) == 0 {
+		q.mu.Unlock()
+		return nil
+	}
+	if q.drained == nil {
+		q.drained = make(chan struct{})
+	}
+	drained := q.drained
+	q.mu.Unlock()
+	select {
+	case <-drained:
+		return nil
+	case <-ctx.Done():
+		q.Close()
+		return ctx.Err()
+	}
+}
+
+// Stats returns a snapshot of the Queue's state and counters.
+func (q *Queue) Stats() Stats {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s := q.stats
+	s.Rate = q.rate
+	if q.count == 0 {
+		return s
+	}
+	s.Waiting = len(q.waiters)
+	for _, w := range q.waiters {
+		s.Backlog += w.cost
+	}
+	now := q.now()
+	start := q.tat
+	if len(q.waiters) > 0 {
+		start = q.waiters[len(q.waiters)-1].end
+	}
+	if len(q.waiters) == 0 && start.ns < now-q.lag {
+		return s
+	}
+	s.Delay = time.Duration(max(0, start.ns-q.tau-now))
+	return s
+}

@@ -1,0 +1,150 @@
+package shaper
+
+import "time"
+
+// SlidingLog is a keyed sliding-window log: it keeps the time of every admitted event
+// in the last Rate.Period and admits a call only if the events in the rolling window
+// (now − Period, now], plus this one, number at most Rate.Count.
+//
+// Policy it answers: "never more than Count in any rolling Period, exactly". Bursts
+// are allowed up to Count and then rejected; there is no boundary approximation. The
+// price is memory and work: O(N) per key, where N is the number of distinct
+// microseconds holding admitted events in the window, at most Rate.Count (events at
+// the same microsecond share one 16-byte entry). A key's log never holds more than
+// Rate.Count entries, so memory per key is bounded by 16·Count bytes plus a constant;
+// choose it only where Count per key is small (the seed: "traffic volume small
+// enough to store individual timestamps").
+//
+// Arithmetic (integer µs): entries (ts, n), oldest first; sum = Σn.
+//
+//	now = max(now, newest ts)
+//	drop entries with ts ≤ now − P
+//	sum + n ≤ N: allow, append (now, n) (merged with an entry at the same now)
+//	retry (denied): the smallest ts_i + P − now such that
+//	        sum − (n_0 + … + n_i) + n ≤ N
+//	remaining = N − sum;  reset = newest ts + P − now, or 0 if empty
+//
+// The zero SlidingLog rejects every call with ErrNeverAllowed; use [NewSlidingLog].
+// A SlidingLog is safe for concurrent use by multiple goroutines.
+type SlidingLog struct {
+	c core[slState, slAlgo, *slAlgo]
+}
+
+// NewSlidingLog returns a sliding-window log admitting at most lim.Rate.Count per
+// rolling lim.Rate.Period for every key. lim.Burst must be 0 or lim.Rate.Count. It
+// panics on an invalid limit, as [NewMeter] does.
+func NewSlidingLog(lim Limit) *SlidingLog {
+	m := &SlidingLog{}
+	m.c.init(newSL("NewSlidingLog", lim))
+	return m
+}
+
+// Allow reports whether one more event for key fits in the rolling window, logging it
+// if so.
+func (m *SlidingLog) Allow(key string) bool {
+	d, _ := m.c.allowN(key, m.c.clock.nowUS(), 1)
+	return d.Allowed
+}
+
+// AllowN logs n events for key if they fit in the rolling window. It returns a
+// *CostError (ErrNeverAllowed) if n > Rate.Count.
+func (m *SlidingLog) AllowN(key string, n int64) (Decision, error) {
+	return m.c.allowN(key, m.c.clock.nowUS(), n)
+}
+
+// AllowNAt is AllowN at time t (microsecond resolution) instead of now.
+func (m *SlidingLog) AllowNAt(key string, t time.Time, n int64) (Decision, error) {
+	return m.c.allowN(key, t.UnixMicro(), n)
+}
+
+// SetLimit changes the limit for every key. The logged events are kept and judged
+// against the new Count and Period.
+func (m *SlidingLog) SetLimit(lim Limit) { m.c.setLimit(newSL("SetLimit", lim)) }
+
+// Limit returns the current limit.
+func (m *SlidingLog) Limit() Limit { return m.c.getLimit() }
+
+type logEntry struct {
+	ts, n int64
+}
+
+// slState is a ring buffer of entries, oldest at head.
+type slState struct {
+	ring []logEntry
+	head int
+	len  int
+	sum  int64
+}
+
+func (s *slState) at(i int) *logEntry { return &s.ring[(s.head+i)%len(s.ring)] }
+
+func (s *slState) push(e logEntry) {
+	if s.len == len(s.ring) {
+		grown := make([]logEntry, max(4, 2*len(s.ring)))
+		for i := range s.len {
+			grown[i] = *s.at(i)
+		}
+		s.ring, s.head = grown, 0
+	}
+	*s.at(s.len) = e
+	s.len++
+}
+
+type slAlgo struct {
+	lim  Limit
+	p, n int64
+}
+
+func newSL(what string, lim Limit) *slAlgo {
+	p, n, _ := lim.validate(what, true)
+	return &slAlgo{lim: lim, p: p, n: n}
+}
+
+func (a *slAlgo) max() int64   { return a.n }
+func (a *slAlgo) limit() Limit { return a.lim }
+
+func (a *slAlgo) idle(s *slState, now int64) bool {
+	return s.len == 0 || s.at(s.len-1).ts <= now-a.p
+}
+
+func (a *slAlgo) decide(s *slState, _ bool, now, n int64) (ok bool, remaining, retryUS, resetUS int64) {
+	if s.len > 0 {
+		now = max(now, s.at(s.len-1).ts)
+	}
+	for s.len > 0 && s.at(0).ts <= now-a.p {
+		s.sum -= s.at(0).n
+		s.head = (s.head + 1) % len(s.ring)
+		s.len--
+	}
+	if s.len == 0 {
+		s.head, s.sum = 0, 0
+		if n == 0 {
+			s.ring = nil // an idle key keeps no buffer
+		}
+	}
+	if s.sum+n > a.n {
+		freed := int64(0)
+		for i := range s.len {
+			e := s.at(i)
+			freed += e.n
+			if s.sum-freed+n <= a.n {
+				retryUS = e.ts + a.p - now
+				break
+			}
+		}
+	} else if n > 0 {
+		if s.len > 0 && s.at(s.len-1).ts == now {
+			s.at(s.len - 1).n += n
+		} else {
+			s.push(logEntry{ts: now, n: n})
+		}
+		s.sum += n
+		ok = true
+	} else {
+		ok = true
+	}
+	if s.len > 0 {
+		resetUS = s.at(s.len-1).ts + a.p - now
+	}
+	return ok, a.n - s.sum, retryUS, resetUS
+}

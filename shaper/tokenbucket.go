@@ -1,0 +1,129 @@
+package shaper
+
+import "time"
+
+// TokenBucket is a keyed token bucket with the semantics of the seed document's
+// Redis Lua script: a bucket holds at most Burst tokens, earns Rate tokens over time
+// up to that capacity, starts full, and admits a call of cost n only if n tokens are
+// there; the clock never moves backwards (a call dated before the last one is taken
+// at the last one's time).
+//
+// Policy it answers: "bursts up to the capacity are fine, but average use is limited
+// to Rate". Bursts are allowed up to Burst, then rejected; quiet time refills the
+// bucket but never above Burst. This is not a strict rolling-window limit: over a
+// period P a key can get Burst + Rate·P. Memory is O(1) per key (three int64s). It
+// admits exactly what [Meter] admits; it exists for users who think in tokens and
+// for parity with the seed's Lua.
+//
+// Arithmetic (integer µs, exact; no floats, unlike the seed's refill_rate_ms):
+//
+//	P = Rate.Period in µs, C = Rate.Count, K = Burst (capacity).
+//	Tokens are scaled by P: one token = P units; refill = C units per µs.
+//	state: tokens (scaled), last (µs), per (the P the tokens are scaled by).
+//	fresh:  tokens = K·P, last = now
+//	else:   if per ≠ P: tokens = ⌊tokens/per⌋·P      (the limit changed)
+//	        tokens = min(tokens, K·P);  now = max(now, last);  e = now − last
+//	        tokens = K·P if e ≥ ⌈(K·P − tokens)/C⌉ else tokens + e·C;  last = now
+//	tokens ≥ n·P: allow, tokens −= n·P
+//	remaining = ⌊tokens/P⌋, reset = ⌈(K·P − tokens)/C⌉,
+//	retry (when denied) = ⌈(n·P − tokens)/C⌉
+//
+// The refill is written on a denial too, as the seed's script does.
+//
+// The zero TokenBucket rejects every call with ErrNeverAllowed; use
+// [NewTokenBucket]. A TokenBucket is safe for concurrent use by multiple goroutines.
+type TokenBucket struct {
+	c core[tbState, tbAlgo, *tbAlgo]
+}
+
+// NewTokenBucket returns a token bucket meter with capacity lim.Burst (Rate.Count if
+// zero) refilled at lim.Rate, one bucket per key. It panics on an invalid limit, as
+// [NewMeter] does.
+func NewTokenBucket(lim Limit) *TokenBucket {
+	m := &TokenBucket{}
+	m.c.init(newTB("NewTokenBucket", lim))
+	return m
+}
+
+// Allow reports whether one token for key is available now, and takes it if so.
+func (m *TokenBucket) Allow(key string) bool {
+	d, _ := m.c.allowN(key, m.c.clock.nowUS(), 1)
+	return d.Allowed
+}
+
+// AllowN takes n tokens for key if they are available now. It returns a *CostError
+// (ErrNeverAllowed) if n exceeds the capacity.
+func (m *TokenBucket) AllowN(key string, n int64) (Decision, error) {
+	return m.c.allowN(key, m.c.clock.nowUS(), n)
+}
+
+// AllowNAt is AllowN at time t (microsecond resolution) instead of now.
+func (m *TokenBucket) AllowNAt(key string, t time.Time, n int64) (Decision, error) {
+	return m.c.allowN(key, t.UnixMicro(), n)
+}
+
+// SetLimit changes the capacity and refill rate for every key. Balances are rescaled
+// to the new units and clamped to the new capacity on each key's next call.
+func (m *TokenBucket) SetLimit(lim Limit) { m.c.setLimit(newTB("SetLimit", lim)) }
+
+// Limit returns the current limit.
+func (m *TokenBucket) Limit() Limit { return m.c.getLimit() }
+
+type tbState struct {
+	tokens int64 // scaled by per
+	last   int64 // µs
+	per    int64 // P (µs) when tokens was written; 0 for a fresh state
+}
+
+type tbAlgo struct {
+	lim     Limit
+	p, c, k int64
+	full    int64 // K·P
+}
+
+func newTB(what string, lim Limit) *tbAlgo {
+	p, c, k := lim.validate(what, false)
+	return &tbAlgo{lim: lim, p: p, c: c, k: k, full: k * p}
+}
+
+func (a *tbAlgo) max() int64   { return a.k }
+func (a *tbAlgo) limit() Limit { return a.lim }
+
+// refill brings s up to now and returns the balance.
+func (a *tbAlgo) refill(s *tbState, fresh bool, now int64) {
+	if fresh || s.per == 0 {
+		s.tokens, s.last, s.per = a.full, now, a.p
+		return
+	}
+	if s.per != a.p {
+		s.tokens = s.tokens / s.per * a.p // whole tokens survive a unit change
+		s.per = a.p
+	}
+	s.tokens = min(s.tokens, a.full)
+	if now < s.last {
+		now = s.last
+	}
+	if e := now - s.last; e >= ceilDiv(a.full-s.tokens, a.c) {
+		s.tokens = a.full
+	} else {
+		s.tokens += e * a.c
+	}
+	s.last = now
+}
+
+func (a *tbAlgo) idle(s *tbState, now int64) bool {
+	if s.per != a.p {
+		return false // let the next call convert it
+	}
+	return now >= s.last && now-s.last >= ceilDiv(a.full-min(s.tokens, a.full), a.c)
+}
+
+func (a *tbAlgo) decide(s *tbState, fresh bool, now, n int64) (ok bool, remaining, retryUS, resetUS int64) {
+	a.refill(s, fresh, now)
+	need := n * a.p
+	if s.tokens < need {
+		return false, s.tokens / a.p, ceilDiv(need-s.tokens, a.c), ceilDiv(a.full-s.tokens, a.c)
+	}
+	s.tokens -= need
+	return true, s.tokens / a.p, 0, ceilDiv(a.full-s.tokens, a.c)
+}

@@ -1,0 +1,232 @@
+package shaper
+
+import "time"
+
+// FixedWindow is a keyed fixed-window counter: time is cut into windows of length
+// Rate.Period aligned to the Unix epoch, and each key may use Rate.Count per window.
+//
+// Policy it answers: "Count per calendar-like window; simplicity over precision".
+// Bursts are allowed up to Count and then rejected until the window ends. It is not
+// a rolling limit: as the seed document says, a client can use the whole quota at
+// the end of one window and again at the start of the next, so up to 2×Count can
+// pass in a short span around a boundary. Memory is O(1) per key (two int64s).
+//
+// Arithmetic (integer µs):
+//
+//	P = Rate.Period in µs, N = Rate.Count; state: start (µs), count.
+//	now = max(now, start);  w = now − (now mod P)  (floor)
+//	w ≠ start: start = w, count = 0
+//	count + n > N: deny; retry = start + P − now
+//	else count += n
+//	remaining = N − count;  reset = start + P − now if count > 0, else 0
+//
+// The zero FixedWindow rejects every call with ErrNeverAllowed; use
+// [NewFixedWindow]. A FixedWindow is safe for concurrent use by multiple goroutines.
+type FixedWindow struct {
+	c core[fwState, fwAlgo, *fwAlgo]
+}
+
+// NewFixedWindow returns a fixed-window meter admitting lim.Rate.Count per window of
+// lim.Rate.Period for every key. lim.Burst must be 0 or lim.Rate.Count. It panics on
+// an invalid limit, as [NewMeter] does.
+func NewFixedWindow(lim Limit) *FixedWindow {
+	m := &FixedWindow{}
+	m.c.init(newFW("NewFixedWindow", lim))
+	return m
+}
+
+// Allow reports whether one event for key fits in the current window, counting it
+// if so.
+func (m *FixedWindow) Allow(key string) bool {
+	d, _ := m.c.allowN(key, m.c.clock.nowUS(), 1)
+	return d.Allowed
+}
+
+// AllowN counts n events for key if they fit in the current window. It returns a
+// *CostError (ErrNeverAllowed) if n > Rate.Count.
+func (m *FixedWindow) AllowN(key string, n int64) (Decision, error) {
+	return m.c.allowN(key, m.c.clock.nowUS(), n)
+}
+
+// AllowNAt is AllowN at time t (microsecond resolution) instead of now.
+func (m *FixedWindow) AllowNAt(key string, t time.Time, n int64) (Decision, error) {
+	return m.c.allowN(key, t.UnixMicro(), n)
+}
+
+// SetLimit changes the limit for every key. A new Count applies to the counts already
+// recorded in the current window; a new Period starts a new window for each key.
+func (m *FixedWindow) SetLimit(lim Limit) { m.c.setLimit(newFW("SetLimit", lim)) }
+
+// Limit returns the current limit.
+func (m *FixedWindow) Limit() Limit { return m.c.getLimit() }
+
+type fwState struct {
+	start, count int64
+}
+
+type fwAlgo struct {
+	lim  Limit
+	p, n int64
+}
+
+func newFW(what string, lim Limit) *fwAlgo {
+	p, n, _ := lim.validate(what, true)
+	return &fwAlgo{lim: lim, p: p, n: n}
+}
+
+func (a *fwAlgo) max() int64   { return a.n }
+func (a *fwAlgo) limit() Limit { return a.lim }
+
+// windowStart returns now rounded down to a multiple of p.
+func windowStart(now, p int64) int64 {
+	m := now % p
+	if m < 0 {
+		m += p
+	}
+	return now - m
+}
+
+func (a *fwAlgo) idle(s *fwState, now int64) bool { return s.count == 0 || now >= s.start+a.p }
+
+func (a *fwAlgo) decide(s *fwState, fresh bool, now, n int64) (ok bool, remaining, retryUS, resetUS int64) {
+	if !fresh && now < s.start {
+		now = s.start
+	}
+	if w := windowStart(now, a.p); fresh || w != s.start {
+		s.start, s.count = w, 0
+	}
+	end := s.start + a.p - now
+	if s.count+n > a.n {
+		return false, max(a.n-s.count, 0), end, end
+	}
+	s.count += n
+	if s.count == 0 {
+		end = 0
+	}
+	return true, max(a.n-s.count, 0), 0, end
+}
+
+// SlidingCounter is a keyed sliding-window counter (the seed's weighted window): it
+// keeps the counts of the current and the previous fixed window and estimates the
+// count over the rolling window as
+//
+//	C_estimated = C_current + C_previous · (1 − (t − t_window_start) / window_size)
+//
+// Policy it answers: "about Count per rolling Period, in O(1) memory". Bursts are
+// allowed up to Count and then rejected; it removes most of the fixed window's
+// boundary burst. The estimate assumes the previous window's events were spread
+// evenly. If they were, no rolling window of length Period holds more than Count
+// (+1 for rounding); in the worst case (the previous window's events all at its very
+// end) a rolling window can hold up to 2×Count, the same bound as [FixedWindow], but
+// only for that adversarial pattern. Memory is O(1) per key (three int64s).
+//
+// Arithmetic (integer µs, no division in the test, so no rounding):
+//
+//	P = Rate.Period in µs, N = Rate.Count; state: start, prev, cur.
+//	now = max(now, start);  w = now − (now mod P)
+//	w ≠ start: prev = cur if w = start + P else 0;  cur = 0;  start = w
+//	e = now − start
+//	(cur + n)·P + prev·(P − e) ≤ N·P: allow, cur += n
+//	remaining = max(0, ⌊(N·P − prev·(P−e))/P⌋ − cur)
+//	retry (denied), with r = N − cur − n:
+//	  r ≥ 0: (P − e) − ⌊r·P/prev⌋
+//	  r < 0: (P − e) + max(0, P − ⌊(N − n)·P/cur⌋)
+//	reset = start + 2P − now if cur > 0; start + P − now if prev > 0; else 0
+//
+// The zero SlidingCounter rejects every call with ErrNeverAllowed; use
+// [NewSlidingCounter]. A SlidingCounter is safe for concurrent use by multiple
+// goroutines.
+type SlidingCounter struct {
+	c core[scState, scAlgo, *scAlgo]
+}
+
+// NewSlidingCounter returns a sliding-window counter admitting about lim.Rate.Count
+// per rolling lim.Rate.Period for every key. lim.Burst must be 0 or lim.Rate.Count.
+// It panics on an invalid limit, as [NewMeter] does.
+func NewSlidingCounter(lim Limit) *SlidingCounter {
+	m := &SlidingCounter{}
+	m.c.init(newSC("NewSlidingCounter", lim))
+	return m
+}
+
+// Allow reports whether one event for key fits in the estimated rolling window,
+// counting it if so.
+func (m *SlidingCounter) Allow(key string) bool {
+	d, _ := m.c.allowN(key, m.c.clock.nowUS(), 1)
+	return d.Allowed
+}
+
+// AllowN counts n events for key if they fit. It returns a *CostError
+// (ErrNeverAllowed) if n > Rate.Count.
+func (m *SlidingCounter) AllowN(key string, n int64) (Decision, error) {
+	return m.c.allowN(key, m.c.clock.nowUS(), n)
+}
+
+// AllowNAt is AllowN at time t (microsecond resolution) instead of now.
+func (m *SlidingCounter) AllowNAt(key string, t time.Time, n int64) (Decision, error) {
+	return m.c.allowN(key, t.UnixMicro(), n)
+}
+
+// SetLimit changes the limit for every key. A new Count applies to the counts already
+// recorded; a new Period starts new windows.
+func (m *SlidingCounter) SetLimit(lim Limit) { m.c.setLimit(newSC("SetLimit", lim)) }
+
+// Limit returns the current limit.
+func (m *SlidingCounter) Limit() Limit { return m.c.getLimit() }
+
+type scState struct {
+	start, prev, cur int64
+}
+
+type scAlgo struct {
+	lim  Limit
+	p, n int64
+	np   int64 // N·P
+}
+
+func newSC(what string, lim Limit) *scAlgo {
+	p, n, _ := lim.validate(what, true)
+	return &scAlgo{lim: lim, p: p, n: n, np: n * p}
+}
+
+func (a *scAlgo) max() int64   { return a.n }
+func (a *scAlgo) limit() Limit { return a.lim }
+
+func (a *scAlgo) idle(s *scState, now int64) bool {
+	return (s.cur == 0 && s.prev == 0) || now >= s.start+2*a.p
+}
+
+func (a *scAlgo) decide(s *scState, fresh bool, now, n int64) (ok bool, remaining, retryUS, resetUS int64) {
+	if !fresh && now < s.start {
+		now = s.start
+	}
+	if w := windowStart(now, a.p); fresh || w != s.start {
+		if !fresh && w == s.start+a.p {
+			s.prev = s.cur
+		} else {
+			s.prev = 0
+		}
+		s.start, s.cur = w, 0
+	}
+	e := now - s.start
+	weighted := s.prev * (a.p - e)
+	if (s.cur+n)*a.p+weighted > a.np {
+		if r := a.n - s.cur - n; r >= 0 {
+			retryUS = a.p - e - r*a.p/s.prev
+		} else {
+			retryUS = a.p - e + max(0, a.p-(a.n-n)*a.p/s.cur)
+		}
+		ok = false
+	} else {
+		s.cur += n
+		ok = true
+	}
+	remaining = max(0, (a.np-weighted)/a.p-s.cur)
+	switch {
+	case s.cur > 0:
+		resetUS = s.start + 2*a.p - now
+	case s.prev > 0:
+		resetUS = s.start + a.p - now
+	}
+	return ok, remaining, retryUS, resetUS
+}
