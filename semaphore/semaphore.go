@@ -13,15 +13,20 @@ import (
 const MaxCapacity = 1<<48 - 1
 
 // The state word: bits 0–47 hold the weight in use, bits 48–62 a generation that
-// Resize bumps (so a lock-free acquire that read the old capacity fails its CAS),
-// and bit 63 is set while callers are queued. While the bit is set every change to
-// the word happens under mu; while it is clear, Acquire, TryAcquire and Release
-// change it with a single CAS and never take mu.
+// Resize bumps (so a lock-free acquire that read the old capacity fails its CAS
+// even if the rest of the word looks unchanged), and bit 63, the slow bit, is set
+// while callers are queued or while any goroutine is in or entering the locked
+// path. While the slow bit is set, every change to the word happens under mu;
+// while it is clear, Acquire, TryAcquire and Release change it with one CAS and
+// never take mu. A lost CAS sends the loser through mu instead of retrying:
+// contenders then serialise on mu, whose losers park while the winner keeps the
+// cache line, which is what makes sync.Mutex-based x/sync fast under contention
+// and a CAS retry loop slow.
 const (
-	curMask   = MaxCapacity
-	genUnit   = 1 << 48
-	genMask   = (1<<15 - 1) << 48
-	queuedBit = 1 << 63
+	curMask = MaxCapacity
+	genUnit = 1 << 48
+	genMask = (1<<15 - 1) << 48
+	slowBit = 1 << 63
 )
 
 // Config configures a Weighted. The zero value is a valid Config: no bound on the
@@ -72,6 +77,7 @@ type Weighted struct {
 	state    atomic.Uint64 // see the constants above
 	capacity atomic.Int64
 	acquired atomic.Uint64 // total grants, counted on the lock-free path too
+	lockers  atomic.Int32  // goroutines in or entering the locked path
 
 	cfg  Config
 	pool sync.Pool // of *waiter
@@ -150,19 +156,44 @@ func checkCapacity(c int64) {
 	}
 }
 
-// tryFast grants n without locking if no one is queued and n fits. It reports
-// false, changing nothing, otherwise.
-func (s *Weighted) tryFast(n int64) bool {
+// tryFast grants n with one CAS if the slow bit is clear and n fits. It returns
+// granted, or contended when the slow bit is set or the CAS lost (the caller must
+// then go through mu), or neither when n does not fit right now.
+func (s *Weighted) tryFast(n int64) (granted, contended bool) {
+	st := s.state.Load()
+	if st&slowBit != 0 {
+		return false, true
+	}
+	if st&curMask+uint64(n) > uint64(s.capacity.Load()) {
+		return false, false
+	}
+	if s.state.CompareAndSwap(st, st+uint64(n)) {
+		s.acquired.Add(1)
+		return true, false
+	}
+	return false, true
+}
+
+// lock enters the locked path: it takes mu and sets the slow bit, so that from
+// here until unlock only holders of mu change the state word.
+func (s *Weighted) lock() {
+	s.lockers.Add(1)
+	s.mu.Lock()
 	for {
 		st := s.state.Load()
-		if st&queuedBit != 0 || st&curMask+uint64(n) > uint64(s.capacity.Load()) {
-			return false
-		}
-		if s.state.CompareAndSwap(st, st+uint64(n)) {
-			s.acquired.Add(1)
-			return true
+		if st&slowBit != 0 || s.state.CompareAndSwap(st, st|slowBit) {
+			return
 		}
 	}
+}
+
+// unlock leaves the locked path, clearing the slow bit if no one is queued and
+// no other goroutine is in or entering the locked path.
+func (s *Weighted) unlock() {
+	if s.lockers.Add(-1) == 0 && s.head == nil {
+		s.state.Store(s.state.Load() &^ slowBit)
+	}
+	s.mu.Unlock()
 }
 
 // Acquire acquires weight n, waiting behind earlier callers until it is granted,
@@ -190,7 +221,7 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) error {
 		default:
 		}
 	}
-	if s.tryFast(n) {
+	if ok, _ := s.tryFast(n); ok {
 		if s.cfg.OnAcquire != nil {
 			s.cfg.OnAcquire(n, 0)
 		}
@@ -200,50 +231,38 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) error {
 }
 
 func (s *Weighted) acquireSlow(ctx context.Context, done <-chan struct{}, n int64) error {
-	s.mu.Lock()
+	s.lock()
+	st := s.state.Load()
+	c := s.capacity.Load()
+	if n > c {
+		return s.rejectLocked(n, reasonTooLarge, 0)
+	}
+	if s.head == nil && st&curMask+uint64(n) <= uint64(c) {
+		s.state.Store(st + uint64(n))
+		s.acquired.Add(1)
+		s.unlock()
+		if s.cfg.OnAcquire != nil {
+			s.cfg.OnAcquire(n, 0)
+		}
+		return nil
+	}
+	// n must wait. Decide whether it may, before changing anything.
+	if m := s.cfg.MaxWaiters; m < 0 || (m > 0 && s.waiters >= m) {
+		return s.rejectLocked(n, reasonQueueFull, s.estimateLocked(s.waitingWeight+n))
+	}
 	var now time.Time
-	for {
-		st := s.state.Load()
-		c := s.capacity.Load()
-		if n > c {
-			return s.rejectLocked(n, reasonTooLarge, 0)
-		}
-		if st&queuedBit == 0 {
-			if st&curMask+uint64(n) <= uint64(c) {
-				if !s.state.CompareAndSwap(st, st+uint64(n)) {
-					continue
-				}
-				s.acquired.Add(1)
-				s.mu.Unlock()
-				if s.cfg.OnAcquire != nil {
-					s.cfg.OnAcquire(n, 0)
-				}
-				return nil
+	if !s.cfg.NoEarlyReject && s.rate > 0 {
+		est := s.estimateLocked(s.waitingWeight + n)
+		if dl, ok := ctx.Deadline(); ok {
+			now = time.Now()
+			if now.Add(est).After(dl) {
+				return s.rejectLocked(n, reasonDeadline, est)
 			}
 		}
-		// n must wait. Decide whether it may, before changing anything.
-		if m := s.cfg.MaxWaiters; m < 0 || (m > 0 && s.waiters >= m) {
-			return s.rejectLocked(n, reasonQueueFull, s.estimateLocked(st, c, s.waitingWeight+n))
-		}
-		if !s.cfg.NoEarlyReject && s.rate > 0 {
-			est := s.estimateLocked(st, c, s.waitingWeight+n)
-			if dl, ok := ctx.Deadline(); ok {
-				if now.IsZero() {
-					now = time.Now()
-				}
-				if now.Add(est).After(dl) {
-					return s.rejectLocked(n, reasonDeadline, est)
-				}
-			}
-			if s.cfg.MaxWait > 0 && est > s.cfg.MaxWait {
-				return s.rejectLocked(n, reasonMaxWait, est)
-			}
-		}
-		if st&queuedBit != 0 || s.state.CompareAndSwap(st, st|queuedBit) {
-			break
+		if s.cfg.MaxWait > 0 && est > s.cfg.MaxWait {
+			return s.rejectLocked(n, reasonMaxWait, est)
 		}
 	}
-	// The queued bit is set: only holders of mu change the state word now.
 	w := s.getWaiter()
 	w.n, w.state, w.err = n, waiting, nil
 	s.pushLocked(w)
@@ -253,7 +272,7 @@ func (s *Weighted) acquireSlow(ctx context.Context, done <-chan struct{}, n int6
 		}
 		s.obsStart, s.obsReleased = now, 0
 	}
-	s.mu.Unlock()
+	s.unlock()
 
 	var start time.Time
 	if s.cfg.OnAcquire != nil {
@@ -272,6 +291,10 @@ func (s *Weighted) acquireSlow(ctx context.Context, done <-chan struct{}, n int6
 		timeout = w.timer.C
 	}
 
+	if done == nil && timeout == nil { // a plain receive is cheaper than a select
+		<-w.ready
+		return s.woken(ctx, done, w, start)
+	}
 	select {
 	case <-w.ready:
 		return s.woken(ctx, done, w, start)
@@ -296,9 +319,9 @@ func (s *Weighted) woken(ctx context.Context, done <-chan struct{}, w *waiter, s
 	if done != nil {
 		select {
 		case <-done: // the grant raced with cancellation: give it back
-			s.mu.Lock()
+			s.lock()
 			s.canceled++
-			s.mu.Unlock()
+			s.unlock()
 			s.release(n)
 			return ctx.Err()
 		default:
@@ -313,14 +336,14 @@ func (s *Weighted) woken(ctx context.Context, done <-chan struct{}, w *waiter, s
 // abandon handles a waiter whose context is done (reason < 0) or whose MaxWait
 // passed (reason == reasonMaxWait).
 func (s *Weighted) abandon(ctx context.Context, w *waiter, reason int) error {
-	s.mu.Lock()
+	s.lock()
 	switch w.state {
 	case granted:
-		<-w.ready // sent under mu, so it is there
+		<-w.ready // sent by the granter right after it leaves the locked path
+		n := w.n
 		if reason >= 0 {
 			// MaxWait passed as the grant came in: keep the grant.
-			s.mu.Unlock()
-			n := w.n
+			s.unlock()
 			s.putWaiter(w)
 			if s.cfg.OnAcquire != nil {
 				s.cfg.OnAcquire(n, s.cfg.MaxWait)
@@ -330,14 +353,13 @@ func (s *Weighted) abandon(ctx context.Context, w *waiter, reason int) error {
 		// Granted as ctx was done: give the weight back (x/sync's ordering). The
 		// caller never saw this grant, so neither hook runs.
 		s.canceled++
-		s.mu.Unlock()
-		n := w.n
+		next := s.releaseLocked(n)
+		s.unlockAndSignal(next)
 		s.putWaiter(w)
-		s.release(n)
 		return ctx.Err()
 	case failed:
 		<-w.ready
-		s.mu.Unlock()
+		s.unlock()
 		n, err := w.n, w.err
 		s.putWaiter(w)
 		if s.cfg.OnReject != nil {
@@ -351,17 +373,19 @@ func (s *Weighted) abandon(ctx context.Context, w *waiter, reason int) error {
 	for p := w.prev; p != nil; p = p.prev {
 		ahead += p.n
 	}
-	s.removeLocked(w)
-	s.grantLocked()
 	n := w.n
+	s.removeLocked(w)
+	next := s.grantLocked()
 	s.putWaiter(w)
 	if reason < 0 {
 		s.canceled++
-		s.mu.Unlock()
+		s.unlockAndSignal(next)
 		return ctx.Err()
 	}
-	st := s.state.Load()
-	return s.rejectLocked(n, reason, s.estimateLocked(st, s.capacity.Load(), ahead+n))
+	delay := s.estimateLocked(ahead + n)
+	s.rejected[reason]++
+	s.unlockAndSignal(next)
+	return s.rejected1(n, reason, delay)
 }
 
 func (s *Weighted) putWaiter(w *waiter) {
@@ -372,10 +396,15 @@ func (s *Weighted) putWaiter(w *waiter) {
 	s.pool.Put(w)
 }
 
-// rejectLocked counts a rejection, unlocks mu and returns the error.
+// rejectLocked counts a rejection, leaves the locked path and returns the error.
 func (s *Weighted) rejectLocked(n int64, reason int, delay time.Duration) error {
 	s.rejected[reason]++
-	s.mu.Unlock()
+	s.unlock()
+	return s.rejected1(n, reason, delay)
+}
+
+// rejected1 builds a rejection error and calls OnReject; no lock is held.
+func (s *Weighted) rejected1(n int64, reason int, delay time.Duration) error {
 	err := &RejectError{Reason: reasons[reason], Delay: delay}
 	if s.cfg.OnReject != nil {
 		s.cfg.OnReject(n, err)
@@ -383,17 +412,15 @@ func (s *Weighted) rejectLocked(n int64, reason int, delay time.Duration) error 
 	return err
 }
 
-// estimateLocked estimates how long until weight need, queued behind nothing
-// but what is counted in need, could be granted: the weight that must be
-// released first divided by the observed release rate. 0 if there is no basis.
-func (s *Weighted) estimateLocked(st uint64, c int64, need int64) time.Duration {
+// estimateLocked estimates how long until weight need, counting what is queued
+// ahead plus the caller's own, could be granted: the part of it that is not free
+// now, divided by the release rate observed while callers waited. 0 if there is
+// no basis yet. Capped at an hour.
+func (s *Weighted) estimateLocked(need int64) time.Duration {
 	if s.rate <= 0 {
 		return 0
 	}
-	free := c - int64(st&curMask)
-	if free < 0 {
-		free = 0
-	}
+	free := max(s.capacity.Load()-int64(s.state.Load()&curMask), 0)
 	short := need - free
 	if short <= 0 {
 		return 0
@@ -412,13 +439,20 @@ func (s *Weighted) TryAcquire(n int64) bool {
 	if n <= 0 {
 		panic("semaphore: acquire of non-positive weight")
 	}
-	if !s.tryFast(n) {
-		return false
+	ok, contended := s.tryFast(n)
+	if contended {
+		s.lock()
+		st := s.state.Load()
+		if ok = s.head == nil && st&curMask+uint64(n) <= uint64(s.capacity.Load()); ok {
+			s.state.Store(st + uint64(n))
+			s.acquired.Add(1)
+		}
+		s.unlock()
 	}
-	if s.cfg.OnAcquire != nil {
+	if ok && s.cfg.OnAcquire != nil {
 		s.cfg.OnAcquire(n, 0)
 	}
-	return true
+	return ok
 }
 
 // Release releases weight n, granting queued callers in order while the head of
@@ -434,39 +468,44 @@ func (s *Weighted) Release(n int64) {
 }
 
 func (s *Weighted) release(n int64) {
-	for {
-		st := s.state.Load()
-		if st&queuedBit == 0 {
-			if st&curMask < uint64(n) {
-				panic("semaphore: released more than held")
-			}
-			if !s.state.CompareAndSwap(st, st-uint64(n)) {
-				continue
-			}
-		} else {
-			s.mu.Lock()
-			if s.state.Load()&queuedBit == 0 { // the queue emptied meanwhile
-				s.mu.Unlock()
-				continue
-			}
-			s.observeLocked(n)
-			s.releaseLocked(n)
+	st := s.state.Load()
+	if st&slowBit == 0 {
+		if st&curMask < uint64(n) {
+			panic("semaphore: released more than held")
 		}
-		return
+		if s.state.CompareAndSwap(st, st-uint64(n)) {
+			return
+		}
 	}
+	s.lock()
+	s.observeLocked(n)
+	s.unlockAndSignal(s.releaseLocked(n))
 }
 
-// releaseLocked returns n to the semaphore, grants waiters and unlocks mu. The
-// queued bit must be set.
-func (s *Weighted) releaseLocked(n int64) {
+// releaseLocked returns n to the semaphore and grants waiters, returning the
+// chain of granted waiters to signal. It panics, after leaving the locked path,
+// if n is more than is held.
+func (s *Weighted) releaseLocked(n int64) *waiter {
 	st := s.state.Load()
 	if st&curMask < uint64(n) {
-		s.mu.Unlock()
+		s.unlock()
 		panic("semaphore: released more than held")
 	}
 	s.state.Store(st - uint64(n))
-	s.grantLocked()
-	s.mu.Unlock()
+	return s.grantLocked()
+}
+
+// unlockAndSignal leaves the locked path, then wakes the waiters in chain (linked
+// through next). Waking after unlocking keeps the critical section short: the
+// woken goroutine does not immediately contend for mu with its waker.
+func (s *Weighted) unlockAndSignal(chain *waiter) {
+	s.unlock()
+	for w := chain; w != nil; {
+		next := w.next // read before the send: the waiter may be reused at once
+		w.next = nil
+		w.ready <- struct{}{}
+		w = next
+	}
 }
 
 // observeLocked records n released while callers wait, folding the throughput
@@ -491,11 +530,13 @@ func (s *Weighted) observeLocked(n int64) {
 	s.obsStart, s.obsReleased = now, 0
 }
 
-// grantLocked grants queued callers in FIFO order while the head fits, and clears
-// the queued bit when the queue is empty. The queued bit must be set.
-func (s *Weighted) grantLocked() {
+// grantLocked grants queued callers in FIFO order while the head fits, and
+// returns them as a chain linked through next, to be signalled by
+// unlockAndSignal.
+func (s *Weighted) grantLocked() (chain *waiter) {
 	st := s.state.Load()
 	c := uint64(s.capacity.Load())
+	var last *waiter
 	for w := s.head; w != nil; w = s.head {
 		if st&curMask+uint64(w.n) > c {
 			break // strict FIFO: a heavy head blocks lighter callers behind it
@@ -504,13 +545,18 @@ func (s *Weighted) grantLocked() {
 		s.removeLocked(w)
 		w.state = granted
 		s.acquired.Add(1)
-		w.ready <- struct{}{}
+		if last == nil {
+			chain = w
+		} else {
+			last.next = w
+		}
+		last = w
 	}
 	if s.head == nil {
-		st &^= queuedBit
 		s.obsStart = time.Time{}
 	}
 	s.state.Store(st)
+	return chain
 }
 
 func (s *Weighted) pushLocked(w *waiter) {
@@ -548,32 +594,36 @@ func (s *Weighted) removeLocked(w *waiter) {
 // ErrTooLarge. Resize panics if capacity is negative or above MaxCapacity.
 func (s *Weighted) Resize(capacity int64) {
 	checkCapacity(capacity)
-	var failedErr error
-	s.mu.Lock()
+	s.lock()
 	s.capacity.Store(capacity)
-	for { // bump the generation so a lock-free acquire that read the old capacity retries
-		st := s.state.Load()
-		if s.state.CompareAndSwap(st, st&^genMask|(st+genUnit)&genMask) {
-			break
-		}
-	}
-	if s.head != nil {
-		for w := s.head; w != nil; {
-			next := w.next
-			if w.n > capacity {
-				if failedErr == nil {
-					failedErr = &RejectError{Reason: ErrTooLarge}
-				}
-				s.removeLocked(w)
-				s.rejected[reasonTooLarge]++
-				w.state, w.err = failed, failedErr
-				w.ready <- struct{}{}
+	// Bump the generation: a lock-free acquire that read the old capacity before
+	// lock set the slow bit must fail its CAS even after unlock clears the bit.
+	st := s.state.Load()
+	s.state.Store(st&^genMask | (st+genUnit)&genMask)
+	var tooLarge error
+	var failedChain *waiter
+	for w := s.head; w != nil; {
+		next := w.next
+		if w.n > capacity {
+			if tooLarge == nil {
+				tooLarge = &RejectError{Reason: ErrTooLarge}
 			}
-			w = next
+			s.removeLocked(w)
+			s.rejected[reasonTooLarge]++
+			w.state, w.err = failed, tooLarge // the waiter calls OnReject itself
+			w.next, failedChain = failedChain, w
 		}
-		s.grantLocked()
+		w = next
 	}
-	s.mu.Unlock() // each failed waiter calls OnReject itself, without locks
+	chain := s.grantLocked()
+	if failedChain != nil {
+		last := failedChain
+		for last.next != nil {
+			last = last.next
+		}
+		last.next, chain = chain, failedChain
+	}
+	s.unlockAndSignal(chain)
 }
 
 // Do acquires weight n, calls fn, and releases the weight when fn returns or
@@ -612,7 +662,7 @@ type Stats struct {
 
 // Stats returns a consistent snapshot of the semaphore.
 func (s *Weighted) Stats() Stats {
-	s.mu.Lock()
+	s.mu.Lock() // not lock(): a snapshot must not push lock-free callers onto mu
 	defer s.mu.Unlock()
 	return Stats{
 		Capacity:          s.capacity.Load(),
