@@ -132,7 +132,8 @@ type Stats struct {
 // A Breaker must not be copied after first use. It is safe for concurrent use
 // by multiple goroutines.
 type Breaker struct {
-	once sync.Once
+	once  sync.Once
+	ready atomic.Bool // setup is done
 
 	name        string
 	ts          *gobreaker.TwoStepCircuitBreaker[struct{}]
@@ -187,8 +188,12 @@ func New(name string, cfg Config) *Breaker {
 
 // init makes the zero Breaker usable.
 func (b *Breaker) init() {
-	b.once.Do(func() { b.setup("", Config{}) })
+	if !b.ready.Load() { // inlined fast path
+		b.initSlow()
+	}
 }
+
+func (b *Breaker) initSlow() { b.once.Do(func() { b.setup("", Config{}) }) }
 
 // Verdicts passed to gobreaker as the outcome of a call: nil is a success.
 var (
@@ -242,6 +247,7 @@ func (b *Breaker) setup(name string, cfg Config) {
 	}
 	b.ts = gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
 	b.cb = innerBreaker(b.ts)
+	b.ready.Store(true)
 }
 
 // innerBreaker returns the CircuitBreaker inside ts, so that Do can use its
@@ -345,38 +351,56 @@ func Do[T any](ctx context.Context, b *Breaker, p Policy, call func(context.Cont
 		return zero, FromStore, err
 	}
 	b.dispatch()
-	if rem, open := b.openRemaining(); open {
-		return answer(ctx, b, p, fallback, b.openError(StateOpen, rem))
+	if b.state.Load() == uint32(StateOpen) { // fast path: one atomic load when closed
+		if rem, open := b.openRemainingSlow(); open {
+			if src := b.count(p); src != Rejected {
+				return answer(ctx, src, fallback)
+			}
+			return zero, Rejected, b.openError(StateOpen, rem)
+		}
 	}
 
-	cctx, cancel, deadline := b.callContext(ctx)
-	if cancel != nil {
-		defer cancel()
+	cctx, deadline := ctx, time.Time{}
+	if b.callTimeout > 0 {
+		var cancel context.CancelFunc
+		cctx, cancel, deadline = b.callContext(ctx)
+		if cancel != nil {
+			defer cancel()
+		}
 	}
 	var (
 		out     T
 		callErr error
 		ran     bool
-		verdict error
+		src     Source // the policy's answer if the call failed, else FromStore
 		gerr    error
 	)
 	if b.cb != nil {
 		_, gerr = b.cb.Execute(func() (struct{}, error) {
 			ran = true
 			out, callErr = call(cctx)
-			verdict = b.verdict(ctx, deadline, callErr)
-			return struct{}{}, verdict
+			v := b.verdict(ctx, deadline, callErr)
+			if v == errFailure {
+				// Count before gobreaker sees the failure, so that the log
+				// line of a transition it causes includes it.
+				src = b.countFailure(p)
+			}
+			return struct{}{}, v
 		})
 	} else {
-		out, callErr, ran, verdict, gerr = twoStep(b, ctx, cctx, deadline, call)
+		out, callErr, ran, src, gerr = twoStep(b, ctx, cctx, deadline, p, call)
 	}
 	b.dispatch()
 	switch {
 	case !ran:
-		return answer(ctx, b, p, fallback, b.rejection(gerr))
-	case verdict == errFailure:
-		b.failures.Add(1)
-		return answer(ctx, b, p, fallback, &StoreError{Name: b.name, Err: callErr})
+		if src := b.count(p); src != Rejected {
+			return answer(ctx, src, fallback)
+		}
+		return zero, Rejected, b.rejection(gerr)
+	case src == Rejected:
+		return zero, Rejected, &StoreError{Name: b.name, Err: callErr}
+	case src != FromStore:
+		return answer(ctx, src, fallback)
 	}
 	return out, FromStore, callErr
 }
@@ -384,12 +408,11 @@ func Do[T any](ctx context.Context, b *Breaker, p Policy, call func(context.Cont
 // twoStep is Do's call path through gobreaker's two-step form, used only if
 // innerBreaker could not reach the CircuitBreaker. Like Execute, it records a
 // panic of call as a failure and re-raises it.
-func twoStep[T any](b *Breaker, ctx, cctx context.Context, deadline time.Time, call func(context.Context) (T, error)) (out T, callErr error, ran bool, verdict, gerr error) {
+func twoStep[T any](b *Breaker, ctx, cctx context.Context, deadline time.Time, p Policy, call func(context.Context) (T, error)) (out T, callErr error, ran bool, src Source, gerr error) {
 	done, gerr := b.ts.Allow()
 	if gerr != nil {
-		return out, nil, false, nil, gerr
+		return out, nil, false, FromStore, gerr
 	}
-	ran = true
 	reported := false
 	defer func() {
 		if !reported {
@@ -397,24 +420,24 @@ func twoStep[T any](b *Breaker, ctx, cctx context.Context, deadline time.Time, c
 		}
 	}()
 	out, callErr = call(cctx)
-	verdict = b.verdict(ctx, deadline, callErr)
+	v := b.verdict(ctx, deadline, callErr)
+	if v == errFailure {
+		src = b.countFailure(p)
+	}
 	reported = true
-	done(verdict)
-	return out, callErr, true, verdict, nil
+	done(v)
+	return out, callErr, true, src, nil
 }
 
-// answer answers a call the store could not answer, by policy p; cause is the
-// error FailClosed returns.
-func answer[T any](ctx context.Context, b *Breaker, p Policy, fallback func(context.Context) (T, error), cause error) (T, Source, error) {
-	var zero T
-	switch b.count(p) {
-	case Degraded:
-		return zero, Degraded, nil
-	case FromFallback:
+// answer answers a call the store could not answer under FailOpen (src
+// Degraded) or FailLocal (src FromFallback).
+func answer[T any](ctx context.Context, src Source, fallback func(context.Context) (T, error)) (T, Source, error) {
+	if src == FromFallback {
 		v, err := fallback(ctx)
 		return v, FromFallback, err
 	}
-	return zero, Rejected, cause
+	var zero T
+	return zero, Degraded, nil
 }
 
 // count counts a call answered by policy p and returns its Source.
@@ -429,6 +452,12 @@ func (b *Breaker) count(p Policy) Source {
 	}
 	b.rejections.Add(1)
 	return Rejected
+}
+
+// countFailure counts a call that failed and will be answered by policy p.
+func (b *Breaker) countFailure(p Policy) Source {
+	b.failures.Add(1)
+	return b.count(p)
 }
 
 func checkPolicy(p Policy) {
@@ -461,12 +490,18 @@ func (b *Breaker) Allow(p Policy) (done func(err error), src Source, err error) 
 	checkPolicy(p)
 	b.dispatch()
 	if rem, open := b.openRemaining(); open {
-		return b.allowAnswer(p, b.openError(StateOpen, rem))
+		if src := b.count(p); src != Rejected {
+			return noop, src, nil
+		}
+		return noop, Rejected, b.openError(StateOpen, rem)
 	}
 	gdone, gerr := b.ts.Allow()
 	b.dispatch()
 	if gerr != nil {
-		return b.allowAnswer(p, b.rejection(gerr))
+		if src := b.count(p); src != Rejected {
+			return noop, src, nil
+		}
+		return noop, Rejected, b.rejection(gerr)
 	}
 	return func(err error) {
 		v := b.verdict(nil, time.Time{}, err)
@@ -479,14 +514,6 @@ func (b *Breaker) Allow(p Policy) (done func(err error), src Source, err error) 
 }
 
 func noop(error) {}
-
-func (b *Breaker) allowAnswer(p Policy, cause error) (func(error), Source, error) {
-	src := b.count(p)
-	if src == Rejected {
-		return noop, src, cause
-	}
-	return noop, src, nil
-}
 
 // verdict classifies the outcome of a call for gobreaker: nil (success),
 // errFailure or errExcluded. ctx is the caller's context (nil for Allow) and
@@ -518,13 +545,10 @@ func (b *Breaker) verdict(ctx context.Context, deadline time.Time, err error) er
 	return nil // the store answered
 }
 
-// callContext derives the context of one call: ctx bounded by CallTimeout.
-// It returns ctx itself, with no cancel func and a zero deadline, if the
-// timeout is off or ctx's own deadline is not later.
+// callContext derives the context of one call: ctx bounded by CallTimeout,
+// which must be on. It returns ctx itself, with no cancel func and a zero
+// deadline, if ctx's own deadline is not later.
 func (b *Breaker) callContext(ctx context.Context) (context.Context, context.CancelFunc, time.Time) {
-	if b.callTimeout <= 0 {
-		return ctx, nil, time.Time{}
-	}
 	deadline := time.Now().Add(b.callTimeout)
 	if d, ok := ctx.Deadline(); ok && !d.After(deadline) {
 		return ctx, nil, time.Time{}
@@ -538,11 +562,16 @@ func (b *Breaker) callContext(ctx context.Context) (context.Context, context.Can
 // timer (the base OpenDuration) may have run out, and touching it would move
 // it to half-open before a grown or jittered open period ends.
 func (b *Breaker) openRemaining() (time.Duration, bool) {
-	if State(b.state.Load()) != StateOpen {
+	if State(b.state.Load()) != StateOpen { // inlined fast path
 		return 0, false
 	}
+	return b.openRemainingSlow()
+}
+
+func (b *Breaker) openRemainingSlow() (time.Duration, bool) {
+	// Open through the end instant inclusive, as gobreaker is.
 	rem := time.Duration(b.openUntil.Load()) - time.Since(b.epoch)
-	return rem, rem > 0
+	return rem, rem >= 0
 }
 
 // rejection converts gobreaker's rejection into an *OpenError.
@@ -603,9 +632,12 @@ func (b *Breaker) openDurationLocked(k int) time.Duration {
 // another goroutine is already reporting, that one reports them, so a hook
 // that calls back into the Breaker neither deadlocks nor recurses.
 func (b *Breaker) dispatch() {
-	if !b.hasPending.Load() {
-		return
+	if b.hasPending.Load() { // inlined fast path: nothing to report
+		b.dispatchSlow()
 	}
+}
+
+func (b *Breaker) dispatchSlow() {
 	b.mu.Lock()
 	if b.dispatching {
 		b.mu.Unlock()
