@@ -32,9 +32,20 @@ PGBIN=${PGBIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n
 WORK=$(mktemp -d /tmp/floodgate-test.XXXXXX)
 REDIS_PID=""
 PG_STARTED=""
+CHILD=""
+# descendants PID: every process below PID, so that an interrupted go test's own
+# redis-server children (test servers it had no chance to stop) go too.
+descendants() { local c; for c in $(pgrep -P "$1" 2>/dev/null); do echo "$c"; descendants "$c"; done; }
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
+  if [ -n "$CHILD" ] && kill -0 "$CHILD" 2>/dev/null; then
+    local tree; tree="$CHILD $(descendants "$CHILD")"
+    kill -CONT $tree 2>/dev/null || true
+    kill -TERM $tree 2>/dev/null || true
+    sleep 1
+    kill -KILL $tree 2>/dev/null || true
+  fi
   if [ -n "$REDIS_PID" ]; then kill -CONT "$REDIS_PID" 2>/dev/null || true; kill "$REDIS_PID" 2>/dev/null || true; wait "$REDIS_PID" 2>/dev/null || true; fi
   if [ -n "$PG_STARTED" ]; then run_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -m immediate -w stop >/dev/null 2>&1 || true; fi
   rm -rf "$WORK"
@@ -43,6 +54,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+# run CMD...: runs a step in the background and waits for it, so that a signal
+# interrupts the wait and the cleanup runs at once (bash defers traps while a
+# foreground child runs).
+run() { "$@" & CHILD=$!; local rc=0; wait "$CHILD" || rc=$?; CHILD=""; return "$rc"; }
 
 free_port() {
   # Ask the kernel for a free port; fall back to probing when python3 is absent.
@@ -99,18 +115,18 @@ unformatted=$(gofmt -l $(git ls-files --cached --others --exclude-standard '*.go
 [ -z "$unformatted" ] || die "gofmt would change: $unformatted"
 
 log "go vet ./..."
-go vet ./...
+run go vet ./...
 
 log "go test -race -shuffle=on ./..."
-go test -race -shuffle=on -timeout 30m ${GOTESTFLAGS:-} ./...
+run go test -race -shuffle=on -timeout 30m ${GOTESTFLAGS:-} ./...
 
 log "benchmarks, one iteration (root module)"
-go test -run='^$' -bench=. -benchtime=1x ./... >"$WORK/bench-root.log" 2>&1 ||
+run go test -run='^$' -bench=. -benchtime=1x ./... >"$WORK/bench-root.log" 2>&1 ||
   { cat "$WORK/bench-root.log" >&2; die "root benchmarks failed"; }
 
 if [ -f bench/go.mod ]; then
   log "bench/: go vet and one iteration of every benchmark"
-  (cd bench && go vet ./... && go test -run='^$' -bench=. -benchtime=1x ./...) >"$WORK/bench.log" 2>&1 ||
+  run bash -c 'cd bench && go vet ./... && go test -run="^$" -bench=. -benchtime=1x ./...' >"$WORK/bench.log" 2>&1 ||
     { cat "$WORK/bench.log" >&2; die "bench/ failed"; }
 fi
 log "all passed"
