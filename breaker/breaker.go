@@ -111,9 +111,12 @@ type Stats struct {
 	// RetryAfter is the remaining open time while open, else 0.
 	RetryAfter time.Duration
 
-	Trips         uint64 // transitions to open
-	Transitions   uint64 // all state transitions
-	StoreFailures uint64 // calls counted as store failures
+	Trips       uint64 // transitions to open
+	Transitions uint64 // all state transitions
+	// StoreFailures counts calls whose outcome was a store failure,
+	// including calls that were in flight when the breaker opened (gobreaker
+	// ignores those, as they belong to the previous state).
+	StoreFailures uint64
 
 	// Calls the store could not answer, by the policy that answered them.
 	Rejections uint64 // FailClosed: answered with an error
@@ -157,11 +160,10 @@ type Breaker struct {
 
 	mu sync.Mutex
 	// mu guards:
-	openTrips   int           // trips since the last close
-	openFor     time.Duration // length of the current open period
-	pending     []transition  // recorded under gobreaker's lock, not yet reported
-	dispatching bool          // a goroutine is reporting pending transitions
-	last        counters      // counters at the last transition, for the log line
+	openTrips   int          // trips since the last close
+	pending     []transition // recorded under gobreaker's lock, not yet reported
+	dispatching bool         // a goroutine is reporting pending transitions
+	last        counters     // counters at the last transition, for the log line
 }
 
 type transition struct {
@@ -334,12 +336,19 @@ func (b *Breaker) Stats() Stats {
 // and fallback is nil, or if p is not a valid Policy. If call panics, the
 // panic counts as a failure and is re-raised (gobreaker's Execute).
 //
-// Cost: on the success path Do adds to gobreaker's Execute two atomic loads,
-// one time.Now and ctx.Deadline, and allocates nothing when no per-call
-// context is needed: CallTimeout is negative, or ctx already has a deadline
-// no later than CallTimeout from now. Otherwise the context.WithDeadline it
-// derives costs that function's usual allocations; a Redis round trip costs
-// far more.
+// Cost: on the success path (breaker closed, call succeeds) Do adds a few
+// atomic loads and a closure call to gobreaker's Execute, and allocates
+// nothing when it derives no per-call context: when CallTimeout is negative,
+// or when ctx already has a deadline no later than CallTimeout from now (then
+// it adds one time.Now). Otherwise it derives the call's context with
+// context.WithDeadline, which costs that function's usual 4 allocations and
+// a runtime timer (about 1µs on a small VM; a Redis round trip is about
+// 50–100µs). No Context can enforce a deadline on the callee without a timer
+// and a fresh Done channel, so there is no cheaper correct way. To avoid
+// that cost, either give ctx a deadline at most CallTimeout away, or set
+// CallTimeout negative and let the Redis client bound each command itself
+// (go-redis ReadTimeout/WriteTimeout): those timeouts surface as net timeout
+// errors, which IsStoreFailure counts.
 func Do[T any](ctx context.Context, b *Breaker, p Policy, call func(context.Context) (T, error), fallback func(context.Context) (T, error)) (T, Source, error) {
 	b.init()
 	checkPolicy(p)
@@ -471,7 +480,7 @@ func checkPolicy(p Policy) {
 //
 // If the breaker lets the call through, Allow returns a done func, [FromStore]
 // and a nil error: make the store call, then call done exactly once with its
-// error. done classifies the error like Do, except that Allow applies no
+// error (a second call would count the outcome twice). done classifies the error like Do, except that Allow applies no
 // CallTimeout and knows no caller context: nil is a success, an error
 // [Config.IsFailure] accepts is a failure, a context error is not counted,
 // and any other error is a success. A failure reported through done is
@@ -599,9 +608,8 @@ func (b *Breaker) onTransition(_ string, from, to gobreaker.State) {
 	switch State(to) {
 	case StateOpen:
 		b.openTrips++
-		b.openFor = b.openDurationLocked(b.openTrips)
-		t.openFor, t.trips = b.openFor, b.openTrips
-		b.openUntil.Store(int64(now + b.openFor)) // before the state, which publishes it
+		t.openFor, t.trips = b.openDurationLocked(b.openTrips), b.openTrips
+		b.openUntil.Store(int64(now + t.openFor)) // before the state, which publishes it
 		b.trips.Add(1)
 	case StateClosed:
 		b.openTrips = 0

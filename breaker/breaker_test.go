@@ -695,6 +695,7 @@ func TestInvalidConfig(t *testing.T) {
 		{"negative MaxOpenDuration", breaker.Config{MaxOpenDuration: -1}, "breaker: MaxOpenDuration < 0"},
 		{"jitter above 1", breaker.Config{Jitter: 2}, "breaker: Jitter > 1"},
 		{"negative probes", breaker.Config{HalfOpenProbes: -1}, "breaker: HalfOpenProbes < 0"},
+		{"invalid policy", breaker.Config{Policy: 3}, "breaker: invalid Policy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()
