@@ -17,12 +17,12 @@ const ms = time.Millisecond
 
 // step is one call of a step table: at t0+at, cost n, and the expected decision.
 type step struct {
-	at                time.Duration
-	n                 int64
-	ok                bool
-	remaining         int64
-	retry, reset      time.Duration
-	never             bool // expect ErrNeverAllowed
+	at           time.Duration
+	n            int64
+	ok           bool
+	remaining    int64
+	retry, reset time.Duration
+	never        bool // expect ErrNeverAllowed
 }
 
 type allowAt interface {
@@ -217,8 +217,14 @@ func TestSetLimitClamps(t *testing.T) {
 		allowAt
 		SetLimit(shaper.Limit)
 	}{
-		"Meter":       func(l shaper.Limit) interface{ allowAt; SetLimit(shaper.Limit) } { return shaper.NewMeter(l) },
-		"TokenBucket": func(l shaper.Limit) interface{ allowAt; SetLimit(shaper.Limit) } { return shaper.NewTokenBucket(l) },
+		"Meter": func(l shaper.Limit) interface {
+			allowAt
+			SetLimit(shaper.Limit)
+		} { return shaper.NewMeter(l) },
+		"TokenBucket": func(l shaper.Limit) interface {
+			allowAt
+			SetLimit(shaper.Limit)
+		} { return shaper.NewTokenBucket(l) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			m := mk(old)
