@@ -208,23 +208,19 @@ func TestConstructorPanics(t *testing.T) {
 	}
 }
 
+type limitSetter interface {
+	allowAt
+	SetLimit(shaper.Limit)
+}
+
 // TestSetLimitClamps: after a change (rate ×10, burst halved) the next decision is
 // at most one emission interval later than a fresh meter's (research scenario 28).
 func TestSetLimitClamps(t *testing.T) {
 	old := shaper.Limit{Rate: shaper.PerSecond(10), Burst: 10}
 	lim := shaper.Limit{Rate: shaper.PerSecond(100), Burst: 5}
-	for name, mk := range map[string]func(shaper.Limit) interface {
-		allowAt
-		SetLimit(shaper.Limit)
-	}{
-		"Meter": func(l shaper.Limit) interface {
-			allowAt
-			SetLimit(shaper.Limit)
-		} { return shaper.NewMeter(l) },
-		"TokenBucket": func(l shaper.Limit) interface {
-			allowAt
-			SetLimit(shaper.Limit)
-		} { return shaper.NewTokenBucket(l) },
+	for name, mk := range map[string]func(shaper.Limit) limitSetter{
+		"Meter":       func(l shaper.Limit) limitSetter { return shaper.NewMeter(l) },
+		"TokenBucket": func(l shaper.Limit) limitSetter { return shaper.NewTokenBucket(l) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			m := mk(old)
