@@ -484,11 +484,12 @@ func checkPolicy(p Policy) {
 //
 // If the breaker lets the call through, Allow returns a done func, [FromStore]
 // and a nil error: make the store call, then call done exactly once with its
-// error (a second call would count the outcome twice). done classifies the error like Do, except that Allow applies no
-// CallTimeout and knows no caller context: nil is a success, an error
-// [Config.IsFailure] accepts is a failure, a context error is not counted,
-// and any other error is a success. A failure reported through done is
-// counted, but the policy is not applied to it: the caller has its error.
+// error (a second call would count the outcome twice). done classifies the
+// error like Do, except that Allow applies no CallTimeout and knows no caller
+// context: nil is a success, an error [Config.IsFailure] accepts is a
+// failure, a context error is not counted, and any other error is a success.
+// A failure reported through done is counted, but the policy is not applied
+// to it: the caller has its error.
 //
 // If the breaker is open, or half-open with its probes in flight, the caller
 // must not call the store, and Allow answers by policy p: FailClosed returns

@@ -74,7 +74,9 @@ func Example_policies() {
 	admitLocally := func(context.Context) (bool, error) { return true, nil }
 	for _, p := range []breaker.Policy{breaker.FailClosed, breaker.FailOpen, breaker.FailLocal} {
 		ok, src, err := breaker.Do(ctx, b, p, dead, admitLocally)
-		fmt.Printf("%v: ok=%v source=%v err=%v\n", p, ok, src, err)
+		// Degraded means "admitted without the store"; its value is the zero T.
+		admitted := err == nil && (ok || src == breaker.Degraded)
+		fmt.Printf("%v: admitted=%v source=%v err=%v\n", p, admitted, src, err)
 		if oe, isOpen := errors.AsType[*breaker.OpenError](err); isOpen {
 			fmt.Printf("  retry after %v; errors.Is(err, ErrUnavailable) = %v\n", oe.RetryAfter().Round(time.Second), errors.Is(err, breaker.ErrUnavailable))
 		}
@@ -82,10 +84,10 @@ func Example_policies() {
 	st := b.Stats()
 	fmt.Printf("rejections=%d degraded=%d fallbacks=%d\n", st.Rejections, st.Degraded, st.Fallbacks)
 	// Output:
-	// fail-closed: ok=false source=rejected err=breaker: store unavailable (circuit open)
+	// fail-closed: admitted=false source=rejected err=breaker: store unavailable (circuit open)
 	//   retry after 30s; errors.Is(err, ErrUnavailable) = true
-	// fail-open: ok=false source=degraded err=<nil>
-	// fail-local: ok=true source=fallback err=<nil>
+	// fail-open: admitted=true source=degraded err=<nil>
+	// fail-local: admitted=true source=fallback err=<nil>
 	// rejections=1 degraded=2 fallbacks=1
 }
 
