@@ -46,10 +46,7 @@ func NewTokenBucket(lim Limit) *TokenBucket {
 }
 
 // Allow reports whether one token for key is available now, and takes it if so.
-func (m *TokenBucket) Allow(key string) bool {
-	d, _ := m.c.allowN(key, m.c.clock.nowUS(), 1)
-	return d.Allowed
-}
+func (m *TokenBucket) Allow(key string) bool { return m.c.allow1(key) }
 
 // AllowN takes n tokens for key if they are available now. It returns a *CostError
 // (ErrNeverAllowed) if n exceeds the capacity.
@@ -118,12 +115,18 @@ func (a *tbAlgo) idle(s *tbState, now int64) bool {
 	return now >= s.last && now-s.last >= ceilDiv(a.full-min(s.tokens, a.full), a.c)
 }
 
-func (a *tbAlgo) decide(s *tbState, fresh bool, now, n int64) (ok bool, remaining, retryUS, resetUS int64) {
+func (a *tbAlgo) decide(s *tbState, fresh bool, now, n int64) bool {
 	a.refill(s, fresh, now)
-	need := n * a.p
-	if s.tokens < need {
-		return false, s.tokens / a.p, ceilDiv(need-s.tokens, a.c), ceilDiv(a.full-s.tokens, a.c)
+	if need := n * a.p; s.tokens >= need {
+		s.tokens -= need
+		return true
 	}
-	s.tokens -= need
-	return true, s.tokens / a.p, 0, ceilDiv(a.full-s.tokens, a.c)
+	return false
+}
+
+func (a *tbAlgo) report(s *tbState, _, n int64, ok bool) (remaining, retryUS, resetUS int64) {
+	if !ok {
+		retryUS = ceilDiv(n*a.p-s.tokens, a.c)
+	}
+	return s.tokens / a.p, retryUS, ceilDiv(a.full-s.tokens, a.c)
 }
