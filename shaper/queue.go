@@ -255,6 +255,14 @@ func (q *Queue) Wait(ctx context.Context, cost int64) error {
 		if w.state == closedOut {
 			return ErrClosed
 		}
+		// The caller resumes later than the slot: by the timer's lateness
+		// plus the time to wake this goroutine. Both are the Queue's doing,
+		// so both become lateness credit for the caller's next arrival.
+		q.mu.Lock()
+		if late := min(q.now()-w.slot, maxLag); late > q.lag {
+			q.lag = late
+		}
+		q.mu.Unlock()
 		return nil
 	case <-ctx.Done():
 	}
@@ -292,9 +300,11 @@ func (q *Queue) Run(ctx context.Context, cost int64, fn func(context.Context) er
 }
 
 // releaseDueLocked releases, in order, every waiter whose slot is at or before now.
-// The lateness of the last one released becomes the lateness credit: a caller that
-// arrives while the schedule is behind real time by no more than that credit is
-// scheduled from tat rather than from now.
+// The lateness of the last one released becomes the lateness credit (raised again
+// when that waiter's goroutine actually resumes, in Wait): a caller that arrives
+// while the schedule is behind real time by no more than that credit is scheduled
+// from tat rather than from now, so late wake-ups do not lower the rate. An arrival
+// that finds the schedule further behind is idle and restarts it (credit 0).
 func (q *Queue) releaseDueLocked(now int64) {
 	n := 0
 	for n < len(q.waiters) && q.waiters[n].slot <= now {
