@@ -98,9 +98,10 @@ type Semaphore struct {
 
 	mu sync.Mutex
 	// mu guards:
-	waiters map[string]chan struct{}
-	ps      *redis.PubSub
-	closed  bool
+	waiters   map[string]chan struct{}
+	ps        *redis.PubSub
+	listening bool
+	closed    bool
 }
 
 // New returns a Semaphore of the given limit named name on client. It does no

@@ -53,49 +53,52 @@ func (s *Semaphore) wakeAll() {
 	}
 }
 
-// listen starts the pub/sub connection and its reader goroutine once. It does
-// not wait for the subscription: the confirmation wakes all waiters.
+// listen starts the pub/sub connection and its reader goroutine once. The
+// caller never waits for the subscription; its confirmation wakes all waiters.
 func (s *Semaphore) listen() {
 	s.mu.Lock()
-	if s.ps != nil || s.closed {
+	if s.listening || s.closed {
 		s.mu.Unlock()
 		return
 	}
-	channel := s.prefix + s.id
-	// No channels yet, so creating the PubSub does no I/O; the subscription
-	// is made below, outside the lock.
-	var ps *redis.PubSub
-	if s.sharded {
-		ps = s.client.SSubscribe(s.stopCtx)
-	} else {
-		ps = s.client.Subscribe(s.stopCtx)
-	}
-	s.ps = ps
-	msgs := ps.ChannelWithSubscriptions(redis.WithChannelSize(256))
+	s.listening = true
 	s.bg.Add(1)
 	s.mu.Unlock()
+	go s.receive()
+}
 
-	go func() {
-		defer s.bg.Done()
-		// The channel is remembered even if this call fails, and go-redis
-		// subscribes again on every reconnect. Done here so that the caller
-		// never waits for it.
-		ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.CallTimeout)
-		if s.sharded {
-			ps.SSubscribe(ctx, channel)
-		} else {
-			ps.Subscribe(ctx, channel)
-		}
-		cancel()
-		for m := range msgs {
-			switch m := m.(type) {
-			case *redis.Message:
-				s.wake(m.Payload)
-			case *redis.Subscription:
-				if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
-					s.wakeAll()
-				}
+// receive subscribes to this Semaphore's notify channel and wakes local waiters
+// until Close. The PubSub is created with its channel so that on Cluster the
+// connection goes to the shard that owns the channel's slot (go-redis routes a
+// sharded PubSub by its first channel, on every reconnect too); go-redis
+// subscribes again after every reconnect.
+func (s *Semaphore) receive() {
+	defer s.bg.Done()
+	channel := s.prefix + s.id
+	ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.CallTimeout)
+	var ps *redis.PubSub
+	if s.sharded {
+		ps = s.client.SSubscribe(ctx, channel)
+	} else {
+		ps = s.client.Subscribe(ctx, channel)
+	}
+	cancel()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ps.Close()
+		return
+	}
+	s.ps = ps
+	s.mu.Unlock()
+	for m := range ps.ChannelWithSubscriptions(redis.WithChannelSize(256)) {
+		switch m := m.(type) {
+		case *redis.Message:
+			s.wake(m.Payload)
+		case *redis.Subscription:
+			if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
+				s.wakeAll()
 			}
 		}
-	}()
+	}
 }
