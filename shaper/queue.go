@@ -49,6 +49,11 @@ type Config struct {
 // 1/hour to millions/second, at the price of short bursts of up to lateness×Rate
 // items when the runtime wakes up late; no item is ever released before its slot.
 //
+// Time a caller spends away from Wait (its own work between calls, or being
+// descheduled) is not credited beyond Burst, as in any GCRA: a caller that comes back
+// late is a new arrival. Set Burst to the number of items that may be caught up
+// after such a pause.
+//
 // An item whose cost is larger than Burst is not refused: it is released when its
 // turn comes and the cost is paid by the items after it.
 //

@@ -335,7 +335,10 @@ func TestZeroQueue(t *testing.T) {
 
 // TestQueueRealClockRate checks the virtual schedule on the real clock: a single
 // Run loop at 2000/s, which a sleep-per-item shaper cannot reach where sleeps take
-// about 1 ms, stays within 3% of the rate.
+// about 1 ms (it gets about half), stays within 10% of the rate. The tolerance is
+// for loaded machines and -race, where the loop itself is descheduled for whole
+// milliseconds, time GCRA rightly does not credit with Burst 1; the benchmark in
+// bench/ measures the accuracy precisely.
 func TestQueueRealClockRate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-clock measurement")
@@ -354,7 +357,7 @@ func TestQueueRealClockRate(t *testing.T) {
 		return nil
 	})
 	rate := float64(n-1) / last.Sub(first).Seconds()
-	if rate < 2000*0.97 || rate > 2000*1.03 {
-		t.Errorf("achieved %.0f/s, want 2000/s ±3%%", rate)
+	if rate < 2000*0.90 || rate > 2000*1.01 {
+		t.Errorf("achieved %.0f/s, want 2000/s within -10%%/+1%%", rate)
 	}
 }
