@@ -75,9 +75,12 @@ type slState struct {
 
 func (s *slState) at(i int) *logEntry { return &s.ring[(s.head+i)%len(s.ring)] }
 
-func (s *slState) push(e logEntry) {
+// push appends e, growing the ring by doubling up to limit entries (a log never
+// holds more than its limit: every entry has a cost of at least 1).
+func (s *slState) push(e logEntry, limit int64) {
 	if s.len == len(s.ring) {
-		grown := make([]logEntry, max(4, 2*len(s.ring)))
+		size := max(int64(s.len)+1, min(max(4, 2*int64(len(s.ring))), limit))
+		grown := make([]logEntry, size)
 		for i := range s.len {
 			grown[i] = *s.at(i)
 		}
@@ -126,7 +129,7 @@ func (a *slAlgo) decide(s *slState, _ bool, now, n int64) bool {
 		if s.len > 0 && s.at(s.len-1).ts == now {
 			s.at(s.len - 1).n += n
 		} else {
-			s.push(logEntry{ts: now, n: n})
+			s.push(logEntry{ts: now, n: n}, a.n)
 		}
 		s.sum += n
 	}
