@@ -25,6 +25,23 @@ type algo[S any] interface {
 	limit() Limit
 }
 
+// Notes for a Redis store (same package, same decisions): each algo's decide and
+// report are the whole arithmetic, over int64 only, with every intermediate value
+// ≤ 2^54 (Limit.validate bounds Burst·P and Count·P by 2^53), so a Lua script can
+// run the same lines with now = TIME[1]·1e6 + TIME[2] and return {ok, remaining,
+// retry µs, reset µs}; differential tests then compare Decisions field by field.
+// Per-key state and a TTL that never forgets a live key:
+//
+//	GCRA:            HSET tat rem                 TTL ⌈reset⌉ (tat ≤ now + τ/C)
+//	token bucket:    HSET tokens last per         TTL ⌈(K·P − tokens)/C⌉ + 1
+//	fixed window:    HSET start count             TTL start + P − now
+//	sliding counter: HSET start prev cur          TTL start + 2P − now
+//	sliding log:     ZSET member=ts:n score=ts    TTL newest + P − now
+//
+// The GCRA and token bucket states carry units (rem in 1/C µs, tokens in 1/P
+// tokens); SetLimit changes them, which decide handles by clamping rem and by
+// rescaling tokens with the stored per.
+
 // core is the keyed, concurrency-safe part shared by every meter: a clock, the
 // current algo (swapped atomically by SetLimit) and the sharded store.
 type core[S any, A any, PA interface {
