@@ -183,7 +183,9 @@ func (q *Queue) now() int64 { return int64(time.Since(q.base)) }
 //
 // If ctx ends while waiting, Wait returns ctx.Err() and the slot goes to the calls
 // behind. If the Queue is closed while waiting, Wait returns ErrClosed. A cost of
-// zero waits for the calls ahead without consuming rate. A negative cost panics.
+// zero waits for the calls ahead without consuming rate. A cost so large that the
+// schedule would overflow (over about 2^62 ns of rate) fails with a *CostError
+// (ErrNeverAllowed). A negative cost panics.
 func (q *Queue) Wait(ctx context.Context, cost int64) error {
 	if cost < 0 {
 		panic("shaper: negative cost")

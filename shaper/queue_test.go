@@ -361,3 +361,62 @@ func TestQueueRealClockRate(t *testing.T) {
 		t.Errorf("achieved %.0f/s, want 2000/s within -10%%/+1%%", rate)
 	}
 }
+
+// TestQueueCancelStressRace: many goroutines with random deadlines and cancellations.
+// Every call returns; the released ones never exceed burst + rate·t + 1 by any
+// time t; the counters add up.
+func TestQueueCancelStressRace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := shaper.NewQueue(shaper.PerSecond(100), shaper.Config{Burst: 3, MaxQueue: 40})
+		defer q.Close()
+		start := time.Now()
+		var mu sync.Mutex
+		var released []time.Duration
+		var calls, ok, cancelled, rejected atomic.Int64
+		var wg sync.WaitGroup
+		for g := range 50 {
+			wg.Go(func() {
+				for i := range 20 {
+					d := time.Duration((g*7+i*13)%97) * 10 * ms
+					ctx, cancel := context.WithTimeout(t.Context(), d)
+					if i%5 == 0 {
+						go func() { time.Sleep(d / 2); cancel() }()
+					}
+					calls.Add(1)
+					err := q.Wait(ctx, 1)
+					cancel()
+					switch {
+					case err == nil:
+						ok.Add(1)
+						mu.Lock()
+						released = append(released, time.Since(start))
+						mu.Unlock()
+					case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+						cancelled.Add(1)
+					case errors.Is(err, shaper.ErrLimited), errors.Is(err, shaper.ErrQueueFull):
+						rejected.Add(1)
+					default:
+						t.Errorf("unexpected error %v", err)
+					}
+					time.Sleep(time.Duration(i%3) * ms)
+				}
+			})
+		}
+		wg.Wait()
+		if got := ok.Load() + cancelled.Load() + rejected.Load(); got != calls.Load() {
+			t.Errorf("%d outcomes for %d calls", got, calls.Load())
+		}
+		s := q.Stats()
+		if s.Released != uint64(ok.Load()) || s.Waiting != 0 {
+			t.Errorf("Stats = %+v, want %d released, 0 waiting", s, ok.Load())
+		}
+		for i, at := range released { // released is in release order
+			if bound := 3 + int(at.Seconds()*100) + 1; i+1 > bound {
+				t.Fatalf("%d released by %v, more than burst + rate·t + 1 = %d", i+1, at, bound)
+			}
+		}
+		if ok.Load() < 100 {
+			t.Errorf("only %d released", ok.Load())
+		}
+	})
+}
