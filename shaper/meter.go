@@ -219,11 +219,17 @@ type gcraAlgo struct {
 	p, c, b   int64
 	tau       int64 // B·P
 	tauMicros int64 // ⌊τ/C⌋ + 1, beyond which d is clamped without multiplying
+	tUS       int64 // T = P/C when C divides P (most limits), else 0
+	tauUS     int64 // B·T when tUS > 0
 }
 
 func newGCRA(what string, lim Limit) *gcraAlgo {
 	p, c, b := lim.validate(what, false)
-	return &gcraAlgo{lim: lim, p: p, c: c, b: b, tau: b * p, tauMicros: b*p/c + 1}
+	a := &gcraAlgo{lim: lim, p: p, c: c, b: b, tau: b * p, tauMicros: b*p/c + 1}
+	if p%c == 0 {
+		a.tUS, a.tauUS = p/c, b*(p/c)
+	}
+	return a
 }
 
 func (a *gcraAlgo) max() int64   { return a.b }
@@ -244,6 +250,18 @@ func (a *gcraAlgo) debt(s *gcraState, now int64) int64 {
 }
 
 func (a *gcraAlgo) decide(s *gcraState, _ bool, now, n int64) bool {
+	if a.tUS > 0 && s.rem == 0 {
+		// The same arithmetic divided through by C, exact when T is a whole
+		// number of µs and there is no fraction: no division on the hot path.
+		nd := min(max(s.tat-now, 0), a.tauUS) + n*a.tUS
+		if nd > a.tauUS {
+			return false
+		}
+		if n > 0 {
+			s.tat = now + nd
+		}
+		return true
+	}
 	nd := a.debt(s, now) + n*a.p
 	if nd > a.tau {
 		return false

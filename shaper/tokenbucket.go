@@ -76,11 +76,12 @@ type tbAlgo struct {
 	lim     Limit
 	p, c, k int64
 	full    int64 // K·P
+	fillUS  int64 // ⌈K·P/C⌉: time to fill an empty bucket
 }
 
 func newTB(what string, lim Limit) *tbAlgo {
 	p, c, k := lim.validate(what, false)
-	return &tbAlgo{lim: lim, p: p, c: c, k: k, full: k * p}
+	return &tbAlgo{lim: lim, p: p, c: c, k: k, full: k * p, fillUS: ceilDiv(k*p, c)}
 }
 
 func (a *tbAlgo) max() int64   { return a.k }
@@ -100,10 +101,12 @@ func (a *tbAlgo) refill(s *tbState, fresh bool, now int64) {
 	if now < s.last {
 		now = s.last
 	}
-	if e := now - s.last; e >= ceilDiv(a.full-s.tokens, a.c) {
+	// Same as: full if e ≥ ⌈(K·P − tokens)/C⌉, else tokens + e·C; without the
+	// division (e < fillUS keeps e·C below K·P + C).
+	if e := now - s.last; e >= a.fillUS {
 		s.tokens = a.full
 	} else {
-		s.tokens += e * a.c
+		s.tokens = min(s.tokens+e*a.c, a.full)
 	}
 	s.last = now
 }
