@@ -206,7 +206,7 @@ func (m *Meter) AllowNAt(key string, t time.Time, n int64) (Decision, error) {
 // fresh key's answer. It panics on an invalid limit, as NewMeter does.
 func (m *Meter) SetLimit(lim Limit) { m.c.setLimit(newGCRA("SetLimit", lim)) }
 
-// Limit returns the current limit.
+// Limit returns the current limit, with Burst made explicit.
 func (m *Meter) Limit() Limit { return m.c.getLimit() }
 
 type gcraState struct {
@@ -225,6 +225,7 @@ type gcraAlgo struct {
 
 func newGCRA(what string, lim Limit) *gcraAlgo {
 	p, c, b := lim.validate(what, false)
+	lim.Burst = b // explicit in Decision.Limit and Limit()
 	a := &gcraAlgo{lim: lim, p: p, c: c, b: b, tau: b * p, tauMicros: b*p/c + 1}
 	if p%c == 0 {
 		a.tUS, a.tauUS = p/c, b*(p/c)

@@ -58,7 +58,7 @@ func (m *SlidingLog) AllowNAt(key string, t time.Time, n int64) (Decision, error
 // against the new Count and Period.
 func (m *SlidingLog) SetLimit(lim Limit) { m.c.setLimit(newSL("SetLimit", lim)) }
 
-// Limit returns the current limit.
+// Limit returns the current limit, with Burst made explicit.
 func (m *SlidingLog) Limit() Limit { return m.c.getLimit() }
 
 type logEntry struct {
@@ -97,6 +97,7 @@ type slAlgo struct {
 
 func newSL(what string, lim Limit) *slAlgo {
 	p, n, _ := lim.validate(what, true)
+	lim.Burst = n // explicit in Decision.Limit and Limit()
 	return &slAlgo{lim: lim, p: p, n: n}
 }
 

@@ -63,7 +63,7 @@ func (m *TokenBucket) AllowNAt(key string, t time.Time, n int64) (Decision, erro
 // to the new units and clamped to the new capacity on each key's next call.
 func (m *TokenBucket) SetLimit(lim Limit) { m.c.setLimit(newTB("SetLimit", lim)) }
 
-// Limit returns the current limit.
+// Limit returns the current limit, with Burst made explicit.
 func (m *TokenBucket) Limit() Limit { return m.c.getLimit() }
 
 type tbState struct {
@@ -81,6 +81,7 @@ type tbAlgo struct {
 
 func newTB(what string, lim Limit) *tbAlgo {
 	p, c, k := lim.validate(what, false)
+	lim.Burst = k // explicit in Decision.Limit and Limit()
 	return &tbAlgo{lim: lim, p: p, c: c, k: k, full: k * p, fillUS: ceilDiv(k*p, c)}
 }
 

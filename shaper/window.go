@@ -54,7 +54,7 @@ func (m *FixedWindow) AllowNAt(key string, t time.Time, n int64) (Decision, erro
 // recorded in the current window; a new Period starts a new window for each key.
 func (m *FixedWindow) SetLimit(lim Limit) { m.c.setLimit(newFW("SetLimit", lim)) }
 
-// Limit returns the current limit.
+// Limit returns the current limit, with Burst made explicit.
 func (m *FixedWindow) Limit() Limit { return m.c.getLimit() }
 
 type fwState struct {
@@ -68,6 +68,7 @@ type fwAlgo struct {
 
 func newFW(what string, lim Limit) *fwAlgo {
 	p, n, _ := lim.validate(what, true)
+	lim.Burst = n // explicit in Decision.Limit and Limit()
 	return &fwAlgo{lim: lim, p: p, n: n}
 }
 
@@ -173,7 +174,7 @@ func (m *SlidingCounter) AllowNAt(key string, t time.Time, n int64) (Decision, e
 // recorded; a new Period starts new windows.
 func (m *SlidingCounter) SetLimit(lim Limit) { m.c.setLimit(newSC("SetLimit", lim)) }
 
-// Limit returns the current limit.
+// Limit returns the current limit, with Burst made explicit.
 func (m *SlidingCounter) Limit() Limit { return m.c.getLimit() }
 
 type scState struct {
@@ -188,6 +189,7 @@ type scAlgo struct {
 
 func newSC(what string, lim Limit) *scAlgo {
 	p, n, _ := lim.validate(what, true)
+	lim.Burst = n // explicit in Decision.Limit and Limit()
 	return &scAlgo{lim: lim, p: p, n: n, np: n * p}
 }
 
