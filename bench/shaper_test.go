@@ -31,11 +31,24 @@ const hugeRate = 1_000_000_000
 
 var hugeLimit = shaper.Limit{Rate: shaper.PerSecond(hugeRate), Burst: hugeRate}
 
+// wholeLimit is as inexhaustible for a benchmark loop, but its emission interval is a
+// whole number of microseconds (1µs), like most real limits (n/s for n dividing 1e6,
+// n/min for n dividing 6e7): GCRA then takes its division-free path. hugeLimit's
+// interval is a fraction of a µs, which costs GCRA one division per call.
+var wholeLimit = shaper.Limit{Rate: shaper.PerSecond(1_000_000), Burst: hugeRate}
+
 // BenchmarkRateAllow: the allow path of each local rate limiter, one goroutine, real
 // clock. floodgate's meters are keyed (one key here); the peers are single limiters.
 // uber's Take never sleeps at this rate, so it measures its bookkeeping.
 func BenchmarkRateAllow(b *testing.B) {
 	b.Run("impl=floodgate-gcra", func(b *testing.B) {
+		m := shaper.NewMeter(wholeLimit)
+		b.ReportAllocs()
+		for b.Loop() {
+			m.Allow("k")
+		}
+	})
+	b.Run("impl=floodgate-gcra-fractional", func(b *testing.B) {
 		m := shaper.NewMeter(hugeLimit)
 		b.ReportAllocs()
 		for b.Loop() {
@@ -76,7 +89,17 @@ func BenchmarkRateAllow(b *testing.B) {
 // fails 0.3–0.6% of such calls). Fails if any call returns an error.
 func BenchmarkRateAllowContended(b *testing.B) {
 	b.Run("impl=floodgate-gcra", func(b *testing.B) {
-		m := shaper.NewMeter(hugeLimit)
+		m := shaper.NewMeter(wholeLimit)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				m.Allow("k")
+			}
+		})
+	})
+	// The full Decision (remaining, retry-after, reset-after), counting errors.
+	b.Run("impl=floodgate-gcra-allown", func(b *testing.B) {
+		m := shaper.NewMeter(wholeLimit)
 		var errs atomic.Int64
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
