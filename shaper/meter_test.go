@@ -488,3 +488,19 @@ func TestDecisionErr(t *testing.T) {
 		t.Errorf("denied decision Err = %v, want ErrLimited with RetryAfter 1s", err)
 	}
 }
+
+// TestWindowSetLimit: a new Count applies to what the current window already holds;
+// a new Period starts new windows.
+func TestWindowSetLimit(t *testing.T) {
+	m := shaper.NewFixedWindow(shaper.Limit{Rate: shaper.PerMinute(5)})
+	m.AllowNAt("k", t0, 5)
+	m.SetLimit(shaper.Limit{Rate: shaper.PerMinute(8)})
+	d, _ := m.AllowNAt("k", t0.Add(time.Second), 4)
+	if d.Allowed || d.Remaining != 3 || d.Limit.Burst != 8 {
+		t.Errorf("after raising Count: %+v, want denied with 3 remaining, Burst 8", d)
+	}
+	m.SetLimit(shaper.Limit{Rate: shaper.PerSecond(8)})
+	if d, _ := m.AllowNAt("k", t0.Add(2*time.Second), 8); !d.Allowed {
+		t.Errorf("after a new Period: %+v, want a fresh window", d)
+	}
+}

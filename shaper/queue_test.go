@@ -420,3 +420,14 @@ func TestQueueCancelStressRace(t *testing.T) {
 		}
 	})
 }
+
+// TestQueueZeroCostWaitsItsTurn: a zero-cost call waits for those ahead and takes
+// no rate from those behind.
+func TestQueueZeroCostWaitsItsTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := shaper.NewQueue(shaper.PerSecond(5), shaper.Config{})
+		defer q.Close()
+		at, _ := startWaits(t.Context(), q, 1, 1, 0, 1)()
+		wantTimes(t, at, []time.Duration{0, 200 * ms, 400 * ms, 400 * ms})
+	})
+}

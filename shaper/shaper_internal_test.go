@@ -105,3 +105,23 @@ func itoa(i int) string {
 		}
 	}
 }
+
+// TestPeekDoesNotStore: a zero-cost call on an unknown key reports a fresh state
+// and stores nothing; a denied call stores nothing new either.
+func TestPeekDoesNotStore(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := NewMeter(Limit{Rate: PerSecond(1)})
+	d, err := m.AllowNAt("ghost", t0, 0)
+	if err != nil || !d.Allowed || d.Remaining != 1 {
+		t.Errorf("peek = %+v, %v; want allowed with 1 remaining", d, err)
+	}
+	if n := m.c.st.len(); n != 0 {
+		t.Errorf("%d keys stored after a peek, want 0", n)
+	}
+	if _, err := m.AllowNAt("big", t0, 2); err == nil {
+		t.Errorf("cost above burst: no error")
+	}
+	if n := m.c.st.len(); n != 0 {
+		t.Errorf("%d keys stored after a never-allowed call, want 0", n)
+	}
+}
