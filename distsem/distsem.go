@@ -32,8 +32,9 @@ type Config struct {
 	// WaiterTTL is how long a queued caller stays in the queue without a
 	// heartbeat. Waiters heartbeat every WaiterTTL/3; that heartbeat is also the
 	// poll that covers a lost notification, so it bounds the extra wait a lost
-	// pub/sub message can cause. A waiter granted by hand-off holds the permit for
-	// at most WaiterTTL before it claims it. If zero, 3s.
+	// pub/sub message can cause. A waiter that dies is dropped from the queue
+	// within WaiterTTL; if it is granted by hand-off before that, its permit is
+	// held for one Lease, like a holder that crashed. If zero, 3s.
 	WaiterTTL time.Duration
 
 	// TombstoneTTL is how long Redis remembers a released token, so that an
@@ -98,7 +99,7 @@ type Semaphore struct {
 
 	mu sync.Mutex
 	// mu guards:
-	waiters   map[string]chan struct{}
+	waiters   map[string]chan int64
 	ps        *redis.PubSub
 	listening bool
 	closed    bool
@@ -176,7 +177,7 @@ func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Se
 		pub:     "publish",
 		sharded: sharded,
 		id:      hex.EncodeToString(id[:]),
-		waiters: make(map[string]chan struct{}),
+		waiters: make(map[string]chan int64),
 	}
 	if sharded {
 		s.pub = "spublish"
@@ -274,7 +275,7 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 		return s.fallback(ctx, w, wait)
 	}
 	tok := s.newToken()
-	var wake chan struct{}
+	var wake chan int64
 	if wait {
 		// Registered before the first call, so a hand-off notification that
 		// arrives before that call returns is not lost.
@@ -359,7 +360,12 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 		case <-ctx.Done():
 			s.cleanup(tok)
 			return nil, ctx.Err()
-		case <-wake:
+		case fence := <-wake:
+			if fence > 0 {
+				// Granted by hand-off with our lease, after our last call
+				// was sent: start is a safe base for the local deadline.
+				return s.newPermit(tok, w, fence, start), nil
+			}
 		case <-timer.C:
 		}
 	}

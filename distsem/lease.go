@@ -172,6 +172,6 @@ func (p *Permit) renew(deadline time.Time) {
 
 func (p *Permit) markLost() {
 	p.s.lost.Add(1)
+	p.cancel(ErrLeaseLost) // before Lost closes: its readers see the cause
 	close(p.lost)
-	p.cancel(ErrLeaseLost)
 }

@@ -2,22 +2,26 @@ package distsem
 
 import (
 	"context"
+	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // Wake-ups. Each Semaphore has one notify channel, "{name}:n:<id>", and one
 // pub/sub connection, opened by the first Acquire that has to queue. The script
-// that grants a waiter by hand-off publishes the waiter's token on the channel
-// of the waiter's process only (SPUBLISH on Cluster, so the message stays on the
-// shard of the hash tag). A lost message (the connection dropped, the
-// subscription was not confirmed yet) costs latency, not liveness: every waiter
-// heartbeats every WaiterTTL/3 with an acquire call that also claims a grant, and
-// each (re)subscription wakes every local waiter to check at once.
+// that grants a waiter by hand-off publishes "<token>:<fence>" on the channel of
+// the waiter's process only (SPUBLISH on Cluster, so the message stays on the
+// shard of the hash tag); the waiter then holds the permit without another call.
+// A lost message (the connection dropped, the subscription was not confirmed
+// yet) costs latency, not liveness: every waiter heartbeats every WaiterTTL/3
+// with an idempotent acquire call that finds it granted, and each
+// (re)subscription wakes every local waiter to check at once.
 
 // register adds a local waiter for tok and returns the channel it is woken on.
-func (s *Semaphore) register(tok string) chan struct{} {
-	ch := make(chan struct{}, 1)
+// A value received is the fence of a hand-off grant, or 0: check with a call.
+func (s *Semaphore) register(tok string) chan int64 {
+	ch := make(chan int64, 1)
 	s.mu.Lock()
 	s.waiters[tok] = ch
 	s.mu.Unlock()
@@ -30,14 +34,32 @@ func (s *Semaphore) unregister(tok string) {
 	s.mu.Unlock()
 }
 
-func (s *Semaphore) wake(tok string) {
+// wake delivers a hand-off message "<token>:<fence>" to its local waiter.
+func (s *Semaphore) wake(payload string) {
+	i := strings.LastIndexByte(payload, ':')
+	if i < 0 {
+		return
+	}
+	fence, err := strconv.ParseInt(payload[i+1:], 10, 64)
+	if err != nil || fence <= 0 {
+		fence = 0 // unreadable: the waiter checks with a call
+	}
 	s.mu.Lock()
-	ch := s.waiters[tok]
+	ch := s.waiters[payload[:i]]
 	s.mu.Unlock()
 	if ch != nil {
 		select {
-		case ch <- struct{}{}:
+		case ch <- fence:
 		default:
+			// A wake-up is already pending: replace it, a grant wins.
+			select {
+			case <-ch:
+			default:
+			}
+			select {
+			case ch <- fence:
+			default:
+			}
 		}
 	}
 }
@@ -47,7 +69,7 @@ func (s *Semaphore) wakeAll() {
 	defer s.mu.Unlock()
 	for _, ch := range s.waiters {
 		select {
-		case ch <- struct{}{}:
+		case ch <- 0:
 		default:
 		}
 	}

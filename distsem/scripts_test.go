@@ -2,6 +2,7 @@ package distsem
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -180,12 +181,14 @@ func TestHandOffGrantsHeadAndPublishesToItsProcess(t *testing.T) {
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	m, err := ps.ReceiveMessage(rctx)
-	if err != nil || m.Payload != "w1" {
-		t.Fatalf("notification = %v, %v; want w1", m, err)
+	if err != nil || !strings.HasPrefix(m.Payload, "w1:") {
+		t.Fatalf("notification = %v, %v; want w1:<fence>", m, err)
 	}
 	// w1 (weight 2) took all the capacity; w2 stays queued (FIFO, no barging).
-	if got := r.acquire("w1", 2, true); got[0] != stGranted {
-		t.Fatalf("claim of w1 = %v, want granted", got)
+	// w1's repeated acquire (a heartbeat that crossed the message) returns the
+	// fence the message carried.
+	if got := r.acquire("w1", 2, true); got[0] != stGranted || "w1:"+strconv.FormatInt(got[1], 10) != m.Payload {
+		t.Fatalf("acquire of granted w1 = %v, want granted with the fence of %q", got, m.Payload)
 	}
 	if got := r.acquire("w2", 1, true); got[0] != stQueued {
 		t.Fatalf("acquire(w2) = %v, want still queued", got)

@@ -3,8 +3,8 @@
 -- and extends the lease; for a queued token it refreshes the waiter heartbeat.
 -- KEYS, ARGV[1..5]: see common.lua.
 -- ARGV[6] = weight (1..), ARGV[7] = lease ms, ARGV[8] = 1 to queue when not
--- granted, 0 to only try, ARGV[9] = waiter heartbeat TTL ms (also the claim time
--- of a hand-off), ARGV[10] = notify id of the calling process.
+-- granted, 0 to only try, ARGV[9] = waiter heartbeat TTL ms, ARGV[10] = notify
+-- id of the calling process.
 -- Returns {status, fence, limit, used, position, next}:
 --   status  1 granted (fence set), 0 queued (position = waiters ahead, next = ms
 --           until the earliest holder lease expires, -1 if none: the head waiter
@@ -77,7 +77,7 @@ end
 local seq = redis.call('HINCRBY', S, 'seq', 1)
 redis.call('ZADD', Q, seq, tok)
 redis.call('ZADD', QE, now + wait_ttl, tok)
-redis.call('HSET', D, 'w:' .. tok, w, 'c:' .. tok, id, 'l:' .. tok, wait_ttl)
+redis.call('HSET', D, 'w:' .. tok, w, 'c:' .. tok, id, 'l:' .. tok, lease)
 touch(Q, QE, D, S)
 local pos = redis.call('ZRANK', Q, tok)
 finish()

@@ -8,7 +8,7 @@
 --   KEYS[3] = {name}:q   ZSET  waiter token -> queue number (FIFO order)
 --   KEYS[4] = {name}:qe  ZSET  waiter token -> heartbeat expiry (ms)
 --   KEYS[5] = {name}:d   HASH  w:<tok> weight, f:<tok> fence (holders),
---                              c:<tok> notify id, l:<tok> claim ms (waiters)
+--                              c:<tok> notify id, l:<tok> lease ms (waiters)
 --   KEYS[6] = {name}:t   ZSET  tombstone token -> expiry (ms)
 -- ARGV (common part):
 --   ARGV[1] = token ("" for none), ARGV[2] = configured limit (used only when the
@@ -107,10 +107,12 @@ end
 
 -- Hand freed capacity to the head of the queue, in order, and notify exactly the
 -- granted waiters. FIFO with head-of-line blocking: a heavy head is never
--- overtaken, so it is not starved. A granted waiter holds the permit until its
--- claim time (its heartbeat TTL); its next acquire call claims it and sets the
--- full lease. A head whose heartbeat expired is dropped, not granted. Returns
--- true when the queue is empty afterwards.
+-- overtaken, so it is not starved. The waiter is granted with its own lease and
+-- told its token and fence ("<token>:<fence>") on its process's channel, so it
+-- holds the permit without another call; if the message is lost, its next
+-- heartbeat (an idempotent acquire) finds it granted. A head whose heartbeat
+-- expired is dropped, not granted. Returns true when the queue is empty
+-- afterwards.
 local function handoff()
   for _ = 1, BOUND do
     local head = redis.call('ZRANGE', Q, 0, 0)[1]
@@ -126,11 +128,11 @@ local function handoff()
         return false
       end
       local id = redis.call('HGET', D, 'c:' .. head)
-      local claim = tonumber(redis.call('HGET', D, 'l:' .. head) or '1000')
+      local lease = tonumber(redis.call('HGET', D, 'l:' .. head) or '1000')
       drop_waiter(head)
-      grant(head, w, now + claim)
+      local fence = grant(head, w, now + lease)
       if id then
-        redis.call(pub, chan_prefix .. id, head)
+        redis.call(pub, chan_prefix .. id, head .. ':' .. string.format('%d', fence))
       end
     end
   end
