@@ -114,7 +114,7 @@ func (q *Queue) after(v vtime, k int64) vtime {
 	return vtime{v.ns + x/q.count, x % q.count}
 }
 
-// maxLag caps the lateness credit.
+// maxLag caps the lateness credit, and is Run's catch-up credit.
 const maxLag = int64(10 * time.Millisecond)
 
 type waiter struct {
@@ -186,7 +186,10 @@ func (q *Queue) now() int64 { return int64(time.Since(q.base)) }
 // zero waits for the calls ahead without consuming rate. A cost so large that the
 // schedule would overflow (over about 2^62 ns of rate) fails with a *CostError
 // (ErrNeverAllowed). A negative cost panics.
-func (q *Queue) Wait(ctx context.Context, cost int64) error {
+func (q *Queue) Wait(ctx context.Context, cost int64) error { return q.wait(ctx, cost, 0) }
+
+// wait is Wait with a catch-up credit of at least slack for this arrival.
+func (q *Queue) wait(ctx context.Context, cost, slack int64) error {
 	if cost < 0 {
 		panic("shaper: negative cost")
 	}
@@ -208,7 +211,7 @@ func (q *Queue) Wait(ctx context.Context, cost int64) error {
 	var slot int64
 	var start vtime
 	if len(q.waiters) == 0 {
-		if q.tat.ns < now-q.lag { // idle: restart the schedule at now
+		if q.tat.ns < now-max(q.lag, slack) { // idle: restart the schedule at now
 			q.tat, q.lag = vtime{ns: now}, 0
 		}
 		start = q.tat
@@ -292,9 +295,15 @@ func (q *Queue) Wait(ctx context.Context, cost int64) error {
 // *QueueFullError if Config bounds are too tight for the loop). The slot is taken
 // before fn is called, so fn runs at most at the Queue's rate, shared with every
 // other caller of the Queue.
+//
+// Unlike separate Wait calls, a Run loop is one continuous consumer: if the loop
+// comes back up to 10 ms late (fn was slow, or the goroutine was descheduled), the
+// items it missed are caught up at once rather than lost, so the loop keeps the
+// Queue's rate on a busy machine. A pause longer than that restarts the schedule.
+// The catch-up is at most 10 ms worth of items on top of Burst.
 func (q *Queue) Run(ctx context.Context, cost int64, fn func(context.Context) error) error {
 	for {
-		if err := q.Wait(ctx, cost); err != nil {
+		if err := q.wait(ctx, cost, maxLag); err != nil {
 			if errors.Is(err, ErrClosed) {
 				return nil
 			}

@@ -431,3 +431,31 @@ func TestQueueZeroCostWaitsItsTurn(t *testing.T) {
 		wantTimes(t, at, []time.Duration{0, 200 * ms, 400 * ms, 400 * ms})
 	})
 }
+
+// TestQueueRunCatchesUpShortStalls: a Run loop whose fn stalls for 5ms now and then
+// still gets the full rate (the missed slots are caught up), while a stall longer
+// than the 10ms credit restarts the schedule.
+func TestQueueRunCatchesUpShortStalls(t *testing.T) {
+	for _, tc := range []struct {
+		stall    time.Duration
+		min, max int64
+	}{{5 * ms, 1000, 1001}, {30 * ms, 600, 700}} { // 30ms: 50 items per 80ms
+		synctest.Test(t, func(t *testing.T) {
+			q := shaper.NewQueue(shaper.PerSecond(1000), shaper.Config{})
+			defer q.Close()
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			defer cancel()
+			var n int64
+			q.Run(ctx, 1, func(context.Context) error {
+				n++
+				if n%50 == 0 {
+					time.Sleep(tc.stall)
+				}
+				return nil
+			})
+			if n < tc.min || n > tc.max {
+				t.Errorf("stall %v: %d items in 1s at 1000/s, want [%d, %d]", tc.stall, n, tc.min, tc.max)
+			}
+		})
+	}
+}
