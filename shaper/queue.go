@@ -52,7 +52,8 @@ type Config struct {
 // Time a caller spends away from Wait (its own work between calls, or being
 // descheduled) is not credited beyond Burst, as in any GCRA: a caller that comes back
 // late is a new arrival. Set Burst to the number of items that may be caught up
-// after such a pause.
+// after such a pause. [Queue.Run], one continuous consumer, credits such pauses up
+// to 10 ms.
 //
 // An item whose cost is larger than Burst is not refused: it is released when its
 // turn comes and the cost is paid by the items after it.
