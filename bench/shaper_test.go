@@ -1,13 +1,3 @@
-//go:build failsafe
-
-// The build constraint is temporary: failsafe-go's ratelimiter imports
-// github.com/bits-and-blooms/bitset, which bench/go.mod does not require yet, so
-// without it this file would break the bench module's build. Once bench/go.mod has
-//
-//	github.com/bits-and-blooms/bitset v1.24.4 // indirect
-//
-// (and its go.sum lines), delete the constraint. Until then run with -tags failsafe.
-
 package bench
 
 import (
