@@ -95,7 +95,6 @@ type Semaphore struct {
 	bg       sync.WaitGroup // background cleanups and the listener
 	readopts atomic.Int64
 	lost     atomic.Int64
-	stored   atomic.Int64 // the limit last seen in Redis
 
 	mu sync.Mutex
 	// mu guards:
@@ -322,7 +321,6 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 			return nil, fmt.Errorf("distsem: acquire %q: %w", s.name, err)
 		}
 		errs = 0
-		s.stored.Store(r[2])
 		switch r[0] {
 		case stGranted:
 			if timer != nil {
@@ -393,13 +391,22 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // retrying store failures until it succeeds, the lease has passed (the permit
 // is then gone anyway) or the Semaphore is closed.
 func (s *Semaphore) cleanup(tok string) {
-	s.bg.Add(1)
+	args := s.args(tok, s.cfg.TombstoneTTL.Milliseconds(), 0)
+	s.mu.Lock()
+	if s.closed {
+		// No background work after Close: one attempt, bounded by CallTimeout.
+		s.mu.Unlock()
+		s.eval(context.Background(), releaseScript, args)
+		return
+	}
+	s.bg.Add(1) // under mu, so never concurrent with Close's Wait
+	s.mu.Unlock()
 	go func() {
 		defer s.bg.Done()
 		deadline := time.Now().Add(s.cfg.Lease)
 		backoff := 20 * time.Millisecond
 		for {
-			_, _, _, err := s.call(s.stopCtx, breaker.FailClosed, releaseScript, s.args(tok, s.cfg.TombstoneTTL.Milliseconds(), 0))
+			_, _, _, err := s.call(s.stopCtx, breaker.FailClosed, releaseScript, args)
 			if err == nil || s.stopCtx.Err() != nil || time.Now().Add(backoff).After(deadline) {
 				return
 			}
@@ -419,14 +426,13 @@ func (s *Semaphore) SetLimit(ctx context.Context, limit int64) error {
 	if limit < 1 {
 		panic("distsem: limit < 1")
 	}
-	r, _, _, err := s.call(ctx, breaker.FailClosed, releaseScript, s.args("", s.cfg.TombstoneTTL.Milliseconds(), limit))
+	_, _, _, err := s.call(ctx, breaker.FailClosed, releaseScript, s.args("", s.cfg.TombstoneTTL.Milliseconds(), limit))
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
 		}
 		return fmt.Errorf("distsem: set limit %q: %w", s.name, err)
 	}
-	s.stored.Store(r[1])
 	return nil
 }
 

@@ -155,7 +155,6 @@ func (p *Permit) renew(deadline time.Time) {
 			tick.Reset(interval / 3)
 			continue
 		}
-		s.stored.Store(r[1])
 		switch r[0] {
 		case stRenewed, stReadopted:
 			if r[0] == stReadopted {
