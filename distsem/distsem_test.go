@@ -156,7 +156,7 @@ func onlyOwnKeys(t *testing.T, db *redistest.DB, s *distsem.Semaphore) {
 }
 
 // acquireCalls counts acquire script calls (EVALSHA or EVAL with 6 keys and 10
-// arguments; renew has 9, release 7).
+// arguments; renew has 9, release 8).
 type acquireCalls struct{ n atomic.Int64 }
 
 func (c *acquireCalls) DialHook(next redis.DialHook) redis.DialHook { return next }

@@ -110,7 +110,9 @@ func (p *Permit) Release(ctx context.Context) error {
 	if p.kind != permitRedis {
 		return nil
 	}
-	_, _, _, err := s.call(context.WithoutCancel(ctx), breaker.FailClosed, releaseScript, s.args(p.token, s.cfg.TombstoneTTL.Milliseconds(), 0))
+	// The grant was seen, so no late acquire of the token is pending: no
+	// tombstone is needed, unless a late renewal could re-adopt the token.
+	_, _, _, err := s.call(context.WithoutCancel(ctx), breaker.FailClosed, releaseScript, s.args(p.token, s.cfg.TombstoneTTL.Milliseconds(), 0, b2i(s.cfg.Readopt)))
 	if err != nil {
 		s.cleanup(p.token)
 		return fmt.Errorf("distsem: release %q: %w", s.name, err)
