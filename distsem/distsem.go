@@ -116,7 +116,8 @@ type Semaphore struct {
 // is only used to refuse at once a weight above it. Stats reports both.
 //
 // New panics if limit < 1, if name is empty or contains '{' or '}', if a
-// duration in cfg is negative or Lease < 3 × CallTimeout, or if client is a
+// duration in cfg is negative, if Lease or WaiterTTL < 3 × CallTimeout (a
+// renewal or heartbeat must fit in its period), or if client is a
 // *redis.Client, *redis.ClusterClient or *redis.Ring without
 // ContextTimeoutEnabled: without it go-redis ignores context deadlines and a
 // frozen Redis would hold callers for its socket timeouts.
@@ -147,6 +148,9 @@ func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Se
 	}
 	if cfg.Lease < 3*cfg.CallTimeout {
 		panic("distsem: Lease < 3 × CallTimeout")
+	}
+	if cfg.WaiterTTL < 3*cfg.CallTimeout {
+		panic("distsem: WaiterTTL < 3 × CallTimeout")
 	}
 	sharded := false
 	switch c := client.(type) {

@@ -473,6 +473,9 @@ func TestNewPanicsOnProgrammerErrors(t *testing.T) {
 		{"lease shorter than 3 calls", func() {
 			distsem.New(ok, "x", 1, distsem.Config{Lease: time.Second, CallTimeout: time.Second})
 		}},
+		{"waiter TTL shorter than 3 calls", func() {
+			distsem.New(ok, "x", 1, distsem.Config{WaiterTTL: 500 * time.Millisecond, CallTimeout: 200 * time.Millisecond})
+		}},
 		{"weight 0", func() { distsem.New(ok, "x", 1, distsem.Config{}).Acquire(context.Background(), 0) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -35,7 +35,7 @@ type raw struct {
 
 func newRaw(t *testing.T, limit int64) (*raw, *redistest.DB) {
 	db := redistest.Connect(t)
-	s := New(db.Client, db.Prefix+"sem", limit, Config{Lease: time.Second, CallTimeout: 300 * time.Millisecond, WaiterTTL: 600 * time.Millisecond, TombstoneTTL: time.Second})
+	s := New(db.Client, db.Prefix+"sem", limit, Config{Lease: time.Second, CallTimeout: 200 * time.Millisecond, WaiterTTL: 600 * time.Millisecond, TombstoneTTL: time.Second})
 	t.Cleanup(func() { s.Close() })
 	return &raw{t: t, s: s}, db
 }
