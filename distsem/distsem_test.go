@@ -489,3 +489,55 @@ func TestNewPanicsOnProgrammerErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestStoredLimitWins: a process configured with another limit obeys the one
+// stored in Redis; SetLimit changes it for everyone and hands new capacity to
+// the queue at once.
+func TestStoredLimitWins(t *testing.T) {
+	db := redistest.Connect(t)
+	name := db.Prefix + "sem"
+	ctx := t.Context()
+	s5 := newSem(t, db.Client, name, 5, distsem.Config{})
+	s10 := newSem(t, db.Client, name, 10, distsem.Config{})
+	first, err := s5.Acquire(ctx, 1) // stores limit 5
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := s10.TryAcquire(ctx, 6); !errors.Is(err, distsem.ErrWeightExceedsLimit) {
+		t.Fatalf("TryAcquire(6) by a process configured with 10, stored limit 5 = %v, %v; want ErrWeightExceedsLimit", p, err)
+	}
+	rest, err := s10.Acquire(ctx, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := s10.TryAcquire(ctx, 1); !errors.Is(err, distsem.ErrNoCapacity) {
+		t.Fatalf("TryAcquire(1) with 5 of stored 5 held = %v, %v; want ErrNoCapacity", p, err)
+	}
+	if st := stats(t, s10); st.Limit != 5 || st.ConfiguredLimit != 10 || st.InUse != 5 {
+		t.Fatalf("Stats = %+v, want Limit 5, ConfiguredLimit 10, InUse 5", st)
+	}
+	got := make(chan error, 1)
+	go func() {
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		p, err := s10.Acquire(c, 2)
+		if err == nil {
+			defer p.Release(ctx)
+		}
+		got <- err
+	}()
+	waitFor(t, 5*time.Second, "waiter not queued", func() bool { return stats(t, s5).Waiters == 1 })
+	start := time.Now()
+	if err := s5.SetLimit(ctx, 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("queued Acquire(2) after SetLimit(7): %v", err)
+	}
+	// Handed off by SetLimit's script, not found by a heartbeat (1s).
+	if el := time.Since(start); el > 500*time.Millisecond {
+		t.Errorf("waiter granted %v after SetLimit, want at once", el)
+	}
+	first.Release(ctx)
+	rest.Release(ctx)
+}
