@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -540,4 +541,48 @@ func TestStoredLimitWins(t *testing.T) {
 	}
 	first.Release(ctx)
 	rest.Release(ctx)
+}
+
+// distsemGoroutines counts goroutines running distsem code (excluding tests).
+func distsemGoroutines() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "floodgate/distsem.(") && !strings.Contains(g, "distsem_test.") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestNoGoroutineOutlivesItsOwner: after Release and Close, no goroutine of the
+// Semaphore (pub/sub reader, background releases) or its Permits (renewals)
+// is left.
+func TestNoGoroutineOutlivesItsOwner(t *testing.T) {
+	db := redistest.Connect(t)
+	s := distsem.New(db.Client, db.Prefix+"sem", 1, distsem.Config{Lease: 300 * time.Millisecond, CallTimeout: 100 * time.Millisecond})
+	ctx := t.Context()
+	h, err := s.Acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *distsem.Permit)
+	go func() { // queues: starts the pub/sub reader
+		p, err := s.Acquire(ctx, 1)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- p
+	}()
+	c, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	s.Acquire(c, 1) // times out: a background release
+	cancel()
+	time.Sleep(250 * time.Millisecond) // renewals run
+	h.Release(ctx)
+	if p := <-got; p != nil {
+		p.Release(ctx)
+	}
+	s.Close()
+	waitFor(t, 2*time.Second, "distsem goroutines left after Release and Close", func() bool { return distsemGoroutines() == 0 })
 }
