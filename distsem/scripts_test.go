@@ -362,3 +362,21 @@ func TestStateLossKeepsQueueAndTombstones(t *testing.T) {
 		t.Fatalf("acquire(w) after release(h) = %v, want granted", got)
 	}
 }
+
+// Weight counted in the state but held by nobody (the holders' keys were lost)
+// is healed before any capacity decision, although the scripts skip reading
+// the holders while no lease can have expired.
+func TestUsedWithoutHoldersIsHealed(t *testing.T) {
+	r, db := newRaw(t, 1)
+	s := r.s
+	r.acquire("a", 1, false)
+	db.Client.Del(t.Context(), s.keys[1], s.keys[4])
+	if got := r.acquire("b", 1, false); got[0] != stGranted || got[3] != 1 {
+		t.Fatalf("acquire(b) after the holders were lost = %v, want granted, used 1", got)
+	}
+	ttlsOK(t, db, s, "acquire(b)")
+	db.Client.Del(t.Context(), s.keys[1], s.keys[4])
+	if got := r.acquire("c", 1, true); got[0] != stGranted {
+		t.Fatalf("acquire(c) after the holders were lost = %v, want granted", got)
+	}
+}

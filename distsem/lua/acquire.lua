@@ -26,7 +26,7 @@ local function next_expiry()
   return -1
 end
 
-reap()
+reap(nq > 0 or w > limit or used + w > limit)
 if tn ~= -1 and redis.call('ZSCORE', T, tok) then
   finish()
   return {-1, 0, limit, used, 0}
@@ -38,6 +38,7 @@ local empty = handoff()
 -- a held one (a repeated call) without changing its lease.
 if empty and w <= limit and used + w <= limit then
   if redis.call('ZADD', H, 'NX', now + lease, tok) == 1 then
+    note_lease(now + lease)
     local fence = last_fence + 1
     if fence < now_us then
       fence = now_us
@@ -59,6 +60,7 @@ local held = redis.call('ZSCORE', H, tok)
 if held then
   if tonumber(held) < now + lease then
     redis.call('ZADD', H, now + lease, tok)
+    note_lease(now + lease)
   end
   local fence = tonumber(redis.call('HGET', D, 'f:' .. tok) or '0')
   finish()

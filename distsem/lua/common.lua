@@ -8,7 +8,9 @@
 --                              nq (waiters in the queue; may only over-count),
 --                              tn (-1 when there is no tombstone, else a lower
 --                              bound of the earliest tombstone expiry, ms),
---                              ta (when every key's TTL was last refreshed, ms)
+--                              ta (when every key's TTL was last refreshed, ms),
+--                              he (-1 when there is no holder, else a lower
+--                              bound of the earliest lease expiry, ms)
 --   KEYS[2] = {name}:h   ZSET  holder token -> lease expiry (ms, Redis TIME)
 --   KEYS[3] = {name}:q   ZSET  waiter token -> queue number (FIFO order)
 --   KEYS[4] = {name}:qe  ZSET  waiter token -> heartbeat expiry (ms)
@@ -31,10 +33,10 @@
 --
 -- Cost: every redis.call costs a few µs of Redis CPU, so the common
 -- (uncontended) path makes as few as it can: the bookkeeping fields of KEYS[1],
--- read by the one HMGET, say when the queue is empty (no hand-off scan) and
--- when there is no tombstone (no lookup); the earliest lease, read once, says
--- whether there is anything to reap. Missing bookkeeping (a lost or older
--- state) is recomputed from the keys.
+-- read by the one HMGET, say when the queue is empty (no hand-off scan), when
+-- there is no tombstone (no lookup) and when no lease can have expired (no
+-- reaping). Missing bookkeeping (a lost or older state) is recomputed from the
+-- keys.
 --
 -- TTLs: every key always has a TTL. A write keeps a key's TTL, so only a key
 -- this call may have created (or re-created after emptying it) needs one: it is
@@ -64,7 +66,7 @@ end
 -- State: the stored limit wins; the configured one initialises a new semaphore.
 -- used (the weight held) is recomputed from the holders when the state was lost,
 -- and so are the waiter count and the tombstone bound.
-local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta')
+local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he')
 local dirty = false
 local limit = tonumber(st[1] or '0')
 if limit < 1 then
@@ -97,6 +99,16 @@ if not tn then
   dirty = true
 end
 local ta = tonumber(st[6])
+local he = tonumber(st[7] or '0') -- 0 (unknown): look
+
+-- Every write of a lease expiry to H goes through here, so that he stays a
+-- lower bound of the earliest one.
+local function note_lease(expiry)
+  if he == -1 or expiry < he then
+    he = expiry
+    dirty = true
+  end
+end
 
 local function drop_waiter(t)
   nq = nq - redis.call('ZREM', Q, t)
@@ -119,11 +131,21 @@ local function drop_holder(t, w)
   redis.call('HDEL', D, 'w:' .. t, 'f:' .. t)
 end
 
--- The earliest lease: when it has expired, reap expired holders (bounded) and
--- look again. Without holders nothing is in use (self-heal). Dead waiters are
+-- Reap expired holders (bounded). Unless forced, nothing is read when he says
+-- that no lease can have expired: callers force it whenever the self-heal
+-- below could change their outcome (a capacity decision or a hand-off), so
+-- skipping it changes nothing. Otherwise the earliest lease is read, expired
+-- holders are dropped and he is set to the earliest lease left; without
+-- holders nothing is in use (self-heal). he = -1 with weight in use (state
+-- written by something else) is looked at, never trusted. Dead waiters are
 -- dropped when they reach the head of the queue (handoff), tombstones by
 -- release.lua.
-local function reap()
+local reaped = false
+local function reap(force)
+  if reaped or (not force and (he > now or (he == -1 and used == 0))) then
+    return
+  end
+  reaped = true
   local first = redis.call('ZRANGE', H, 0, 0, 'WITHSCORES')
   if first[2] and tonumber(first[2]) <= now then
     for _, h in ipairs(redis.call('ZRANGEBYSCORE', H, '-inf', now, 'LIMIT', 0, BOUND)) do
@@ -131,11 +153,13 @@ local function reap()
     end
     first = redis.call('ZRANGE', H, 0, 0, 'WITHSCORES')
   end
+  dirty = true
   if first[1] then
     h_exists = true
-  elseif used ~= 0 then
+    he = tonumber(first[2])
+  else
+    he = -1
     used = 0
-    dirty = true
   end
 end
 
@@ -149,6 +173,7 @@ local function grant(t, w, expiry)
   end
   last_fence = fence
   redis.call('ZADD', H, expiry, t)
+  note_lease(expiry)
   redis.call('HSET', D, 'w:' .. t, w, 'f:' .. t, fence)
   used = used + w
   dirty = true
@@ -217,7 +242,7 @@ local function finish()
     dirty = true
   end
   if dirty then
-    redis.call('HSET', S, 'limit', limit, 'used', used, 'fence', last_fence, 'nq', nq, 'tn', tn, 'ta', ta)
+    redis.call('HSET', S, 'limit', limit, 'used', used, 'fence', last_fence, 'nq', nq, 'tn', tn, 'ta', ta, 'he', he)
   end
   if refresh then
     for _, k in ipairs(KEYS) do

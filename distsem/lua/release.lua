@@ -15,7 +15,7 @@ local tomb_ttl = tonumber(ARGV[6])
 local new_limit = tonumber(ARGV[7])
 local always_tomb = ARGV[8] == '1'
 
-reap()
+reap(nq > 0)
 if tn ~= -1 and tn <= now then
   local old = redis.call('ZRANGEBYSCORE', T, '-inf', now, 'LIMIT', 0, BOUND)
   if #old > 0 then

@@ -10,18 +10,21 @@ local lease = tonumber(ARGV[7])
 local fence = ARGV[8]
 local readopt = ARGV[9] == '1'
 
-reap()
+reap(nq > 0)
 -- XX CH: 1 when tok is held (and its lease moved); 0 also when the lease did
 -- not move (same ms), which ZSCORE tells apart.
 local r = redis.call('ZADD', H, 'XX', 'CH', now + lease, tok)
 if r == 1 or redis.call('ZSCORE', H, tok) then
+  note_lease(now + lease)
   handoff()
   finish()
   return {1, limit, used}
 end
+reap(true)
 handoff()
 if readopt and (tn == -1 or not redis.call('ZSCORE', T, tok)) and used + w <= limit then
   redis.call('ZADD', H, now + lease, tok)
+  note_lease(now + lease)
   redis.call('HSET', D, 'w:' .. tok, w, 'f:' .. tok, fence)
   used = used + w
   dirty = true
