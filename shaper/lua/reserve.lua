@@ -1,0 +1,32 @@
+-- reserve.lua: reserve the next slot of a GCRA schedule shared by a fleet of
+-- queues (shaper.RedisQueue). Unlike gcra.lua, the debt is not clamped to the
+-- burst: reservations already handed out are in the future, and they are kept.
+-- KEYS[1] = state: the string "tat rem" (schedule end tat + rem/C µs)
+-- ARGV    = P, C, B (burst), n (cost), maxwait_us [, now]  (see common.lua)
+-- Returns {taken (0|1), wait_us, reset_after_us}: when taken, the caller may start
+-- after wait_us; when not taken (the wait would exceed maxwait_us), nothing is
+-- written and wait_us is the wait the slot would have had.
+local maxwait = tonumber(ARGV[5])
+if not maxwait or maxwait < 0 or maxwait % 1 ~= 0 or maxwait > EXACT / C then
+  return redis.error_reply('ERR shaper: invalid arguments')
+end
+local tau = B * P
+local d = 0
+local v = redis.call('GET', KEYS[1])
+if v then
+  local s = ints(v, 2)
+  if s and s[1] >= now then
+    d = (s[1] - now) * C + math.min(s[2], C - 1)
+  end
+end
+local nd = d + n * P
+local wait = 0
+if nd > tau then wait = ceildiv(nd - tau, C) end
+if wait > maxwait then
+  return {0, wait, ceildiv(d, C)}
+end
+if n > 0 then
+  local q = math.floor(nd / C)
+  redis.call('SET', KEYS[1], string.format('%d %d', now + q, nd - q * C), 'PX', ttlms(q + 1))
+end
+return {1, wait, ceildiv(nd, C)}
