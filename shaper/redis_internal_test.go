@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
 	"strconv"
 	"testing"
 	"time"
@@ -148,4 +151,119 @@ func localAt(m localMeter, key string, now, n int64) (Decision, error) {
 		return l.AllowNAt(key, t, n)
 	}
 	panic("unknown meter")
+}
+
+// TestScriptsLoad loads every embedded script into Redis, so a syntax error fails
+// here, and checks that each script's SHA-1 is the one go-redis computed.
+func TestScriptsLoad(t *testing.T) {
+	db := redistest.Connect(t)
+	for name, s := range map[string]*redis.Script{
+		"gcra": gcraScript, "tokenbucket": tokenBucketScript, "fixedwindow": fixedWindowScript,
+		"slidinglog": slidingLogScript, "slidingcounter": slidingCounterScript,
+		"reserve": reserveScript, "lease": leaseScript,
+	} {
+		got, err := s.Load(context.Background(), db.Client).Result()
+		if err != nil {
+			t.Errorf("SCRIPT LOAD %s: %v", name, err)
+		} else if got != s.Hash() {
+			t.Errorf("SCRIPT LOAD %s = %s, want %s", name, got, s.Hash())
+		}
+	}
+}
+
+// TestScriptsRefuseInvalidArguments calls each script directly with arguments the
+// Go side never sends: the script refuses them and writes nothing.
+func TestScriptsRefuseInvalidArguments(t *testing.T) {
+	db := redistest.Connect(t)
+	ctx := context.Background()
+	key := db.Prefix + "{k}"
+	bad := [][]any{
+		{"0", "1", "1", "1"},          // P < 1
+		{"1000", "0", "1", "1"},       // C < 1
+		{"1000", "1", "0", "0"},       // B < 1
+		{"1000", "1", "2", "3"},       // n > B
+		{"1000", "1", "2", "-1"},      // n < 0
+		{"1000.5", "1", "2", "1"},     // not an integer
+		{"1000", "x", "2", "1"},       // not a number
+		{"1000000", "1", "1e13", "1"}, // B·P > 2^53
+	}
+	for _, s := range []*redis.Script{gcraScript, tokenBucketScript, fixedWindowScript, slidingLogScript, slidingCounterScript} {
+		for _, args := range bad {
+			err := s.Run(ctx, db.Client, []string{key}, args...).Err()
+			if err == nil || !strings.Contains(err.Error(), "shaper: invalid arguments") {
+				t.Errorf("script with ARGV %v: err = %v, want invalid arguments", args, err)
+			}
+		}
+	}
+	if err := reserveScript.Run(ctx, db.Client, []string{key}, "1000", "1", "1", "1", "-5").Err(); err == nil {
+		t.Errorf("reserve with negative maxwait: no error")
+	}
+	if err := leaseScript.Run(ctx, db.Client, []string{key}, "1000", "1", "5", "2", "0", "3").Err(); err == nil {
+		t.Errorf("lease with least > n: no error")
+	}
+	if n := db.Client.Exists(ctx, key).Val(); n != 0 {
+		t.Errorf("refused calls wrote the key")
+	}
+}
+
+// TestSeedTokenBucketFloatDefect shows why the token bucket script works in
+// integer µs rather than the seed's float tokens per ms: at 100/s with capacity
+// 1, polled every ms after the bucket empties, the seed's ten float refills of
+// 0.1 add up to 0.9999999999999999 and it denies the call at 10 ms, when exactly
+// one token has been earned; at 9 ms it tells the caller to wait 2 ms instead of
+// 1. The integer script admits at 10 ms and says 1 ms at 9 ms.
+func TestSeedTokenBucketFloatDefect(t *testing.T) {
+	db := redistest.Connect(t)
+	ctx := context.Background()
+	seedSrc, err := os.ReadFile("testdata/seed_tokenbucket.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := redis.NewScript(string(seedSrc))
+	seedKey := db.Prefix + "{seed}"
+	base := int64(1_700_000_000_000) // ms
+	seedAt := func(ms int64) []int64 {
+		v, err := seed.Run(ctx, db.Client, []string{seedKey}, 1, 0.1, 1, base+ms).Int64Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	var now int64
+	m := NewRedisTokenBucket(db.Client, Limit{Rate: PerSecond(100), Burst: 1}, RedisConfig{Prefix: db.Prefix})
+	m.now = func() int64 { return (base + now) * 1000 }
+
+	if r := seedAt(0); r[0] != 1 {
+		t.Fatalf("seed at 0 ms: %v, want allowed", r)
+	}
+	if d, _ := m.Allow(ctx, "k"); !d.Allowed {
+		t.Fatalf("ours at 0 ms: %+v, want allowed", d)
+	}
+	for ms := int64(1); ms <= 10; ms++ {
+		now = ms
+		r := seedAt(ms)
+		d, err := m.Allow(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ms == 9 {
+			if r[2] != 2 {
+				t.Errorf("seed retry_after at 9 ms = %d ms; the defect this test shows is gone?", r[2])
+			}
+			if d.RetryAfter != time.Millisecond {
+				t.Errorf("ours: retry after at 9 ms = %v, want 1ms", d.RetryAfter)
+			}
+		}
+		if ms < 10 && (r[0] != 0 || d.Allowed) {
+			t.Errorf("at %d ms: seed %v, ours %+v; want both denied", ms, r, d)
+		}
+		if ms == 10 {
+			if r[0] != 0 {
+				t.Errorf("seed at 10 ms: %v; the float defect this test shows is gone?", r)
+			}
+			if !d.Allowed {
+				t.Errorf("ours at 10 ms: %+v, want allowed (one token earned in 10 ms at 100/s)", d)
+			}
+		}
+	}
 }
