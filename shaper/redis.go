@@ -307,7 +307,11 @@ func (m *RedisMeter) AllowN(ctx context.Context, key string, n int64) (Decision,
 		return Decision{Limit: rl.lim}, &CostError{Cost: n, Max: rl.max}
 	}
 	c := call{m: m, rl: rl, key: key, n: n}
-	r, src, err := breaker.Do(ctx, m.brk, m.policy, c.run, c.fallback)
+	var fallback func(context.Context) (result, error)
+	if m.local != nil {
+		fallback = c.fallback
+	}
+	r, src, err := breaker.Do(ctx, m.brk, m.policy, c.run, fallback)
 	switch src {
 	case breaker.Degraded:
 		return Decision{Allowed: true, Limit: rl.lim}, nil
@@ -334,7 +338,7 @@ type call struct {
 // result wraps a Decision so that breaker.Do's zero value is distinguishable.
 type result struct{ d Decision }
 
-func (c *call) run(ctx context.Context) (result, error) {
+func (c call) run(ctx context.Context) (result, error) {
 	m := c.m
 	var args []any
 	if m.now != nil {
@@ -365,7 +369,7 @@ func (c *call) run(ctx context.Context) (result, error) {
 	}}, nil
 }
 
-func (c *call) fallback(context.Context) (result, error) {
+func (c call) fallback(context.Context) (result, error) {
 	d, err := c.m.local.AllowN(c.key, c.n)
 	return result{d}, err
 }

@@ -440,14 +440,14 @@ func TestRedisCluster(t *testing.T) {
 		}
 	}
 	// The keys are spread over the nodes.
-	nodes := 0
+	var nodes atomic.Int64
 	c.Client.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
 		if n.DBSize(ctx).Val() > 0 {
-			nodes++
+			nodes.Add(1)
 		}
 		return nil
 	})
-	if nodes != 3 {
+	if nodes := nodes.Load(); nodes != 3 {
 		t.Errorf("keys on %d of 3 nodes", nodes)
 	}
 }
