@@ -267,3 +267,23 @@ func TestSeedTokenBucketFloatDefect(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseReply: the reply parser never panics and accepts only arrays of four
+// integers with allowed ∈ {0, 1} and non-negative waits.
+func FuzzParseReply(f *testing.F) {
+	f.Add(int64(1), int64(4), int64(0), int64(10), 4)
+	f.Add(int64(0), int64(0), int64(-1), int64(0), 3)
+	f.Add(int64(2), int64(0), int64(0), int64(0), 5)
+	f.Fuzz(func(t *testing.T, a, b, c, d int64, n int) {
+		vals := []any{a, b, c, d, "x", nil}
+		var v any = vals[:max(0, min(n, len(vals)))]
+		if n < 0 {
+			v = "OK"
+		}
+		r, err := parseReply(v)
+		valid := n == 4 && (a == 0 || a == 1) && c >= 0 && d >= 0
+		if valid != (err == nil) {
+			t.Fatalf("parseReply(%v) = %v, %v", v, r, err)
+		}
+	})
+}

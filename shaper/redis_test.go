@@ -439,6 +439,27 @@ func TestRedisCluster(t *testing.T) {
 			wg.Wait()
 		}
 	}
+	// The fleet queue and leases, on keys of every node.
+	for k := range 6 {
+		q := shaper.NewRedisQueue(c.Client, fmt.Sprint("jobs-", k), shaper.PerSecond(100), shaper.Config{Burst: 2},
+			shaper.RedisConfig{CallTimeout: time.Second})
+		for range 3 {
+			if err := q.Wait(ctx, 1); err != nil {
+				t.Errorf("RedisQueue.Wait on the cluster: %v", err)
+			}
+		}
+		q.Close()
+		m := shaper.NewRedisMeter(c.Client, shaper.Limit{Rate: shaper.PerSecond(100), Burst: 20}, shaper.RedisConfig{Prefix: "lease:", CallTimeout: time.Second})
+		l := m.Lease(fmt.Sprint("tenant-", k), shaper.LeaseConfig{Batch: 10, Exhaustion: shaper.ExhaustWait, MaxWait: time.Second})
+		for range 15 {
+			if err := l.Wait(ctx, 1); err != nil {
+				t.Errorf("Lease.Wait on the cluster: %v", err)
+			}
+		}
+		if err := l.Close(); err != nil {
+			t.Errorf("Lease.Close on the cluster: %v", err)
+		}
+	}
 	// The keys are spread over the nodes.
 	var nodes atomic.Int64
 	c.Client.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
