@@ -114,6 +114,7 @@ type Lease struct {
 	expiresAt atomic.Int64 // ns since base
 	retryAt   atomic.Int64 // ns since base: no refill before (Redis had none)
 	refilling atomic.Bool
+	isClosed  atomic.Bool
 
 	leased, served, localN, rejected, expired, returned, refills, errs atomic.Int64
 
@@ -210,6 +211,9 @@ func (l *Lease) take(n int64) (bool, time.Duration) {
 		}
 	}
 	l.refill(now)
+	if l.isClosed.Load() {
+		return false, 0
+	}
 	if l.local != nil {
 		d, _ := l.local.AllowN(l.key, n)
 		if d.Allowed {
@@ -365,6 +369,7 @@ func (l *Lease) Close() error {
 		return nil
 	}
 	l.closed = true
+	l.isClosed.Store(true)
 	close(l.refilled)
 	l.refilled = make(chan struct{})
 	l.mu.Unlock()

@@ -3,6 +3,7 @@ package shaper
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -28,8 +29,9 @@ type batcher struct {
 }
 
 type bcall struct {
-	script *redis.Script
-	keys   [1]string
+	script   *redis.Script
+	deadline time.Time // of the caller's context; zero if none
+	keys     [1]string
 	args   []any
 	v      any
 	err    error
@@ -56,6 +58,7 @@ func newBatcher(client redis.UniversalClient, max int) *batcher {
 func (b *batcher) run(ctx context.Context, script *redis.Script, key string, args []any) (any, error) {
 	c := bcallPool.Get().(*bcall)
 	c.script, c.keys[0], c.args = script, key, args
+	c.deadline, _ = ctx.Deadline()
 	b.mu.Lock()
 	if b.leaders < maxLeaders {
 		b.leaders++
@@ -112,10 +115,22 @@ func (b *batcher) lead(ctx context.Context, own *bcall) {
 	b.pending = b.pending[:rest]
 	b.mu.Unlock()
 
-	// The calls of other callers must not fail because this one's context is
-	// cancelled; keep its deadline (the breaker's per-call timeout).
+	// The calls of other callers must not fail because the leader's context
+	// is cancelled or its deadline passed (a leader may be a caller that gave
+	// up): the pipeline's deadline is the latest of the batch's (each is the
+	// breaker's per-call timeout of its call), or none if one has none.
+	var dl time.Time
+	for _, c := range batch {
+		if c.deadline.IsZero() {
+			dl = time.Time{}
+			break
+		}
+		if c.deadline.After(dl) {
+			dl = c.deadline
+		}
+	}
 	sctx := context.WithoutCancel(ctx)
-	if dl, ok := ctx.Deadline(); ok {
+	if !dl.IsZero() {
 		var cancel context.CancelFunc
 		sctx, cancel = context.WithDeadline(sctx, dl)
 		defer cancel()

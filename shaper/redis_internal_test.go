@@ -287,3 +287,78 @@ func FuzzParseReply(f *testing.F) {
 		}
 	})
 }
+
+// TestLeaseScriptContract table-tests lease.lua at fixed times: take up to n,
+// take nothing below least (with the wait for least), give back.
+func TestLeaseScriptContract(t *testing.T) {
+	db := redistest.Connect(t)
+	var now int64 = 1_700_000_000_000_000
+	m := NewRedisMeter(db.Client, Limit{Rate: PerSecond(10), Burst: 10}, RedisConfig{Prefix: db.Prefix})
+	m.now = func() int64 { return now }
+	l := m.Lease("k", LeaseConfig{Batch: 10, LowWater: 1})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name                  string
+		dt                    int64 // µs after the previous step
+		want, least, giveback int64
+		out                   [4]int64 // taken, remaining, retry µs, reset µs
+	}{
+		{"take 8 of 10", 0, 8, 1, 0, [4]int64{8, 2, 0, 800_000}},
+		{"take up to 5: 2", 0, 5, 1, 0, [4]int64{2, 0, 0, 1_000_000}},
+		{"none left: wait for 3", 0, 5, 3, 0, [4]int64{0, 0, 300_000, 1_000_000}},
+		{"100ms later, least 3 of 1", 100_000, 5, 3, 0, [4]int64{0, 1, 200_000, 900_000}},
+		{"give back 4, take 2", 0, 2, 1, 4, [4]int64{2, 3, 0, 700_000}},
+		{"give back more than taken: empty", 0, 0, 0, 10, [4]int64{0, 10, 0, 0}},
+	} {
+		now += tc.dt
+		got, err := l.leaseCall(ctx, tc.want, tc.least, tc.giveback)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got != tc.out {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.out)
+		}
+	}
+	if n := db.Client.Exists(ctx, m.Key("k")).Val(); n != 0 {
+		t.Errorf("an empty debt left the key behind")
+	}
+}
+
+// TestReserveScriptContract table-tests reserve.lua at fixed times: 10/s, burst
+// 2, at most 150ms of wait.
+func TestReserveScriptContract(t *testing.T) {
+	db := redistest.Connect(t)
+	var now int64 = 1_700_000_000_000_000
+	q := NewRedisQueue(db.Client, "q", PerSecond(10), Config{Burst: 2, MaxDelay: 150 * time.Millisecond}, RedisConfig{Prefix: db.Prefix})
+	ctx := context.Background()
+	reserve := func(n, maxwait int64) [3]int64 {
+		var out [3]int64
+		v, err := reserveScript.Run(ctx, db.Client, []string{q.Key()}, q.rl.args[0], q.rl.args[1], q.rl.args[2], n, maxwait, now).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := parseInts(v, out[:]); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		dt   int64
+		n    int64
+		out  [3]int64 // taken, wait µs, reset µs
+	}{
+		{"burst 1/2", 0, 1, [3]int64{1, 0, 100_000}},
+		{"burst 2/2", 0, 1, [3]int64{1, 0, 200_000}},
+		{"next slot in 100ms", 0, 1, [3]int64{1, 100_000, 300_000}},
+		{"cost 2: 300ms > 150ms, not taken", 0, 2, [3]int64{0, 300_000, 300_000}},
+		{"then cost 1 still 200ms", 0, 1, [3]int64{0, 200_000, 300_000}},
+		{"60ms later: 140ms, taken", 60_000, 1, [3]int64{1, 140_000, 340_000}},
+		{"idle 1s: burst again", 1_000_000, 2, [3]int64{1, 0, 200_000}},
+	} {
+		now += tc.dt
+		if got := reserve(tc.n, 150_000); got != tc.out {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.out)
+		}
+	}
+}
