@@ -111,8 +111,8 @@ func redisImpls(b *testing.B, rdb *redis.Client, prefix string) []struct {
 		b.Fatal(err)
 	}
 	lim := shaper.Limit{Rate: shaper.PerSecond(benchRate), Burst: 1000}
-	fg := shaper.NewRedisMeter(rdb, lim, shaper.RedisConfig{Prefix: prefix + "fg:"})
-	fgBatch := shaper.NewRedisMeter(rdb, lim, shaper.RedisConfig{Prefix: prefix + "fgb:", Batch: true})
+	fg := shaper.NewRedisMeter(rdb, lim, shaper.RedisConfig{Prefix: prefix + "fg:", CallTimeout: time.Second})
+	fgBatch := shaper.NewRedisMeter(rdb, lim, shaper.RedisConfig{Prefix: prefix + "fgb:", Batch: true, CallTimeout: time.Second})
 	rr := redis_rate.NewLimiter(rdb)
 	rrLim := redis_rate.Limit{Rate: benchRate, Period: time.Second, Burst: 1000}
 	st, err := goredisstore.NewCtx(rdb, prefix+"th:")
@@ -248,7 +248,7 @@ func BenchmarkRedisLease(b *testing.B) {
 	prefix := fmt.Sprintf("bench:%d:", time.Now().UnixNano())
 	b.Cleanup(func() { deletePrefix(rdb, prefix) })
 	lim := shaper.Limit{Rate: shaper.PerSecond(benchRate), Burst: 1000}
-	m := shaper.NewRedisMeter(rdb, lim, shaper.RedisConfig{Prefix: prefix})
+	m := shaper.NewRedisMeter(rdb, lim, shaper.RedisConfig{Prefix: prefix, CallTimeout: time.Second})
 	for _, conc := range []int{1, 32, 128} {
 		b.Run(fmt.Sprintf("impl=per-request/conc=%d", conc), func(b *testing.B) {
 			benchDecider(b, rdb, rt, func(ctx context.Context, key string) (bool, error) {

@@ -40,6 +40,14 @@ end
 local function ceildiv(a, b) return math.ceil(a / b) end
 -- ttlms converts a lifetime in µs to a PEXPIRE argument in ms (rounded up).
 local function ttlms(us) return math.max(ttlfloor, math.ceil(us / 1000)) end
+-- pair parses a state string of two space-separated integers; nil if malformed.
+local function pair(v)
+  local sp = string.find(v, ' ', 1, true)
+  if not sp then return nil end
+  local a, b = tonumber(string.sub(v, 1, sp - 1)), tonumber(string.sub(v, sp + 1))
+  if not a or not b then return nil end
+  return a, b
+end
 -- ints parses a state string of space-separated integers; nil if malformed.
 local function ints(v, k)
   local out, i = {}, 0

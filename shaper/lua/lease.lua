@@ -17,15 +17,15 @@ local tauMicros = math.floor(tau / C) + 1
 local d = 0
 local v = redis.call('GET', KEYS[1])
 if v then
-  local s = ints(v, 2)
-  if s then
-    local dt = s[1] - now
+  local tat, rem = pair(v)
+  if tat then
+    local dt = tat - now
     if dt < 0 then
       d = 0
     elseif dt >= tauMicros then
       d = tau
     else
-      d = math.min(dt * C + math.min(s[2], C - 1), tau)
+      d = math.min(dt * C + math.min(rem, C - 1), tau)
     end
   end
 end

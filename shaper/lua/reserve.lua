@@ -14,9 +14,9 @@ local tau = B * P
 local d = 0
 local v = redis.call('GET', KEYS[1])
 if v then
-  local s = ints(v, 2)
-  if s and s[1] >= now then
-    d = (s[1] - now) * C + math.min(s[2], C - 1)
+  local tat, rem = pair(v)
+  if tat and tat >= now then
+    d = (tat - now) * C + math.min(rem, C - 1)
   end
 end
 local nd = d + n * P
