@@ -472,3 +472,90 @@ func TestRedisCluster(t *testing.T) {
 		t.Errorf("keys on %d of 3 nodes", nodes)
 	}
 }
+
+// TestRedisPausedRespectsCallTimeout: with Redis frozen (SIGSTOP), a decision
+// returns within its call timeout (plus scheduling slack), with and without
+// batching, and a caller's cancellation returns ctx.Err() without waiting for
+// Redis. After SIGCONT, decisions succeed again.
+func TestRedisPausedRespectsCallTimeout(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, batch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
+			brk := breaker.New("paused", breaker.Config{CallTimeout: 150 * time.Millisecond, ConsecutiveFailures: 1000})
+			m := shaper.NewRedisMeter(srv.Client(), shaper.Limit{Rate: shaper.PerSecond(1000), Burst: 100},
+				shaper.RedisConfig{Breaker: brk, Batch: batch})
+			ctx := context.Background()
+			if _, err := m.Allow(ctx, "k"); err != nil {
+				t.Fatal(err)
+			}
+			srv.Pause()
+			defer srv.Resume()
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() {
+					start := time.Now()
+					_, err := m.Allow(ctx, "k")
+					if !errors.Is(err, breaker.ErrUnavailable) {
+						t.Errorf("Allow with Redis paused: %v, want ErrUnavailable", err)
+					}
+					if el := time.Since(start); el > time.Second {
+						t.Errorf("Allow with Redis paused took %v, call timeout 150ms", el)
+					}
+				})
+			}
+			cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			if _, err := m.Allow(cctx, "k"); err != context.DeadlineExceeded {
+				t.Errorf("Allow with a 50ms deadline: %v, want context.DeadlineExceeded", err)
+			}
+			if el := time.Since(start); el > 500*time.Millisecond {
+				t.Errorf("Allow with a 50ms deadline took %v", el)
+			}
+			wg.Wait()
+			srv.Resume()
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				_, err := m.Allow(ctx, "k")
+				if err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("after SIGCONT: %v", err)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// TestRedisQueuePolicies: with Redis unreachable, a FailOpen queue starts calls
+// at once, a FailLocal queue paces them with its local rate, and a FailClosed
+// queue returns breaker.ErrUnavailable.
+func TestRedisQueuePolicies(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer rdb.Close()
+	ctx := context.Background()
+	closed := shaper.NewRedisQueue(rdb, "q", shaper.PerSecond(10), shaper.Config{}, shaper.RedisConfig{})
+	if err := closed.Wait(ctx, 1); !errors.Is(err, breaker.ErrUnavailable) {
+		t.Errorf("FailClosed: %v, want ErrUnavailable", err)
+	}
+	open := shaper.NewRedisQueue(rdb, "q", shaper.PerSecond(10), shaper.Config{}, shaper.RedisConfig{Policy: breaker.FailOpen})
+	for range 3 {
+		if err := open.Wait(ctx, 1); err != nil {
+			t.Errorf("FailOpen: %v", err)
+		}
+	}
+	local := shaper.NewRedisQueue(rdb, "q", shaper.PerSecond(10), shaper.Config{}, shaper.RedisConfig{Policy: breaker.FailLocal,
+		LocalLimit: shaper.Limit{Rate: shaper.PerSecond(20), Burst: 1}})
+	defer local.Close()
+	start := time.Now()
+	for range 3 {
+		if err := local.Wait(ctx, 1); err != nil {
+			t.Errorf("FailLocal: %v", err)
+		}
+	}
+	if el := time.Since(start); el < 90*time.Millisecond {
+		t.Errorf("FailLocal: 3 calls at a local 20/s took %v, want ≥ 100ms", el)
+	}
+}
