@@ -4,12 +4,14 @@ go 1.26.0
 
 replace github.com/floodgate-go/floodgate => ../
 
+require github.com/floodgate-go/floodgate v0.0.0-00010101000000-000000000000
+
 require (
 	github.com/benbjohnson/clock v1.3.0 // indirect
+	github.com/bits-and-blooms/bitset v1.24.4 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f // indirect
 	github.com/failsafe-go/failsafe-go v0.9.8 // indirect
-	github.com/floodgate-go/floodgate v0.0.0-00010101000000-000000000000
 	github.com/go-redis/redis_rate/v10 v10.0.1 // indirect
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/sony/gobreaker/v2 v2.4.0 // indirect

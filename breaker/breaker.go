@@ -111,9 +111,12 @@ type Stats struct {
 	// RetryAfter is the remaining open time while open, else 0.
 	RetryAfter time.Duration
 
-	Trips         uint64 // transitions to open
-	Transitions   uint64 // all state transitions
-	StoreFailures uint64 // calls counted as store failures
+	Trips       uint64 // transitions to open
+	Transitions uint64 // all state transitions
+	// StoreFailures counts calls whose outcome was a store failure,
+	// including calls that were in flight when the breaker opened (gobreaker
+	// ignores those, as they belong to the previous state).
+	StoreFailures uint64
 
 	// Calls the store could not answer, by the policy that answered them.
 	Rejections uint64 // FailClosed: answered with an error
@@ -151,17 +154,17 @@ type Breaker struct {
 	state      atomic.Uint32 // gobreaker's state, mirrored by onTransition
 	openUntil  atomic.Int64  // end of the open period, ns since epoch; valid while state is open
 	hasPending atomic.Bool   // pending is not empty
+	seen       atomic.Int64  // a time since epoch observed by callContext: a lower bound of now
 
 	trips, transitions, failures    atomic.Uint64
 	rejections, degraded, fallbacks atomic.Uint64
 
 	mu sync.Mutex
 	// mu guards:
-	openTrips   int           // trips since the last close
-	openFor     time.Duration // length of the current open period
-	pending     []transition  // recorded under gobreaker's lock, not yet reported
-	dispatching bool          // a goroutine is reporting pending transitions
-	last        counters      // counters at the last transition, for the log line
+	openTrips   int          // trips since the last close
+	pending     []transition // recorded under gobreaker's lock, not yet reported
+	dispatching bool         // a goroutine is reporting pending transitions
+	last        counters     // counters at the last transition, for the log line
 }
 
 type transition struct {
@@ -334,12 +337,19 @@ func (b *Breaker) Stats() Stats {
 // and fallback is nil, or if p is not a valid Policy. If call panics, the
 // panic counts as a failure and is re-raised (gobreaker's Execute).
 //
-// Cost: on the success path Do adds to gobreaker's Execute two atomic loads,
-// one time.Now and ctx.Deadline, and allocates nothing when no per-call
-// context is needed: CallTimeout is negative, or ctx already has a deadline
-// no later than CallTimeout from now. Otherwise the context.WithDeadline it
-// derives costs that function's usual allocations; a Redis round trip costs
-// far more.
+// Cost: on the success path (breaker closed, call succeeds) Do adds a few
+// atomic loads and a closure call to gobreaker's Execute, and allocates
+// nothing when it derives no per-call context: when CallTimeout is negative,
+// or when ctx already has a deadline no later than CallTimeout from now
+// (usually decided without calling time.Now). Otherwise it derives the call's context with
+// context.WithDeadline, which costs that function's usual 4 allocations and
+// a runtime timer (about 1µs on a small VM; a Redis round trip is about
+// 50–100µs). No Context can enforce a deadline on the callee without a timer
+// and a fresh Done channel, so there is no cheaper correct way. To avoid
+// that cost, either give ctx a deadline at most CallTimeout away, or set
+// CallTimeout negative and let the Redis client bound each command itself
+// (go-redis ReadTimeout/WriteTimeout): those timeouts surface as net timeout
+// errors, which IsStoreFailure counts.
 func Do[T any](ctx context.Context, b *Breaker, p Policy, call func(context.Context) (T, error), fallback func(context.Context) (T, error)) (T, Source, error) {
 	b.init()
 	checkPolicy(p)
@@ -379,6 +389,9 @@ func Do[T any](ctx context.Context, b *Breaker, p Policy, call func(context.Cont
 		_, gerr = b.cb.Execute(func() (struct{}, error) {
 			ran = true
 			out, callErr = call(cctx)
+			if callErr == nil {
+				return struct{}{}, nil
+			}
 			v := b.verdict(ctx, deadline, callErr)
 			if v == errFailure {
 				// Count before gobreaker sees the failure, so that the log
@@ -471,11 +484,12 @@ func checkPolicy(p Policy) {
 //
 // If the breaker lets the call through, Allow returns a done func, [FromStore]
 // and a nil error: make the store call, then call done exactly once with its
-// error. done classifies the error like Do, except that Allow applies no
-// CallTimeout and knows no caller context: nil is a success, an error
-// [Config.IsFailure] accepts is a failure, a context error is not counted,
-// and any other error is a success. A failure reported through done is
-// counted, but the policy is not applied to it: the caller has its error.
+// error (a second call would count the outcome twice). done classifies the
+// error like Do, except that Allow applies no CallTimeout and knows no caller
+// context: nil is a success, an error [Config.IsFailure] accepts is a
+// failure, a context error is not counted, and any other error is a success.
+// A failure reported through done is counted, but the policy is not applied
+// to it: the caller has its error.
 //
 // If the breaker is open, or half-open with its probes in flight, the caller
 // must not call the store, and Allow answers by policy p: FailClosed returns
@@ -549,8 +563,18 @@ func (b *Breaker) verdict(ctx context.Context, deadline time.Time, err error) er
 // which must be on. It returns ctx itself, with no cancel func and a zero
 // deadline, if ctx's own deadline is not later.
 func (b *Breaker) callContext(ctx context.Context) (context.Context, context.CancelFunc, time.Time) {
-	deadline := time.Now().Add(b.callTimeout)
-	if d, ok := ctx.Deadline(); ok && !d.After(deadline) {
+	pd, ok := ctx.Deadline()
+	// seen is a time observed earlier, so seen+CallTimeout <= now+CallTimeout:
+	// a caller deadline before it is sooner than ours, and time.Now (a large
+	// part of the whole cost on some VMs) is not needed. The comparison is
+	// refreshed whenever it fails.
+	if ok && pd.Sub(b.epoch) <= time.Duration(b.seen.Load())+b.callTimeout {
+		return ctx, nil, time.Time{}
+	}
+	now := time.Now()
+	b.seen.Store(int64(now.Sub(b.epoch))) // a racing older store is still a lower bound
+	deadline := now.Add(b.callTimeout)
+	if ok && !pd.After(deadline) {
 		return ctx, nil, time.Time{}
 	}
 	cctx, cancel := context.WithDeadline(ctx, deadline)
@@ -599,9 +623,8 @@ func (b *Breaker) onTransition(_ string, from, to gobreaker.State) {
 	switch State(to) {
 	case StateOpen:
 		b.openTrips++
-		b.openFor = b.openDurationLocked(b.openTrips)
-		t.openFor, t.trips = b.openFor, b.openTrips
-		b.openUntil.Store(int64(now + b.openFor)) // before the state, which publishes it
+		t.openFor, t.trips = b.openDurationLocked(b.openTrips), b.openTrips
+		b.openUntil.Store(int64(now + t.openFor)) // before the state, which publishes it
 		b.trips.Add(1)
 	case StateClosed:
 		b.openTrips = 0

@@ -22,17 +22,11 @@ func TestInnerBreakerReachable(t *testing.T) {
 	if b.cb.Name() != "t" {
 		t.Fatalf("inner breaker name %q, want t", b.cb.Name())
 	}
-	Do(context.Background(), b, FailOpen, func(context.Context) (int, error) { return 0, errors.New("EOF") }, nil)
-	Do(context.Background(), b, FailOpen, func(context.Context) (int, error) { return 0, &testEOF{} }, nil)
+	Do(context.Background(), b, FailOpen, func(context.Context) (int, error) { return 0, errUnexpectedEOF }, nil)
 	if got := State(b.ts.State()); got != StateOpen {
 		t.Fatalf("two-step state after a failure through Do = %v, want open (same state machine)", got)
 	}
 }
-
-type testEOF struct{}
-
-func (*testEOF) Error() string { return "unexpected EOF" }
-func (*testEOF) Unwrap() error { return errUnexpectedEOF }
 
 // TestTwoStepFallbackPath runs Do through twoStep, the path used if
 // innerBreaker fails, and checks it behaves like the Execute path.

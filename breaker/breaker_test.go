@@ -502,6 +502,18 @@ func TestCallTimeout(t *testing.T) {
 			if d, ok := deadline(def, ctx); !ok || d != 50*time.Millisecond {
 				t.Errorf("caller deadline sooner: call deadline in %v (%v), want the caller's 50ms", d, ok)
 			}
+			// Later, after the breaker has not looked at the clock for a while:
+			// a sooner caller deadline is still kept, a later one still bounded.
+			time.Sleep(time.Hour)
+			for _, caller := range []time.Duration{50 * time.Millisecond, 249 * time.Millisecond, 251 * time.Millisecond, time.Minute} {
+				ctx, cancel := context.WithTimeout(context.Background(), caller)
+				want := min(caller, breaker.DefaultCallTimeout)
+				if d, ok := deadline(def, ctx); !ok || d != want {
+					t.Errorf("caller deadline in %v, an hour on: call deadline in %v (%v), want %v", caller, d, ok, want)
+				}
+				cancel()
+				time.Sleep(time.Minute)
+			}
 			off := breaker.New("t", breaker.Config{CallTimeout: -1})
 			if _, ok := deadline(off, context.Background()); ok {
 				t.Errorf("CallTimeout < 0: the call got a deadline")
@@ -695,6 +707,7 @@ func TestInvalidConfig(t *testing.T) {
 		{"negative MaxOpenDuration", breaker.Config{MaxOpenDuration: -1}, "breaker: MaxOpenDuration < 0"},
 		{"jitter above 1", breaker.Config{Jitter: 2}, "breaker: Jitter > 1"},
 		{"negative probes", breaker.Config{HalfOpenProbes: -1}, "breaker: HalfOpenProbes < 0"},
+		{"invalid policy", breaker.Config{Policy: 3}, "breaker: invalid Policy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()

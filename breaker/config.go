@@ -149,6 +149,8 @@ func (c Config) Validate() error {
 		return errors.New("breaker: HalfOpenProbes < 0")
 	case uint64(c.HalfOpenProbes) > math.MaxUint32:
 		return errors.New("breaker: HalfOpenProbes too large")
+	case c.Policy > FailLocal:
+		return errors.New("breaker: invalid Policy")
 	}
 	return nil
 }

@@ -32,8 +32,9 @@ type Config struct {
 	// WaiterTTL is how long a queued caller stays in the queue without a
 	// heartbeat. Waiters heartbeat every WaiterTTL/3; that heartbeat is also the
 	// poll that covers a lost notification, so it bounds the extra wait a lost
-	// pub/sub message can cause. A waiter granted by hand-off holds the permit for
-	// at most WaiterTTL before it claims it. If zero, 3s.
+	// pub/sub message can cause. A waiter that dies is dropped from the queue
+	// within WaiterTTL; if it is granted by hand-off before that, its permit is
+	// held for one Lease, like a holder that crashed. If zero, 3s.
 	WaiterTTL time.Duration
 
 	// TombstoneTTL is how long Redis remembers a released token, so that an
@@ -94,13 +95,13 @@ type Semaphore struct {
 	bg       sync.WaitGroup // background cleanups and the listener
 	readopts atomic.Int64
 	lost     atomic.Int64
-	stored   atomic.Int64 // the limit last seen in Redis
 
 	mu sync.Mutex
 	// mu guards:
-	waiters map[string]chan struct{}
-	ps      *redis.PubSub
-	closed  bool
+	waiters   map[string]chan int64
+	ps        *redis.PubSub
+	listening bool
+	closed    bool
 }
 
 // New returns a Semaphore of the given limit named name on client. It does no
@@ -175,7 +176,7 @@ func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Se
 		pub:     "publish",
 		sharded: sharded,
 		id:      hex.EncodeToString(id[:]),
-		waiters: make(map[string]chan struct{}),
+		waiters: make(map[string]chan int64),
 	}
 	if sharded {
 		s.pub = "spublish"
@@ -273,7 +274,7 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 		return s.fallback(ctx, w, wait)
 	}
 	tok := s.newToken()
-	var wake chan struct{}
+	var wake chan int64
 	if wait {
 		// Registered before the first call, so a hand-off notification that
 		// arrives before that call returns is not lost.
@@ -320,7 +321,6 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 			return nil, fmt.Errorf("distsem: acquire %q: %w", s.name, err)
 		}
 		errs = 0
-		s.stored.Store(r[2])
 		switch r[0] {
 		case stGranted:
 			if timer != nil {
@@ -358,7 +358,12 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 		case <-ctx.Done():
 			s.cleanup(tok)
 			return nil, ctx.Err()
-		case <-wake:
+		case fence := <-wake:
+			if fence > 0 {
+				// Granted by hand-off with our lease, after our last call
+				// was sent: start is a safe base for the local deadline.
+				return s.newPermit(tok, w, fence, start), nil
+			}
 		case <-timer.C:
 		}
 	}
@@ -386,13 +391,22 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // retrying store failures until it succeeds, the lease has passed (the permit
 // is then gone anyway) or the Semaphore is closed.
 func (s *Semaphore) cleanup(tok string) {
-	s.bg.Add(1)
+	args := s.args(tok, s.cfg.TombstoneTTL.Milliseconds(), 0)
+	s.mu.Lock()
+	if s.closed {
+		// No background work after Close: one attempt, bounded by CallTimeout.
+		s.mu.Unlock()
+		s.eval(context.Background(), releaseScript, args)
+		return
+	}
+	s.bg.Add(1) // under mu, so never concurrent with Close's Wait
+	s.mu.Unlock()
 	go func() {
 		defer s.bg.Done()
 		deadline := time.Now().Add(s.cfg.Lease)
 		backoff := 20 * time.Millisecond
 		for {
-			_, _, _, err := s.call(s.stopCtx, breaker.FailClosed, releaseScript, s.args(tok, s.cfg.TombstoneTTL.Milliseconds(), 0))
+			_, _, _, err := s.call(s.stopCtx, breaker.FailClosed, releaseScript, args)
 			if err == nil || s.stopCtx.Err() != nil || time.Now().Add(backoff).After(deadline) {
 				return
 			}
@@ -412,14 +426,13 @@ func (s *Semaphore) SetLimit(ctx context.Context, limit int64) error {
 	if limit < 1 {
 		panic("distsem: limit < 1")
 	}
-	r, _, _, err := s.call(ctx, breaker.FailClosed, releaseScript, s.args("", s.cfg.TombstoneTTL.Milliseconds(), limit))
+	_, _, _, err := s.call(ctx, breaker.FailClosed, releaseScript, s.args("", s.cfg.TombstoneTTL.Milliseconds(), limit))
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
 		}
 		return fmt.Errorf("distsem: set limit %q: %w", s.name, err)
 	}
-	s.stored.Store(r[1])
 	return nil
 }
 

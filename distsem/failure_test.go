@@ -129,8 +129,10 @@ func TestKilledHolderProcess(t *testing.T) {
 // waiter remains even though their calls ran late.
 func TestFrozenRedisNoOrphans(t *testing.T) {
 	srv := redistest.Start(t)
-	rdb := srv.Client()
-	rdb.Options().PoolSize = 64
+	opt := redistest.Options(srv.Addr)
+	opt.PoolSize = 64 // every acquire gets a connection: all 50 calls reach the socket
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { rdb.Close() })
 	s := newSem(t, rdb, "frozen", 5, distsem.Config{Lease: 5 * time.Second})
 	ctx := t.Context()
 	// Warm up: scripts cached, connections open.
@@ -174,10 +176,17 @@ func TestFrozenRedisNoOrphans(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if w := time.Duration(worst.Load()); w > 250*time.Millisecond {
-		t.Errorf("slowest Acquire returned after %v, want ≤ 250ms", w)
+	bound := 250 * time.Millisecond
+	if raceEnabled {
+		// 50 goroutines woken at once by their deadlines, under the race
+		// detector, on a small shared machine: 205ms without -race, up to
+		// ~260ms with it.
+		bound = 350 * time.Millisecond
+	}
+	if w := time.Duration(worst.Load()); w > bound {
+		t.Errorf("slowest Acquire returned after %v, want ≤ %v", w, bound)
 	} else {
-		t.Logf("slowest Acquire returned after %v", w)
+		t.Logf("slowest Acquire returned after %v (bound %v)", w, bound)
 	}
 	time.Sleep(time.Second)
 	srv.Resume()

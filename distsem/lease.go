@@ -155,7 +155,6 @@ func (p *Permit) renew(deadline time.Time) {
 			tick.Reset(interval / 3)
 			continue
 		}
-		s.stored.Store(r[1])
 		switch r[0] {
 		case stRenewed, stReadopted:
 			if r[0] == stReadopted {
@@ -172,6 +171,6 @@ func (p *Permit) renew(deadline time.Time) {
 
 func (p *Permit) markLost() {
 	p.s.lost.Add(1)
+	p.cancel(ErrLeaseLost) // before Lost closes: its readers see the cause
 	close(p.lost)
-	p.cancel(ErrLeaseLost)
 }

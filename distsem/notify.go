@@ -2,22 +2,26 @@ package distsem
 
 import (
 	"context"
+	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // Wake-ups. Each Semaphore has one notify channel, "{name}:n:<id>", and one
 // pub/sub connection, opened by the first Acquire that has to queue. The script
-// that grants a waiter by hand-off publishes the waiter's token on the channel
-// of the waiter's process only (SPUBLISH on Cluster, so the message stays on the
-// shard of the hash tag). A lost message (the connection dropped, the
-// subscription was not confirmed yet) costs latency, not liveness: every waiter
-// heartbeats every WaiterTTL/3 with an acquire call that also claims a grant, and
-// each (re)subscription wakes every local waiter to check at once.
+// that grants a waiter by hand-off publishes "<token>:<fence>" on the channel of
+// the waiter's process only (SPUBLISH on Cluster, so the message stays on the
+// shard of the hash tag); the waiter then holds the permit without another call.
+// A lost message (the connection dropped, the subscription was not confirmed
+// yet) costs latency, not liveness: every waiter heartbeats every WaiterTTL/3
+// with an idempotent acquire call that finds it granted, and each
+// (re)subscription wakes every local waiter to check at once.
 
 // register adds a local waiter for tok and returns the channel it is woken on.
-func (s *Semaphore) register(tok string) chan struct{} {
-	ch := make(chan struct{}, 1)
+// A value received is the fence of a hand-off grant, or 0: check with a call.
+func (s *Semaphore) register(tok string) chan int64 {
+	ch := make(chan int64, 1)
 	s.mu.Lock()
 	s.waiters[tok] = ch
 	s.mu.Unlock()
@@ -30,14 +34,32 @@ func (s *Semaphore) unregister(tok string) {
 	s.mu.Unlock()
 }
 
-func (s *Semaphore) wake(tok string) {
+// wake delivers a hand-off message "<token>:<fence>" to its local waiter.
+func (s *Semaphore) wake(payload string) {
+	i := strings.LastIndexByte(payload, ':')
+	if i < 0 {
+		return
+	}
+	fence, err := strconv.ParseInt(payload[i+1:], 10, 64)
+	if err != nil || fence <= 0 {
+		fence = 0 // unreadable: the waiter checks with a call
+	}
 	s.mu.Lock()
-	ch := s.waiters[tok]
+	ch := s.waiters[payload[:i]]
 	s.mu.Unlock()
 	if ch != nil {
 		select {
-		case ch <- struct{}{}:
+		case ch <- fence:
 		default:
+			// A wake-up is already pending: replace it, a grant wins.
+			select {
+			case <-ch:
+			default:
+			}
+			select {
+			case ch <- fence:
+			default:
+			}
 		}
 	}
 }
@@ -47,55 +69,58 @@ func (s *Semaphore) wakeAll() {
 	defer s.mu.Unlock()
 	for _, ch := range s.waiters {
 		select {
-		case ch <- struct{}{}:
+		case ch <- 0:
 		default:
 		}
 	}
 }
 
-// listen starts the pub/sub connection and its reader goroutine once. It does
-// not wait for the subscription: the confirmation wakes all waiters.
+// listen starts the pub/sub connection and its reader goroutine once. The
+// caller never waits for the subscription; its confirmation wakes all waiters.
 func (s *Semaphore) listen() {
 	s.mu.Lock()
-	if s.ps != nil || s.closed {
+	if s.listening || s.closed {
 		s.mu.Unlock()
 		return
 	}
-	channel := s.prefix + s.id
-	// No channels yet, so creating the PubSub does no I/O; the subscription
-	// is made below, outside the lock.
-	var ps *redis.PubSub
-	if s.sharded {
-		ps = s.client.SSubscribe(s.stopCtx)
-	} else {
-		ps = s.client.Subscribe(s.stopCtx)
-	}
-	s.ps = ps
-	msgs := ps.ChannelWithSubscriptions(redis.WithChannelSize(256))
+	s.listening = true
 	s.bg.Add(1)
 	s.mu.Unlock()
+	go s.receive()
+}
 
-	go func() {
-		defer s.bg.Done()
-		// The channel is remembered even if this call fails, and go-redis
-		// subscribes again on every reconnect. Done here so that the caller
-		// never waits for it.
-		ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.CallTimeout)
-		if s.sharded {
-			ps.SSubscribe(ctx, channel)
-		} else {
-			ps.Subscribe(ctx, channel)
-		}
-		cancel()
-		for m := range msgs {
-			switch m := m.(type) {
-			case *redis.Message:
-				s.wake(m.Payload)
-			case *redis.Subscription:
-				if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
-					s.wakeAll()
-				}
+// receive subscribes to this Semaphore's notify channel and wakes local waiters
+// until Close. The PubSub is created with its channel so that on Cluster the
+// connection goes to the shard that owns the channel's slot (go-redis routes a
+// sharded PubSub by its first channel, on every reconnect too); go-redis
+// subscribes again after every reconnect.
+func (s *Semaphore) receive() {
+	defer s.bg.Done()
+	channel := s.prefix + s.id
+	ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.CallTimeout)
+	var ps *redis.PubSub
+	if s.sharded {
+		ps = s.client.SSubscribe(ctx, channel)
+	} else {
+		ps = s.client.Subscribe(ctx, channel)
+	}
+	cancel()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ps.Close()
+		return
+	}
+	s.ps = ps
+	s.mu.Unlock()
+	for m := range ps.ChannelWithSubscriptions(redis.WithChannelSize(256)) {
+		switch m := m.(type) {
+		case *redis.Message:
+			s.wake(m.Payload)
+		case *redis.Subscription:
+			if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
+				s.wakeAll()
 			}
 		}
-	}()
+	}
 }

@@ -2,6 +2,7 @@ package distsem
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -162,37 +163,44 @@ func TestWeightAboveStoredLimit(t *testing.T) {
 }
 
 func TestHandOffGrantsHeadAndPublishesToItsProcess(t *testing.T) {
-	r, db := newRaw(t, 2)
+	r, db := newRaw(t, 3)
 	ctx := t.Context()
 	ps := db.Client.Subscribe(ctx, r.s.prefix+r.s.id)
 	defer ps.Close()
 	if _, err := ps.Receive(ctx); err != nil { // subscription confirmation
 		t.Fatal(err)
 	}
-	r.acquire("h", 2, true)
+	r.acquire("h", 2, true) // 1 of 3 left
 	if got := r.acquire("w1", 2, true); got[0] != stQueued || got[4] != 0 {
-		t.Fatalf("acquire(w1) = %v, want queued at 0", got)
+		t.Fatalf("acquire(w1, 2) = %v, want queued at 0", got)
 	}
+	// 1 is free, but w1 is ahead: a lighter caller never overtakes the queue.
 	if got := r.acquire("w2", 1, true); got[0] != stQueued || got[4] != 1 {
-		t.Fatalf("acquire(w2) = %v, want queued at 1", got)
+		t.Fatalf("acquire(w2, 1) = %v, want queued at 1 (no barging)", got)
+	}
+	if got := r.acquire("x", 1, false); got[0] != stBusy {
+		t.Fatalf("try acquire(x, 1) with waiters queued = %v, want busy", got)
 	}
 	r.release("h")
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	m, err := ps.ReceiveMessage(rctx)
-	if err != nil || m.Payload != "w1" {
-		t.Fatalf("notification = %v, %v; want w1", m, err)
+	// Both waiters fit now: granted in order, each told its fence.
+	for _, w := range []struct {
+		tok    string
+		weight int64
+	}{{"w1", 2}, {"w2", 1}} {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		m, err := ps.ReceiveMessage(rctx)
+		cancel()
+		if err != nil || !strings.HasPrefix(m.Payload, w.tok+":") {
+			t.Fatalf("notification = %v, %v; want %s:<fence>", m, err, w.tok)
+		}
+		// A repeated acquire (a heartbeat that crossed the message) returns
+		// the fence the message carried.
+		if got := r.acquire(w.tok, w.weight, true); got[0] != stGranted || w.tok+":"+strconv.FormatInt(got[1], 10) != m.Payload {
+			t.Fatalf("acquire of granted %s = %v, want granted with the fence of %q", w.tok, got, m.Payload)
+		}
 	}
-	// w1 (weight 2) took all the capacity; w2 stays queued (FIFO, no barging).
-	if got := r.acquire("w1", 2, true); got[0] != stGranted {
-		t.Fatalf("claim of w1 = %v, want granted", got)
-	}
-	if got := r.acquire("w2", 1, true); got[0] != stQueued {
-		t.Fatalf("acquire(w2) = %v, want still queued", got)
-	}
-	// A newcomer that fits in the free capacity must not overtake w2 either.
-	if got := r.acquire("x", 1, false); got[0] != stBusy {
-		t.Fatalf("try acquire(x) with a waiter queued = %v, want busy", got)
+	if got := r.used(); got != 3 {
+		t.Fatalf("used = %d, want 3", got)
 	}
 }
 

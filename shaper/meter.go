@@ -12,7 +12,11 @@ type algo[S any] interface {
 	// which is the zero S when fresh, and updates s. Every change it makes on a
 	// denial or for n = 0 must leave future decisions unchanged (a refill, a window
 	// roll). It never fails: costs above max() are refused before it is called.
-	decide(s *S, fresh bool, now, n int64) (ok bool, remaining, retryUS, resetUS int64)
+	decide(s *S, fresh bool, now, n int64) (ok bool)
+	// report computes the rest of the Decision from the state decide left and
+	// the same now and n. It is separate so that Allow, which needs only ok,
+	// skips its divisions.
+	report(s *S, now, n int64, ok bool) (remaining, retryUS, resetUS int64)
 	// idle reports whether s is equivalent to a fresh state at now, so the key can
 	// be forgotten without changing any future decision.
 	idle(s *S, now int64) bool
@@ -20,6 +24,23 @@ type algo[S any] interface {
 	max() int64
 	limit() Limit
 }
+
+// Notes for a Redis store (same package, same decisions): each algo's decide and
+// report are the whole arithmetic, over int64 only, with every intermediate value
+// ≤ 2^54 (Limit.validate bounds Burst·P and Count·P by 2^53), so a Lua script can
+// run the same lines with now = TIME[1]·1e6 + TIME[2] and return {ok, remaining,
+// retry µs, reset µs}; differential tests then compare Decisions field by field.
+// Per-key state and a TTL that never forgets a live key:
+//
+//	GCRA:            HSET tat rem                 TTL ⌈reset⌉ (tat ≤ now + τ/C)
+//	token bucket:    HSET tokens last per         TTL ⌈(K·P − tokens)/C⌉ + 1
+//	fixed window:    HSET start count             TTL start + P − now
+//	sliding counter: HSET start prev cur          TTL start + 2P − now
+//	sliding log:     ZSET member=ts:n score=ts    TTL newest + P − now
+//
+// The GCRA and token bucket states carry units (rem in 1/C µs, tokens in 1/P
+// tokens); SetLimit changes them, which decide handles by clamping rem and by
+// rescaling tokens with the stored per.
 
 // core is the keyed, concurrency-safe part shared by every meter: a clock, the
 // current algo (swapped atomically by SetLimit) and the sharded store.
@@ -56,14 +77,16 @@ func (c *core[S, A, PA]) allowN(key string, now, n int64) (Decision, error) {
 		remaining, retryUS, resetUS int64
 	)
 	if s := sh.lookupLocked(key); s != nil {
-		ok, remaining, retryUS, resetUS = a.decide(s, false, now, n)
+		ok = a.decide(s, false, now, n)
+		remaining, retryUS, resetUS = a.report(s, now, n, ok)
 	} else if n == 0 {
 		var zero S
-		ok, remaining, retryUS, resetUS = a.decide(&zero, true, now, 0)
+		ok = a.decide(&zero, true, now, 0)
+		remaining, retryUS, resetUS = a.report(&zero, now, 0, ok)
 	} else {
-		s, _ := sh.getLocked(key)
-		ok, remaining, retryUS, resetUS = a.decide(s, true, now, n)
-		sh.maybeSweepLocked(s, func(s *S) bool { return a.idle(s, now) })
+		s := c.insertLocked(sh, a, key, now)
+		ok = a.decide(s, true, now, n)
+		remaining, retryUS, resetUS = a.report(s, now, n, ok)
 	}
 	sh.mu.Unlock()
 	return Decision{
@@ -73,6 +96,32 @@ func (c *core[S, A, PA]) allowN(key string, now, n int64) (Decision, error) {
 		ResetAfter: micros(resetUS),
 		Limit:      a.limit(),
 	}, nil
+}
+
+// allow1 is allowN for n = 1 when only the verdict is wanted.
+func (c *core[S, A, PA]) allow1(key string) bool {
+	a := PA(c.a.Load())
+	if a == nil || a.max() < 1 {
+		return false
+	}
+	now := c.clock.nowUS()
+	sh := c.st.shard(key)
+	sh.mu.Lock()
+	var ok bool
+	if s := sh.lookupLocked(key); s != nil {
+		ok = a.decide(s, false, now, 1)
+	} else {
+		ok = a.decide(c.insertLocked(sh, a, key, now), true, now, 1)
+	}
+	sh.mu.Unlock()
+	return ok
+}
+
+// insertLocked adds a fresh state for key, sweeping the shard if it is due.
+func (c *core[S, A, PA]) insertLocked(sh *shard[S], a PA, key string, now int64) *S {
+	s, _ := sh.getLocked(key)
+	sh.maybeSweepLocked(s, func(s *S) bool { return a.idle(s, now) })
+	return s
 }
 
 func (c *core[S, A, PA]) setLimit(a PA) { c.a.Store((*A)(a)) }
@@ -137,10 +186,7 @@ func NewMeter(lim Limit) *Meter {
 }
 
 // Allow reports whether one event for key may happen now.
-func (m *Meter) Allow(key string) bool {
-	d, _ := m.c.allowN(key, m.c.clock.nowUS(), 1)
-	return d.Allowed
-}
+func (m *Meter) Allow(key string) bool { return m.c.allow1(key) }
 
 // AllowN decides whether an event of cost n for key may happen now, and records
 // it if so. It returns a *CostError (ErrNeverAllowed) if n > Burst.
@@ -160,7 +206,7 @@ func (m *Meter) AllowNAt(key string, t time.Time, n int64) (Decision, error) {
 // fresh key's answer. It panics on an invalid limit, as NewMeter does.
 func (m *Meter) SetLimit(lim Limit) { m.c.setLimit(newGCRA("SetLimit", lim)) }
 
-// Limit returns the current limit.
+// Limit returns the current limit, with Burst made explicit.
 func (m *Meter) Limit() Limit { return m.c.getLimit() }
 
 type gcraState struct {
@@ -173,11 +219,18 @@ type gcraAlgo struct {
 	p, c, b   int64
 	tau       int64 // B·P
 	tauMicros int64 // ⌊τ/C⌋ + 1, beyond which d is clamped without multiplying
+	tUS       int64 // T = P/C when C divides P (most limits), else 0
+	tauUS     int64 // B·T when tUS > 0
 }
 
 func newGCRA(what string, lim Limit) *gcraAlgo {
 	p, c, b := lim.validate(what, false)
-	return &gcraAlgo{lim: lim, p: p, c: c, b: b, tau: b * p, tauMicros: b*p/c + 1}
+	lim.Burst = b // explicit in Decision.Limit and Limit()
+	a := &gcraAlgo{lim: lim, p: p, c: c, b: b, tau: b * p, tauMicros: b*p/c + 1}
+	if p%c == 0 {
+		a.tUS, a.tauUS = p/c, b*(p/c)
+	}
+	return a
 }
 
 func (a *gcraAlgo) max() int64   { return a.b }
@@ -197,14 +250,33 @@ func (a *gcraAlgo) debt(s *gcraState, now int64) int64 {
 	return min(dt*a.c+min(s.rem, a.c-1), a.tau)
 }
 
-func (a *gcraAlgo) decide(s *gcraState, _ bool, now, n int64) (ok bool, remaining, retryUS, resetUS int64) {
-	d := a.debt(s, now)
-	nd := d + n*a.p
+func (a *gcraAlgo) decide(s *gcraState, _ bool, now, n int64) bool {
+	if a.tUS > 0 && s.rem == 0 {
+		// The same arithmetic divided through by C, exact when T is a whole
+		// number of µs and there is no fraction: no division on the hot path.
+		nd := min(max(s.tat-now, 0), a.tauUS) + n*a.tUS
+		if nd > a.tauUS {
+			return false
+		}
+		if n > 0 {
+			s.tat = now + nd
+		}
+		return true
+	}
+	nd := a.debt(s, now) + n*a.p
 	if nd > a.tau {
-		return false, (a.tau - d) / a.p, ceilDiv(nd-a.tau, a.c), ceilDiv(d, a.c)
+		return false
 	}
 	if n > 0 {
 		s.tat, s.rem = now+nd/a.c, nd%a.c
 	}
-	return true, (a.tau - nd) / a.p, 0, ceilDiv(nd, a.c)
+	return true
+}
+
+func (a *gcraAlgo) report(s *gcraState, now, n int64, ok bool) (remaining, retryUS, resetUS int64) {
+	d := a.debt(s, now) // after an allowed call this is nd
+	if !ok {
+		retryUS = ceilDiv(d+n*a.p-a.tau, a.c)
+	}
+	return (a.tau - d) / a.p, retryUS, ceilDiv(d, a.c)
 }

@@ -17,12 +17,12 @@ const ms = time.Millisecond
 
 // step is one call of a step table: at t0+at, cost n, and the expected decision.
 type step struct {
-	at                time.Duration
-	n                 int64
-	ok                bool
-	remaining         int64
-	retry, reset      time.Duration
-	never             bool // expect ErrNeverAllowed
+	at           time.Duration
+	n            int64
+	ok           bool
+	remaining    int64
+	retry, reset time.Duration
+	never        bool // expect ErrNeverAllowed
 }
 
 type allowAt interface {
@@ -208,17 +208,19 @@ func TestConstructorPanics(t *testing.T) {
 	}
 }
 
+type limitSetter interface {
+	allowAt
+	SetLimit(shaper.Limit)
+}
+
 // TestSetLimitClamps: after a change (rate ×10, burst halved) the next decision is
 // at most one emission interval later than a fresh meter's (research scenario 28).
 func TestSetLimitClamps(t *testing.T) {
 	old := shaper.Limit{Rate: shaper.PerSecond(10), Burst: 10}
 	lim := shaper.Limit{Rate: shaper.PerSecond(100), Burst: 5}
-	for name, mk := range map[string]func(shaper.Limit) interface {
-		allowAt
-		SetLimit(shaper.Limit)
-	}{
-		"Meter":       func(l shaper.Limit) interface{ allowAt; SetLimit(shaper.Limit) } { return shaper.NewMeter(l) },
-		"TokenBucket": func(l shaper.Limit) interface{ allowAt; SetLimit(shaper.Limit) } { return shaper.NewTokenBucket(l) },
+	for name, mk := range map[string]func(shaper.Limit) limitSetter{
+		"Meter":       func(l shaper.Limit) limitSetter { return shaper.NewMeter(l) },
+		"TokenBucket": func(l shaper.Limit) limitSetter { return shaper.NewTokenBucket(l) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			m := mk(old)
@@ -484,5 +486,21 @@ func TestDecisionErr(t *testing.T) {
 	le, ok := errors.AsType[*shaper.LimitError](err)
 	if !errors.Is(err, shaper.ErrLimited) || !ok || le.RetryAfter() != time.Second {
 		t.Errorf("denied decision Err = %v, want ErrLimited with RetryAfter 1s", err)
+	}
+}
+
+// TestWindowSetLimit: a new Count applies to what the current window already holds;
+// a new Period starts new windows.
+func TestWindowSetLimit(t *testing.T) {
+	m := shaper.NewFixedWindow(shaper.Limit{Rate: shaper.PerMinute(5)})
+	m.AllowNAt("k", t0, 5)
+	m.SetLimit(shaper.Limit{Rate: shaper.PerMinute(8)})
+	d, _ := m.AllowNAt("k", t0.Add(time.Second), 4)
+	if d.Allowed || d.Remaining != 3 || d.Limit.Burst != 8 {
+		t.Errorf("after raising Count: %+v, want denied with 3 remaining, Burst 8", d)
+	}
+	m.SetLimit(shaper.Limit{Rate: shaper.PerSecond(8)})
+	if d, _ := m.AllowNAt("k", t0.Add(2*time.Second), 8); !d.Allowed {
+		t.Errorf("after a new Period: %+v, want a fresh window", d)
 	}
 }

@@ -49,6 +49,12 @@ type Config struct {
 // 1/hour to millions/second, at the price of short bursts of up to lateness×Rate
 // items when the runtime wakes up late; no item is ever released before its slot.
 //
+// Time a caller spends away from Wait (its own work between calls, or being
+// descheduled) is not credited beyond Burst, as in any GCRA: a caller that comes back
+// late is a new arrival. Set Burst to the number of items that may be caught up
+// after such a pause. [Queue.Run], one continuous consumer, credits such pauses up
+// to 10 ms.
+//
 // An item whose cost is larger than Burst is not refused: it is released when its
 // turn comes and the cost is paid by the items after it.
 //
@@ -109,7 +115,7 @@ func (q *Queue) after(v vtime, k int64) vtime {
 	return vtime{v.ns + x/q.count, x % q.count}
 }
 
-// maxLag caps the lateness credit.
+// maxLag caps the lateness credit, and is Run's catch-up credit.
 const maxLag = int64(10 * time.Millisecond)
 
 type waiter struct {
@@ -178,8 +184,13 @@ func (q *Queue) now() int64 { return int64(time.Since(q.base)) }
 //
 // If ctx ends while waiting, Wait returns ctx.Err() and the slot goes to the calls
 // behind. If the Queue is closed while waiting, Wait returns ErrClosed. A cost of
-// zero waits for the calls ahead without consuming rate. A negative cost panics.
-func (q *Queue) Wait(ctx context.Context, cost int64) error {
+// zero waits for the calls ahead without consuming rate. A cost so large that the
+// schedule would overflow (over about 2^62 ns of rate) fails with a *CostError
+// (ErrNeverAllowed). A negative cost panics.
+func (q *Queue) Wait(ctx context.Context, cost int64) error { return q.wait(ctx, cost, 0) }
+
+// wait is Wait with a catch-up credit of at least slack for this arrival.
+func (q *Queue) wait(ctx context.Context, cost, slack int64) error {
 	if cost < 0 {
 		panic("shaper: negative cost")
 	}
@@ -201,7 +212,7 @@ func (q *Queue) Wait(ctx context.Context, cost int64) error {
 	var slot int64
 	var start vtime
 	if len(q.waiters) == 0 {
-		if q.tat.ns < now-q.lag { // idle: restart the schedule at now
+		if q.tat.ns < now-max(q.lag, slack) { // idle: restart the schedule at now
 			q.tat, q.lag = vtime{ns: now}, 0
 		}
 		start = q.tat
@@ -255,6 +266,14 @@ func (q *Queue) Wait(ctx context.Context, cost int64) error {
 		if w.state == closedOut {
 			return ErrClosed
 		}
+		// The caller resumes later than the slot: by the timer's lateness
+		// plus the time to wake this goroutine. Both are the Queue's doing,
+		// so both become lateness credit for the caller's next arrival.
+		q.mu.Lock()
+		if late := min(q.now()-w.slot, maxLag); late > q.lag {
+			q.lag = late
+		}
+		q.mu.Unlock()
 		return nil
 	case <-ctx.Done():
 	}
@@ -277,9 +296,15 @@ func (q *Queue) Wait(ctx context.Context, cost int64) error {
 // *QueueFullError if Config bounds are too tight for the loop). The slot is taken
 // before fn is called, so fn runs at most at the Queue's rate, shared with every
 // other caller of the Queue.
+//
+// Unlike separate Wait calls, a Run loop is one continuous consumer: if the loop
+// comes back up to 10 ms late (fn was slow, or the goroutine was descheduled), the
+// items it missed are caught up at once rather than lost, so the loop keeps the
+// Queue's rate on a busy machine. A pause longer than that restarts the schedule.
+// The catch-up is at most 10 ms worth of items on top of Burst.
 func (q *Queue) Run(ctx context.Context, cost int64, fn func(context.Context) error) error {
 	for {
-		if err := q.Wait(ctx, cost); err != nil {
+		if err := q.wait(ctx, cost, maxLag); err != nil {
 			if errors.Is(err, ErrClosed) {
 				return nil
 			}
@@ -292,9 +317,11 @@ func (q *Queue) Run(ctx context.Context, cost int64, fn func(context.Context) er
 }
 
 // releaseDueLocked releases, in order, every waiter whose slot is at or before now.
-// The lateness of the last one released becomes the lateness credit: a caller that
-// arrives while the schedule is behind real time by no more than that credit is
-// scheduled from tat rather than from now.
+// The lateness of the last one released becomes the lateness credit (raised again
+// when that waiter's goroutine actually resumes, in Wait): a caller that arrives
+// while the schedule is behind real time by no more than that credit is scheduled
+// from tat rather than from now, so late wake-ups do not lower the rate. An arrival
+// that finds the schedule further behind is idle and restarts it (credit 0).
 func (q *Queue) releaseDueLocked(now int64) {
 	n := 0
 	for n < len(q.waiters) && q.waiters[n].slot <= now {

@@ -335,7 +335,10 @@ func TestZeroQueue(t *testing.T) {
 
 // TestQueueRealClockRate checks the virtual schedule on the real clock: a single
 // Run loop at 2000/s, which a sleep-per-item shaper cannot reach where sleeps take
-// about 1 ms, stays within 3% of the rate.
+// about 1 ms (it gets about half), stays within 10% of the rate. The tolerance is
+// for loaded machines and -race, where the loop itself is descheduled for whole
+// milliseconds, time GCRA rightly does not credit with Burst 1; the benchmark in
+// bench/ measures the accuracy precisely.
 func TestQueueRealClockRate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-clock measurement")
@@ -354,7 +357,105 @@ func TestQueueRealClockRate(t *testing.T) {
 		return nil
 	})
 	rate := float64(n-1) / last.Sub(first).Seconds()
-	if rate < 2000*0.97 || rate > 2000*1.03 {
-		t.Errorf("achieved %.0f/s, want 2000/s ±3%%", rate)
+	if rate < 2000*0.90 || rate > 2000*1.01 {
+		t.Errorf("achieved %.0f/s, want 2000/s within -10%%/+1%%", rate)
+	}
+}
+
+// TestQueueCancelStressRace: many goroutines with random deadlines and cancellations.
+// Every call returns; the released ones never exceed burst + rate·t + 1 by any
+// time t; the counters add up.
+func TestQueueCancelStressRace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := shaper.NewQueue(shaper.PerSecond(100), shaper.Config{Burst: 3, MaxQueue: 40})
+		defer q.Close()
+		start := time.Now()
+		var mu sync.Mutex
+		var released []time.Duration
+		var calls, ok, cancelled, rejected atomic.Int64
+		var wg sync.WaitGroup
+		for g := range 50 {
+			wg.Go(func() {
+				for i := range 20 {
+					d := time.Duration((g*7+i*13)%97) * 10 * ms
+					ctx, cancel := context.WithTimeout(t.Context(), d)
+					if i%5 == 0 {
+						go func() { time.Sleep(d / 2); cancel() }()
+					}
+					calls.Add(1)
+					err := q.Wait(ctx, 1)
+					cancel()
+					switch {
+					case err == nil:
+						ok.Add(1)
+						mu.Lock()
+						released = append(released, time.Since(start))
+						mu.Unlock()
+					case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+						cancelled.Add(1)
+					case errors.Is(err, shaper.ErrLimited), errors.Is(err, shaper.ErrQueueFull):
+						rejected.Add(1)
+					default:
+						t.Errorf("unexpected error %v", err)
+					}
+					time.Sleep(time.Duration(i%3) * ms)
+				}
+			})
+		}
+		wg.Wait()
+		if got := ok.Load() + cancelled.Load() + rejected.Load(); got != calls.Load() {
+			t.Errorf("%d outcomes for %d calls", got, calls.Load())
+		}
+		s := q.Stats()
+		if s.Released != uint64(ok.Load()) || s.Waiting != 0 {
+			t.Errorf("Stats = %+v, want %d released, 0 waiting", s, ok.Load())
+		}
+		for i, at := range released { // released is in release order
+			if bound := 3 + int(at.Seconds()*100) + 1; i+1 > bound {
+				t.Fatalf("%d released by %v, more than burst + rate·t + 1 = %d", i+1, at, bound)
+			}
+		}
+		if ok.Load() < 100 {
+			t.Errorf("only %d released", ok.Load())
+		}
+	})
+}
+
+// TestQueueZeroCostWaitsItsTurn: a zero-cost call waits for those ahead and takes
+// no rate from those behind.
+func TestQueueZeroCostWaitsItsTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := shaper.NewQueue(shaper.PerSecond(5), shaper.Config{})
+		defer q.Close()
+		at, _ := startWaits(t.Context(), q, 1, 1, 0, 1)()
+		wantTimes(t, at, []time.Duration{0, 200 * ms, 400 * ms, 400 * ms})
+	})
+}
+
+// TestQueueRunCatchesUpShortStalls: a Run loop whose fn stalls for 5ms now and then
+// still gets the full rate (the missed slots are caught up), while a stall longer
+// than the 10ms credit restarts the schedule.
+func TestQueueRunCatchesUpShortStalls(t *testing.T) {
+	for _, tc := range []struct {
+		stall    time.Duration
+		min, max int64
+	}{{5 * ms, 1000, 1001}, {30 * ms, 600, 700}} { // 30ms: 50 items per 80ms
+		synctest.Test(t, func(t *testing.T) {
+			q := shaper.NewQueue(shaper.PerSecond(1000), shaper.Config{})
+			defer q.Close()
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			defer cancel()
+			var n int64
+			q.Run(ctx, 1, func(context.Context) error {
+				n++
+				if n%50 == 0 {
+					time.Sleep(tc.stall)
+				}
+				return nil
+			})
+			if n < tc.min || n > tc.max {
+				t.Errorf("stall %v: %d items in 1s at 1000/s, want [%d, %d]", tc.stall, n, tc.min, tc.max)
+			}
+		})
 	}
 }

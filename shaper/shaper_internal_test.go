@@ -51,3 +51,77 @@ func TestVtimeExact(t *testing.T) {
 		t.Errorf("3e6 items at 3/s end at %v, want exactly 1e6 s", v)
 	}
 }
+
+// TestIdleKeysEvicted: keys whose state is back to fresh are swept once a shard has
+// doubled, so memory follows the keys active at once, not every key ever seen.
+func TestIdleKeysEvicted(t *testing.T) {
+	m := NewMeter(Limit{Rate: PerSecond(10), Burst: 1}) // idle 100ms after use
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const n = 200_000
+	for i := range n {
+		m.AllowNAt("old:"+itoa(i), t0, 1)
+	}
+	if got := m.c.st.len(); got < n/2 {
+		t.Fatalf("%d keys stored before they went idle, want ~%d", got, n)
+	}
+	// A second of new keys later, the old ones are idle and get swept.
+	for i := range n {
+		m.AllowNAt("new:"+itoa(i), t0.Add(time.Second), 1)
+	}
+	if got := m.c.st.len(); got > n+n/2 {
+		t.Errorf("%d keys stored after the old ones went idle, want ≤ %d", got, n+n/2)
+	}
+	// An evicted key answers as a fresh one.
+	if d, _ := m.AllowNAt("old:1", t0.Add(time.Second), 1); !d.Allowed {
+		t.Errorf("an evicted idle key was denied")
+	}
+	// A live key is never evicted: the new keys are still within their interval.
+	if d, _ := m.AllowNAt("new:1", t0.Add(time.Second+50*time.Millisecond), 1); d.Allowed {
+		t.Errorf("a live key was forgotten")
+	}
+}
+
+func TestSlidingLogBufferBounded(t *testing.T) {
+	m := NewSlidingLog(Limit{Rate: Rate{Count: 5, Period: time.Second}})
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 1000 {
+		m.AllowNAt("k", t0.Add(time.Duration(i)*time.Millisecond), 1)
+	}
+	sh := m.c.st.shard("k")
+	if s := sh.lookupLocked("k"); len(s.ring) > 5 {
+		t.Errorf("ring capacity %d, want ≤ Count 5", len(s.ring))
+	}
+}
+
+func itoa(i int) string {
+	var b [20]byte
+	n := len(b)
+	for {
+		n--
+		b[n] = byte('0' + i%10)
+		i /= 10
+		if i == 0 {
+			return string(b[n:])
+		}
+	}
+}
+
+// TestPeekDoesNotStore: a zero-cost call on an unknown key reports a fresh state
+// and stores nothing; a denied call stores nothing new either.
+func TestPeekDoesNotStore(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := NewMeter(Limit{Rate: PerSecond(1)})
+	d, err := m.AllowNAt("ghost", t0, 0)
+	if err != nil || !d.Allowed || d.Remaining != 1 {
+		t.Errorf("peek = %+v, %v; want allowed with 1 remaining", d, err)
+	}
+	if n := m.c.st.len(); n != 0 {
+		t.Errorf("%d keys stored after a peek, want 0", n)
+	}
+	if _, err := m.AllowNAt("big", t0, 2); err == nil {
+		t.Errorf("cost above burst: no error")
+	}
+	if n := m.c.st.len(); n != 0 {
+		t.Errorf("%d keys stored after a never-allowed call, want 0", n)
+	}
+}

@@ -41,10 +41,7 @@ func NewSlidingLog(lim Limit) *SlidingLog {
 
 // Allow reports whether one more event for key fits in the rolling window, logging it
 // if so.
-func (m *SlidingLog) Allow(key string) bool {
-	d, _ := m.c.allowN(key, m.c.clock.nowUS(), 1)
-	return d.Allowed
-}
+func (m *SlidingLog) Allow(key string) bool { return m.c.allow1(key) }
 
 // AllowN logs n events for key if they fit in the rolling window. It returns a
 // *CostError (ErrNeverAllowed) if n > Rate.Count.
@@ -61,7 +58,7 @@ func (m *SlidingLog) AllowNAt(key string, t time.Time, n int64) (Decision, error
 // against the new Count and Period.
 func (m *SlidingLog) SetLimit(lim Limit) { m.c.setLimit(newSL("SetLimit", lim)) }
 
-// Limit returns the current limit.
+// Limit returns the current limit, with Burst made explicit.
 func (m *SlidingLog) Limit() Limit { return m.c.getLimit() }
 
 type logEntry struct {
@@ -78,9 +75,12 @@ type slState struct {
 
 func (s *slState) at(i int) *logEntry { return &s.ring[(s.head+i)%len(s.ring)] }
 
-func (s *slState) push(e logEntry) {
+// push appends e, growing the ring by doubling up to limit entries (a log never
+// holds more than its limit: every entry has a cost of at least 1).
+func (s *slState) push(e logEntry, limit int64) {
 	if s.len == len(s.ring) {
-		grown := make([]logEntry, max(4, 2*len(s.ring)))
+		size := max(int64(s.len)+1, min(max(4, 2*int64(len(s.ring))), limit))
+		grown := make([]logEntry, size)
 		for i := range s.len {
 			grown[i] = *s.at(i)
 		}
@@ -97,6 +97,7 @@ type slAlgo struct {
 
 func newSL(what string, lim Limit) *slAlgo {
 	p, n, _ := lim.validate(what, true)
+	lim.Burst = n // explicit in Decision.Limit and Limit()
 	return &slAlgo{lim: lim, p: p, n: n}
 }
 
@@ -107,7 +108,7 @@ func (a *slAlgo) idle(s *slState, now int64) bool {
 	return s.len == 0 || s.at(s.len-1).ts <= now-a.p
 }
 
-func (a *slAlgo) decide(s *slState, _ bool, now, n int64) (ok bool, remaining, retryUS, resetUS int64) {
+func (a *slAlgo) decide(s *slState, _ bool, now, n int64) bool {
 	if s.len > 0 {
 		now = max(now, s.at(s.len-1).ts)
 	}
@@ -123,6 +124,25 @@ func (a *slAlgo) decide(s *slState, _ bool, now, n int64) (ok bool, remaining, r
 		}
 	}
 	if s.sum+n > a.n {
+		return false
+	}
+	if n > 0 {
+		if s.len > 0 && s.at(s.len-1).ts == now {
+			s.at(s.len - 1).n += n
+		} else {
+			s.push(logEntry{ts: now, n: n}, a.n)
+		}
+		s.sum += n
+	}
+	return true
+}
+
+func (a *slAlgo) report(s *slState, now, n int64, ok bool) (remaining, retryUS, resetUS int64) {
+	if s.len == 0 {
+		return a.n - s.sum, 0, 0
+	}
+	now = max(now, s.at(s.len-1).ts)
+	if !ok {
 		freed := int64(0)
 		for i := range s.len {
 			e := s.at(i)
@@ -132,19 +152,6 @@ func (a *slAlgo) decide(s *slState, _ bool, now, n int64) (ok bool, remaining, r
 				break
 			}
 		}
-	} else if n > 0 {
-		if s.len > 0 && s.at(s.len-1).ts == now {
-			s.at(s.len - 1).n += n
-		} else {
-			s.push(logEntry{ts: now, n: n})
-		}
-		s.sum += n
-		ok = true
-	} else {
-		ok = true
 	}
-	if s.len > 0 {
-		resetUS = s.at(s.len-1).ts + a.p - now
-	}
-	return ok, a.n - s.sum, retryUS, resetUS
+	return a.n - s.sum, retryUS, s.at(s.len-1).ts + a.p - now
 }

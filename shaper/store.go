@@ -30,7 +30,8 @@ type shard[S any] struct {
 	// mu guards:
 	m       map[string]*S
 	sweepAt int
-	_       [40]byte // keep shards on separate cache lines
+	mruKey  string // the key of the last lookup, and its state: a hot key
+	mru     *S     // skips the map lookup
 }
 
 func (st *store[S]) init() { st.seed = maphash.MakeSeed() }
@@ -55,7 +56,16 @@ func (sh *shard[S]) getLocked(key string) (s *S, created bool) {
 }
 
 // lookupLocked returns the state for key, or nil.
-func (sh *shard[S]) lookupLocked(key string) *S { return sh.m[key] }
+func (sh *shard[S]) lookupLocked(key string) *S {
+	if sh.mru != nil && key == sh.mruKey {
+		return sh.mru
+	}
+	s := sh.m[key]
+	if s != nil {
+		sh.mruKey, sh.mru = key, s
+	}
+	return s
+}
 
 // maybeSweepLocked deletes idle entries once the shard has doubled since its last
 // sweep. The entry for keep is never deleted.
@@ -63,6 +73,7 @@ func (sh *shard[S]) maybeSweepLocked(keep *S, idle func(*S) bool) {
 	if len(sh.m) < sh.sweepAt {
 		return
 	}
+	sh.mruKey, sh.mru = "", nil
 	for k, s := range sh.m {
 		if s != keep && idle(s) {
 			delete(sh.m, k)

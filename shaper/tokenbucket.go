@@ -46,10 +46,7 @@ func NewTokenBucket(lim Limit) *TokenBucket {
 }
 
 // Allow reports whether one token for key is available now, and takes it if so.
-func (m *TokenBucket) Allow(key string) bool {
-	d, _ := m.c.allowN(key, m.c.clock.nowUS(), 1)
-	return d.Allowed
-}
+func (m *TokenBucket) Allow(key string) bool { return m.c.allow1(key) }
 
 // AllowN takes n tokens for key if they are available now. It returns a *CostError
 // (ErrNeverAllowed) if n exceeds the capacity.
@@ -66,7 +63,7 @@ func (m *TokenBucket) AllowNAt(key string, t time.Time, n int64) (Decision, erro
 // to the new units and clamped to the new capacity on each key's next call.
 func (m *TokenBucket) SetLimit(lim Limit) { m.c.setLimit(newTB("SetLimit", lim)) }
 
-// Limit returns the current limit.
+// Limit returns the current limit, with Burst made explicit.
 func (m *TokenBucket) Limit() Limit { return m.c.getLimit() }
 
 type tbState struct {
@@ -79,11 +76,13 @@ type tbAlgo struct {
 	lim     Limit
 	p, c, k int64
 	full    int64 // K·P
+	fillUS  int64 // ⌈K·P/C⌉: time to fill an empty bucket
 }
 
 func newTB(what string, lim Limit) *tbAlgo {
 	p, c, k := lim.validate(what, false)
-	return &tbAlgo{lim: lim, p: p, c: c, k: k, full: k * p}
+	lim.Burst = k // explicit in Decision.Limit and Limit()
+	return &tbAlgo{lim: lim, p: p, c: c, k: k, full: k * p, fillUS: ceilDiv(k*p, c)}
 }
 
 func (a *tbAlgo) max() int64   { return a.k }
@@ -103,10 +102,12 @@ func (a *tbAlgo) refill(s *tbState, fresh bool, now int64) {
 	if now < s.last {
 		now = s.last
 	}
-	if e := now - s.last; e >= ceilDiv(a.full-s.tokens, a.c) {
+	// Same as: full if e ≥ ⌈(K·P − tokens)/C⌉, else tokens + e·C; without the
+	// division (e < fillUS keeps e·C below K·P + C).
+	if e := now - s.last; e >= a.fillUS {
 		s.tokens = a.full
 	} else {
-		s.tokens += e * a.c
+		s.tokens = min(s.tokens+e*a.c, a.full)
 	}
 	s.last = now
 }
@@ -118,12 +119,18 @@ func (a *tbAlgo) idle(s *tbState, now int64) bool {
 	return now >= s.last && now-s.last >= ceilDiv(a.full-min(s.tokens, a.full), a.c)
 }
 
-func (a *tbAlgo) decide(s *tbState, fresh bool, now, n int64) (ok bool, remaining, retryUS, resetUS int64) {
+func (a *tbAlgo) decide(s *tbState, fresh bool, now, n int64) bool {
 	a.refill(s, fresh, now)
-	need := n * a.p
-	if s.tokens < need {
-		return false, s.tokens / a.p, ceilDiv(need-s.tokens, a.c), ceilDiv(a.full-s.tokens, a.c)
+	if need := n * a.p; s.tokens >= need {
+		s.tokens -= need
+		return true
 	}
-	s.tokens -= need
-	return true, s.tokens / a.p, 0, ceilDiv(a.full-s.tokens, a.c)
+	return false
+}
+
+func (a *tbAlgo) report(s *tbState, _, n int64, ok bool) (remaining, retryUS, resetUS int64) {
+	if !ok {
+		retryUS = ceilDiv(n*a.p-s.tokens, a.c)
+	}
+	return s.tokens / a.p, retryUS, ceilDiv(a.full-s.tokens, a.c)
 }

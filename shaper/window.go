@@ -37,10 +37,7 @@ func NewFixedWindow(lim Limit) *FixedWindow {
 
 // Allow reports whether one event for key fits in the current window, counting it
 // if so.
-func (m *FixedWindow) Allow(key string) bool {
-	d, _ := m.c.allowN(key, m.c.clock.nowUS(), 1)
-	return d.Allowed
-}
+func (m *FixedWindow) Allow(key string) bool { return m.c.allow1(key) }
 
 // AllowN counts n events for key if they fit in the current window. It returns a
 // *CostError (ErrNeverAllowed) if n > Rate.Count.
@@ -57,7 +54,7 @@ func (m *FixedWindow) AllowNAt(key string, t time.Time, n int64) (Decision, erro
 // recorded in the current window; a new Period starts a new window for each key.
 func (m *FixedWindow) SetLimit(lim Limit) { m.c.setLimit(newFW("SetLimit", lim)) }
 
-// Limit returns the current limit.
+// Limit returns the current limit, with Burst made explicit.
 func (m *FixedWindow) Limit() Limit { return m.c.getLimit() }
 
 type fwState struct {
@@ -71,6 +68,7 @@ type fwAlgo struct {
 
 func newFW(what string, lim Limit) *fwAlgo {
 	p, n, _ := lim.validate(what, true)
+	lim.Burst = n // explicit in Decision.Limit and Limit()
 	return &fwAlgo{lim: lim, p: p, n: n}
 }
 
@@ -88,22 +86,30 @@ func windowStart(now, p int64) int64 {
 
 func (a *fwAlgo) idle(s *fwState, now int64) bool { return s.count == 0 || now >= s.start+a.p }
 
-func (a *fwAlgo) decide(s *fwState, fresh bool, now, n int64) (ok bool, remaining, retryUS, resetUS int64) {
+func (a *fwAlgo) decide(s *fwState, fresh bool, now, n int64) bool {
 	if !fresh && now < s.start {
 		now = s.start
 	}
 	if w := windowStart(now, a.p); fresh || w != s.start {
 		s.start, s.count = w, 0
 	}
-	end := s.start + a.p - now
 	if s.count+n > a.n {
-		return false, max(a.n-s.count, 0), end, end
+		return false
 	}
 	s.count += n
-	if s.count == 0 {
-		end = 0
+	return true
+}
+
+func (a *fwAlgo) report(s *fwState, now, _ int64, ok bool) (remaining, retryUS, resetUS int64) {
+	now = max(now, s.start)
+	end := s.start + a.p - now
+	if !ok {
+		retryUS = end
 	}
-	return true, max(a.n-s.count, 0), 0, end
+	if s.count > 0 {
+		resetUS = end
+	}
+	return max(a.n-s.count, 0), retryUS, resetUS
 }
 
 // SlidingCounter is a keyed sliding-window counter (the seed's weighted window): it
@@ -151,10 +157,7 @@ func NewSlidingCounter(lim Limit) *SlidingCounter {
 
 // Allow reports whether one event for key fits in the estimated rolling window,
 // counting it if so.
-func (m *SlidingCounter) Allow(key string) bool {
-	d, _ := m.c.allowN(key, m.c.clock.nowUS(), 1)
-	return d.Allowed
-}
+func (m *SlidingCounter) Allow(key string) bool { return m.c.allow1(key) }
 
 // AllowN counts n events for key if they fit. It returns a *CostError
 // (ErrNeverAllowed) if n > Rate.Count.
@@ -171,7 +174,7 @@ func (m *SlidingCounter) AllowNAt(key string, t time.Time, n int64) (Decision, e
 // recorded; a new Period starts new windows.
 func (m *SlidingCounter) SetLimit(lim Limit) { m.c.setLimit(newSC("SetLimit", lim)) }
 
-// Limit returns the current limit.
+// Limit returns the current limit, with Burst made explicit.
 func (m *SlidingCounter) Limit() Limit { return m.c.getLimit() }
 
 type scState struct {
@@ -186,6 +189,7 @@ type scAlgo struct {
 
 func newSC(what string, lim Limit) *scAlgo {
 	p, n, _ := lim.validate(what, true)
+	lim.Burst = n // explicit in Decision.Limit and Limit()
 	return &scAlgo{lim: lim, p: p, n: n, np: n * p}
 }
 
@@ -196,7 +200,7 @@ func (a *scAlgo) idle(s *scState, now int64) bool {
 	return (s.cur == 0 && s.prev == 0) || now >= s.start+2*a.p
 }
 
-func (a *scAlgo) decide(s *scState, fresh bool, now, n int64) (ok bool, remaining, retryUS, resetUS int64) {
+func (a *scAlgo) decide(s *scState, fresh bool, now, n int64) bool {
 	if !fresh && now < s.start {
 		now = s.start
 	}
@@ -208,18 +212,23 @@ func (a *scAlgo) decide(s *scState, fresh bool, now, n int64) (ok bool, remainin
 		}
 		s.start, s.cur = w, 0
 	}
+	if (s.cur+n)*a.p+s.prev*(a.p-(now-s.start)) > a.np {
+		return false
+	}
+	s.cur += n
+	return true
+}
+
+func (a *scAlgo) report(s *scState, now, n int64, ok bool) (remaining, retryUS, resetUS int64) {
+	now = max(now, s.start)
 	e := now - s.start
 	weighted := s.prev * (a.p - e)
-	if (s.cur+n)*a.p+weighted > a.np {
+	if !ok {
 		if r := a.n - s.cur - n; r >= 0 {
 			retryUS = a.p - e - r*a.p/s.prev
 		} else {
 			retryUS = a.p - e + max(0, a.p-(a.n-n)*a.p/s.cur)
 		}
-		ok = false
-	} else {
-		s.cur += n
-		ok = true
 	}
 	remaining = max(0, (a.np-weighted)/a.p-s.cur)
 	switch {
@@ -228,5 +237,5 @@ func (a *scAlgo) decide(s *scState, fresh bool, now, n int64) (ok bool, remainin
 	case s.prev > 0:
 		resetUS = s.start + a.p - now
 	}
-	return ok, remaining, retryUS, resetUS
+	return remaining, retryUS, resetUS
 }

@@ -3,8 +3,8 @@
 -- and extends the lease; for a queued token it refreshes the waiter heartbeat.
 -- KEYS, ARGV[1..5]: see common.lua.
 -- ARGV[6] = weight (1..), ARGV[7] = lease ms, ARGV[8] = 1 to queue when not
--- granted, 0 to only try, ARGV[9] = waiter heartbeat TTL ms (also the claim time
--- of a hand-off), ARGV[10] = notify id of the calling process.
+-- granted, 0 to only try, ARGV[9] = waiter heartbeat TTL ms, ARGV[10] = notify
+-- id of the calling process.
 -- Returns {status, fence, limit, used, position, next}:
 --   status  1 granted (fence set), 0 queued (position = waiters ahead, next = ms
 --           until the earliest holder lease expires, -1 if none: the head waiter
@@ -31,13 +31,14 @@ if redis.call('ZSCORE', T, tok) then
   finish()
   return {-1, 0, limit, used, 0}
 end
-handoff()
+local empty = handoff()
 
 local held = redis.call('ZSCORE', H, tok)
 if held then
   if tonumber(held) < now + lease then
-    redis.call('ZADD', H, fmt(now + lease), tok)
+    redis.call('ZADD', H, now + lease, tok)
   end
+  touch(H, D, S)
   local fence = tonumber(redis.call('HGET', D, 'f:' .. tok) or '0')
   finish()
   return {1, fence, limit, used, 0}
@@ -54,13 +55,14 @@ if w > limit then
 end
 
 if queued then
-  redis.call('ZADD', QE, fmt(now + wait_ttl), tok)
+  redis.call('ZADD', QE, now + wait_ttl, tok)
+  touch(Q, QE, D, S)
   local pos = redis.call('ZRANK', Q, tok)
   finish()
   return {0, 0, limit, used, pos, next_expiry()}
 end
 
-if redis.call('ZCARD', Q) == 0 and used + w <= limit then
+if empty and used + w <= limit then
   local fence = grant(tok, w, now + lease)
   finish()
   return {1, fence, limit, used, 0}
@@ -74,8 +76,9 @@ end
 
 local seq = redis.call('HINCRBY', S, 'seq', 1)
 redis.call('ZADD', Q, seq, tok)
-redis.call('ZADD', QE, fmt(now + wait_ttl), tok)
-redis.call('HSET', D, 'w:' .. tok, fmt(w), 'c:' .. tok, id, 'l:' .. tok, fmt(wait_ttl))
+redis.call('ZADD', QE, now + wait_ttl, tok)
+redis.call('HSET', D, 'w:' .. tok, w, 'c:' .. tok, id, 'l:' .. tok, lease)
+touch(Q, QE, D, S)
 local pos = redis.call('ZRANK', Q, tok)
 finish()
 return {0, 0, limit, used, pos, next_expiry()}

@@ -8,7 +8,7 @@
 --   KEYS[3] = {name}:q   ZSET  waiter token -> queue number (FIFO order)
 --   KEYS[4] = {name}:qe  ZSET  waiter token -> heartbeat expiry (ms)
 --   KEYS[5] = {name}:d   HASH  w:<tok> weight, f:<tok> fence (holders),
---                              c:<tok> notify id, l:<tok> claim ms (waiters)
+--                              c:<tok> notify id, l:<tok> lease ms (waiters)
 --   KEYS[6] = {name}:t   ZSET  tombstone token -> expiry (ms)
 -- ARGV (common part):
 --   ARGV[1] = token ("" for none), ARGV[2] = configured limit (used only when the
@@ -16,13 +16,16 @@
 --   "spublish", ARGV[5] = notify channel prefix ({name}:n:), the channel of a waiter is
 --   prefix .. its notify id. Script-specific arguments start at ARGV[6].
 --
--- Time comes only from TIME. Numbers that can exceed 1e14 (fences in µs) are written
--- with string.format('%d') so Lua never formats them in scientific notation. The
+-- Time comes only from TIME. Numbers are passed to redis.call as Lua numbers,
+-- never through tostring or '..': Redis converts a number argument with all its
+-- digits (1795978983896001 stays 1795978983896001), while Lua's own formatting
+-- (%.14g) would write 1.795978983896e+15. Fences (µs, ~1.8e15) stay below 2^53,
+-- so they are exact in a Lua double. The
 -- scripts have no error paths after their first write: every input is validated by
 -- the Go caller.
 local S, H, Q, QE, D, T = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local tok = ARGV[1]
-local key_ttl = tonumber(ARGV[3])
+local key_ttl = ARGV[3]
 local pub = ARGV[4]
 local chan_prefix = ARGV[5]
 
@@ -31,33 +34,37 @@ local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
 local now_us = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 local BOUND = 64 -- at most this many expired entries of each kind reaped per call
 
-local function fmt(n)
-  return string.format('%d', n)
-end
-
--- The stored limit wins; the configured one initialises a new semaphore.
-local limit = tonumber(redis.call('HGET', S, 'limit') or '0')
-if limit < 1 then
-  limit = tonumber(ARGV[2])
-  redis.call('HSET', S, 'limit', fmt(limit))
+-- Keys written (or kept alive) by this call; finish() gives each a fresh TTL.
+local touched = {}
+local function touch(...)
+  for _, k in ipairs({...}) do
+    touched[k] = true
+  end
 end
 
 local function weight_of(t)
   return tonumber(redis.call('HGET', D, 'w:' .. t) or '0')
 end
 
--- used: the weight held; recomputed from the holders when the state hash was lost.
+-- State: the stored limit wins; the configured one initialises a new semaphore.
+-- used (the weight held) is recomputed from the holders when the state was lost.
+local st = redis.call('HMGET', S, 'limit', 'used', 'fence')
+local dirty = false
+local limit = tonumber(st[1] or '0')
+if limit < 1 then
+  limit = tonumber(ARGV[2])
+  dirty = true
+end
+local last_fence = tonumber(st[3] or '0')
 local used
-do
-  local u = redis.call('HGET', S, 'used')
-  if u then
-    used = tonumber(u)
-  else
-    used = 0
-    for _, h in ipairs(redis.call('ZRANGE', H, 0, -1)) do
-      used = used + weight_of(h)
-    end
+if st[2] then
+  used = tonumber(st[2])
+else
+  used = 0
+  for _, h in ipairs(redis.call('ZRANGE', H, 0, -1)) do
+    used = used + weight_of(h)
   end
+  dirty = true
 end
 
 local function drop_waiter(t)
@@ -68,21 +75,16 @@ end
 
 local function drop_holder(t)
   used = used - weight_of(t)
+  dirty = true
   redis.call('ZREM', H, t)
   redis.call('HDEL', D, 'w:' .. t, 'f:' .. t)
 end
 
--- Reap expired holders, dead waiters and old tombstones, each bounded.
+-- Reap expired holders (bounded). Dead waiters are dropped when they reach the
+-- head of the queue (handoff), tombstones by release.lua.
 local function reap()
   for _, h in ipairs(redis.call('ZRANGEBYSCORE', H, '-inf', now, 'LIMIT', 0, BOUND)) do
     drop_holder(h)
-  end
-  for _, w in ipairs(redis.call('ZRANGEBYSCORE', QE, '-inf', now, 'LIMIT', 0, BOUND)) do
-    drop_waiter(w)
-  end
-  local old = redis.call('ZRANGEBYSCORE', T, '-inf', now, 'LIMIT', 0, BOUND)
-  if #old > 0 then
-    redis.call('ZREM', T, unpack(old))
   end
 end
 
@@ -90,57 +92,66 @@ end
 -- max(last + 1, now in µs): monotonic, and seeded from time so that it keeps
 -- growing after the state is lost.
 local function grant(t, w, expiry)
-  local fence = tonumber(redis.call('HGET', S, 'fence') or '0') + 1
+  local fence = last_fence + 1
   if fence < now_us then
     fence = now_us
   end
-  redis.call('HSET', S, 'fence', fmt(fence))
-  redis.call('ZADD', H, fmt(expiry), t)
-  redis.call('HSET', D, 'w:' .. t, fmt(w), 'f:' .. t, fmt(fence))
+  last_fence = fence
+  redis.call('ZADD', H, expiry, t)
+  redis.call('HSET', D, 'w:' .. t, w, 'f:' .. t, fence)
   used = used + w
+  dirty = true
+  touch(H, D, S)
   return fence
 end
 
 -- Hand freed capacity to the head of the queue, in order, and notify exactly the
 -- granted waiters. FIFO with head-of-line blocking: a heavy head is never
--- overtaken, so it is not starved. A granted waiter holds the permit until its
--- claim time (its heartbeat TTL); its next acquire call claims it and sets the
--- full lease.
+-- overtaken, so it is not starved. The waiter is granted with its own lease and
+-- told its token and fence ("<token>:<fence>") on its process's channel, so it
+-- holds the permit without another call; if the message is lost, its next
+-- heartbeat (an idempotent acquire) finds it granted. A head whose heartbeat
+-- expired is dropped, not granted. Returns true when the queue is empty
+-- afterwards.
 local function handoff()
   for _ = 1, BOUND do
     local head = redis.call('ZRANGE', Q, 0, 0)[1]
     if not head then
-      return
+      return true
     end
     local w = weight_of(head)
-    if w < 1 then
-      drop_waiter(head) -- corrupt entry: never block the queue on it
+    local beat = tonumber(redis.call('ZSCORE', QE, head) or '0')
+    if w < 1 or beat <= now then
+      drop_waiter(head) -- dead or corrupt: never block the queue on it
     else
       if used + w > limit then
-        return
+        return false
       end
       local id = redis.call('HGET', D, 'c:' .. head)
-      local claim = tonumber(redis.call('HGET', D, 'l:' .. head) or '1000')
+      local lease = tonumber(redis.call('HGET', D, 'l:' .. head) or '1000')
       drop_waiter(head)
-      grant(head, w, now + claim)
+      local fence = grant(head, w, now + lease)
       if id then
-        redis.call(pub, chan_prefix .. id, head)
+        redis.call(pub, chan_prefix .. id, head .. ':' .. string.format('%d', fence))
       end
     end
   end
+  return redis.call('ZCARD', Q) == 0
 end
 
--- Write back used and keep every key alive for at least key_ttl. Keys are only
--- touched when their TTL fell below half of key_ttl (or they have none).
+-- Write back the state and give every key this call wrote or relies on a TTL of
+-- key_ttl, so that an idle semaphore vanishes. A key deleted by this call (an
+-- emptied ZSET or hash) is skipped by PEXPIRE.
 local function finish()
-  if redis.call('ZCARD', H) == 0 or used < 0 then
-    used = 0
+  if used ~= 0 and (used < 0 or redis.call('ZCARD', H) == 0) then
+    used = 0 -- self-heal: no holders, nothing in use
+    dirty = true
   end
-  redis.call('HSET', S, 'used', fmt(used))
-  for _, k in ipairs(KEYS) do
-    local pt = redis.call('PTTL', k)
-    if pt == -1 or (pt >= 0 and pt < key_ttl / 2) then
-      redis.call('PEXPIRE', k, fmt(key_ttl))
-    end
+  if dirty then
+    redis.call('HSET', S, 'limit', limit, 'used', used, 'fence', last_fence)
+    touched[S] = true
+  end
+  for k in pairs(touched) do
+    redis.call('PEXPIRE', k, key_ttl)
   end
 end

@@ -10,9 +10,13 @@ local tomb_ttl = tonumber(ARGV[6])
 local new_limit = tonumber(ARGV[7])
 
 reap()
+local old = redis.call('ZRANGEBYSCORE', T, '-inf', now, 'LIMIT', 0, BOUND)
+if #old > 0 then
+  redis.call('ZREM', T, unpack(old))
+end
 if new_limit > 0 then
   limit = new_limit
-  redis.call('HSET', S, 'limit', fmt(limit))
+  dirty = true
 end
 local was = 0
 if tok ~= '' then
@@ -23,7 +27,8 @@ if tok ~= '' then
     drop_waiter(tok)
     was = 2
   end
-  redis.call('ZADD', T, fmt(now + tomb_ttl), tok)
+  redis.call('ZADD', T, now + tomb_ttl, tok)
+  touch(T, S)
 end
 handoff()
 finish()

@@ -12,16 +12,19 @@ local readopt = ARGV[9] == '1'
 
 reap()
 if redis.call('ZSCORE', H, tok) then
-  redis.call('ZADD', H, fmt(now + lease), tok)
+  redis.call('ZADD', H, now + lease, tok)
+  touch(H, D, S)
   handoff()
   finish()
   return {1, limit, used}
 end
 handoff()
 if readopt and not redis.call('ZSCORE', T, tok) and used + w <= limit then
-  redis.call('ZADD', H, fmt(now + lease), tok)
-  redis.call('HSET', D, 'w:' .. tok, fmt(w), 'f:' .. tok, fence)
+  redis.call('ZADD', H, now + lease, tok)
+  redis.call('HSET', D, 'w:' .. tok, w, 'f:' .. tok, fence)
   used = used + w
+  dirty = true
+  touch(H, D, S)
   finish()
   return {2, limit, used}
 end

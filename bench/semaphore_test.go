@@ -1,0 +1,105 @@
+package bench
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/failsafe-go/failsafe-go/bulkhead"
+	"github.com/floodgate-go/floodgate/semaphore"
+	xsem "golang.org/x/sync/semaphore"
+)
+
+// The local semaphore beside x/sync/semaphore and failsafe-go's bulkhead (which
+// is unweighted, so every call takes one permit). The in-package benchmarks in
+// semaphore/ add a buffered channel and more cases.
+
+type permits interface {
+	acquire(ctx context.Context) error
+	tryAcquire() bool
+	release()
+}
+
+type fgSem struct{ s *semaphore.Weighted }
+
+func (p fgSem) acquire(ctx context.Context) error { return p.s.Acquire(ctx, 1) }
+func (p fgSem) tryAcquire() bool                  { return p.s.TryAcquire(1) }
+func (p fgSem) release()                          { p.s.Release(1) }
+
+type xSem struct{ s *xsem.Weighted }
+
+func (p xSem) acquire(ctx context.Context) error { return p.s.Acquire(ctx, 1) }
+func (p xSem) tryAcquire() bool                  { return p.s.TryAcquire(1) }
+func (p xSem) release()                          { p.s.Release(1) }
+
+type fsBulkhead struct{ b bulkhead.Bulkhead[any] }
+
+func (p fsBulkhead) acquire(ctx context.Context) error { return p.b.AcquirePermit(ctx) }
+func (p fsBulkhead) tryAcquire() bool                  { return p.b.TryAcquirePermit() }
+func (p fsBulkhead) release()                          { p.b.ReleasePermit() }
+
+var semImpls = []struct {
+	name string
+	new  func(n int64) permits
+}{
+	{"floodgate", func(n int64) permits { return fgSem{semaphore.New(n, semaphore.Config{})} }},
+	{"xsync", func(n int64) permits { return xSem{xsem.NewWeighted(n)} }},
+	{"failsafe", func(n int64) permits { return fsBulkhead{bulkhead.New[any](uint(n))} }},
+}
+
+func BenchmarkSemaphoreAcquireRelease(b *testing.B) {
+	ctx := context.Background()
+	for _, impl := range semImpls {
+		b.Run("impl="+impl.name, func(b *testing.B) {
+			p := impl.new(16)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := p.acquire(ctx); err != nil {
+					b.Fatal(err)
+				}
+				p.release()
+			}
+		})
+	}
+}
+
+func BenchmarkSemaphoreTryAcquireFull(b *testing.B) {
+	for _, impl := range semImpls {
+		b.Run("impl="+impl.name, func(b *testing.B) {
+			p := impl.new(1)
+			p.tryAcquire()
+			b.ReportAllocs()
+			for b.Loop() {
+				if p.tryAcquire() {
+					b.Fatal("acquired a full semaphore")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSemaphoreBlocked: 64 goroutines on 4 permits; ns/op per acquisition.
+func BenchmarkSemaphoreBlocked(b *testing.B) {
+	for _, impl := range semImpls {
+		b.Run("impl="+impl.name, func(b *testing.B) {
+			p := impl.new(4)
+			ctx := context.Background()
+			per := b.N/64 + 1
+			b.ReportAllocs()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for range 64 {
+				wg.Go(func() {
+					for range per {
+						if err := p.acquire(ctx); err != nil {
+							b.Error(err)
+							return
+						}
+						p.release()
+					}
+				})
+			}
+			wg.Wait()
+		})
+	}
+}

@@ -1,0 +1,129 @@
+// Package distsem is a weighted semaphore shared through Redis by every process
+// of a fleet: "at most 50 expensive report queries against the replica, across
+// all 12 API pods".
+//
+// Permits are leases: a holder that crashes gives its weight back when its lease
+// expires. Waiters queue in one FIFO queue across all processes and are granted
+// by the script that frees capacity (server-side hand-off), which notifies only
+// the waiters it granted. Every grant carries a fencing number. What happens when
+// Redis is unreachable is a policy: fail closed, fail open, or admit through a
+// bounded local share.
+//
+// # Usage
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+//	reports := distsem.New(rdb, "replica-reports", 50, distsem.Config{
+//		Policy:     breaker.FailLocal,
+//		LocalShare: 4, // ≈ 50 / 12 pods
+//	})
+//	defer reports.Close()
+//
+//	ctx, cancel := context.WithTimeout(ctx, 2*time.Second) // fail fast, don't pile up
+//	defer cancel()
+//	err := reports.Do(ctx, 1, func(ctx context.Context) error {
+//		return runReport(ctx) // ctx is cancelled if the lease is lost
+//	})
+//
+// # Correctness
+//
+// The weight held at the store never exceeds the limit: every decision is one
+// Lua script (acquire, renew or release) that checks and writes atomically, with
+// time taken only from Redis TIME, so client clocks never matter. Every script
+// is idempotent per client-generated token, because go-redis retries and a call
+// that timed out at the client may still run later: a repeated acquire returns
+// the same grant, and a release leaves a tombstone (Config.TombstoneTTL) that
+// refuses an acquire of the same token arriving after it. An Acquire that fails
+// or is cancelled releases its token in the background, detached from the
+// caller's context, so it leaves no orphan permit even if its call ran late.
+//
+// All keys of a semaphore share the hash tag {name} and are passed in KEYS, so
+// the scripts run on Redis Cluster; notifications use SPUBLISH there. Every key
+// has a TTL, refreshed by the calls that rely on it: an idle semaphore
+// disappears after about 2 × max(Lease, WaiterTTL, TombstoneTTL) + 10s.
+//
+// # The limit
+//
+// The limit is stored in Redis and authoritative. The first call that finds no
+// state stores the limit given to New; from then on every process obeys the
+// stored limit, whatever it was configured with, until the semaphore's keys
+// expire or Semaphore.SetLimit changes it. A process configured with a smaller
+// limit refuses weights above its own limit without I/O; one configured with a
+// larger limit gets ErrWeightExceedsLimit from Redis for weights above the
+// stored one. Stats reports both limits, so a mismatch can be alerted on.
+// Shrinking never revokes permits: holders drain.
+//
+// # Fairness and wake-ups
+//
+// Waiters of all processes form one FIFO queue with head-of-line blocking: a
+// heavy waiter at the head is never overtaken by lighter ones, so it is not
+// starved, at the cost of idle capacity while it waits for enough to free up.
+// TryAcquire never overtakes the queue either. The script that frees capacity
+// (a release, a renewal or acquire that reaps expired holders, SetLimit) grants
+// it to the head of the queue, with the waiter's own lease, and publishes the
+// token and fence on the notify channel of the waiter's process only: each
+// process has one pub/sub connection per Semaphore, opened when a caller first
+// has to wait. A granted waiter holds its permit without another call. A lost
+// message costs latency, not liveness: waiters heartbeat every WaiterTTL/3 with
+// an idempotent acquire that finds them granted, and the head of the queue also
+// calls when the earliest lease expires, so a crashed holder's permit is handed
+// on within its lease plus a round trip. There is no broadcast and no
+// fixed-interval polling.
+//
+// # Leases
+//
+// A Permit renews its lease every Lease/3 from a goroutine it owns. It keeps a
+// local deadline on the monotonic clock (the send time of the last successful
+// renewal plus Lease); if no renewal succeeds before it, or Redis answers that the
+// token is gone, the permit is lost: Permit.Lost is closed and Permit.Context is
+// cancelled with ErrLeaseLost. With Config.Readopt a holder whose token vanished
+// (data loss) puts it back when capacity allows, and Stats.Readopted counts it.
+// Release stops the renewal goroutine before it sends the release, so an
+// intentional release is never reported as lost.
+//
+// # When Redis fails
+//
+// Every call goes through a breaker.Breaker (Config.Breaker, one per Redis
+// endpoint, shared) and has its own deadline (Config.CallTimeout) within the
+// caller's; New refuses a go-redis client without ContextTimeoutEnabled, because
+// without it go-redis ignores context deadlines and a frozen Redis would hold
+// callers for its socket timeouts. Timeouts, refused connections and errors such
+// as LOADING count as failures; the caller's own cancellation does not. When
+// Redis cannot answer, Config.Policy decides: breaker.FailClosed (the default)
+// returns an error matching breaker.ErrUnavailable (with RetryAfter while the
+// breaker is open); breaker.FailOpen grants a permit held nowhere;
+// breaker.FailLocal grants from a local semaphore of Config.LocalShare, which
+// also counts this process's Redis-held permits. While the breaker is open no
+// call waits on the network.
+//
+// # Over-admission bounds
+//
+// The invariant holds at the store. The number of callers actually running can
+// exceed the limit in these documented cases, each bounded:
+//
+//   - Failover with replication lag: Redis replicates asynchronously, so grants
+//     acknowledged by a primary that dies before replicating them are unknown to
+//     the promoted replica, which can grant the same capacity again: up to 2 ×
+//     limit until the old holders' next renewals (≤ Lease/3) report them lost (or
+//     re-adopt them only where capacity allows). A restart without persistence is
+//     the same case.
+//   - A paused holder (GC pause, SIGSTOP, laptop sleep) whose lease expires while
+//     it still works: its weight is granted to another caller; each such holder
+//     adds its weight until it notices (its Lost channel closes by its local
+//     deadline, before or at the lease expiry on its own clock).
+//   - A Redis clock step forward expires leases early, with the same effect.
+//   - FailOpen while Redis is unavailable: unbounded (every call is admitted).
+//   - FailLocal while Redis is unavailable: at most LocalShare per process, so
+//     LocalShare × processes in total, plus permits granted by Redis before the
+//     outage that did not fit in the share. Permits granted locally stay held
+//     after Redis recovers until released; they are not reported to Redis.
+//
+// A waiter that dies after being granted by hand-off, before it learns of the
+// grant, holds its permit for one Lease (under-admission, not over-admission).
+//
+// # Concurrency
+//
+// A Semaphore and its Permits are safe for simultaneous use by multiple
+// goroutines. A Semaphore starts no goroutine in New: the pub/sub reader starts
+// with the first waiter and stops in Close; each Permit's renewal goroutine
+// stops in Release or when the lease is lost.
+package distsem

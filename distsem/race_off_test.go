@@ -1,0 +1,5 @@
+//go:build !race
+
+package distsem_test
+
+const raceEnabled = false

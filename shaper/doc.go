@@ -1,0 +1,74 @@
+// Package shaper controls how fast work starts: a [Queue] that delays work to a
+// steady rate (the leaky bucket as a shaper), and meters that admit or reject each
+// call at once with an honest retry-after: [Meter] (GCRA, the leaky bucket as a
+// meter), [TokenBucket], [FixedWindow], [SlidingLog] and [SlidingCounter], the five
+// algorithms of the seed document.
+//
+// # Which one
+//
+// The algorithms answer different policy questions. First decide whether bursts
+// should be delayed or rejected, then whether a boundary approximation is acceptable:
+//
+//   - Delay bursts, smooth the flow to a downstream (background jobs): [Queue].
+//   - Reject over the rate, allow bursts up to Burst, O(1) memory, exact: [Meter]
+//     (GCRA); [TokenBucket] admits exactly the same, in token vocabulary.
+//   - Count per window, simplest, up to 2× around a boundary: [FixedWindow].
+//   - Never more than Count in any rolling window, O(Count) memory per key:
+//     [SlidingLog].
+//   - About Count per rolling window in O(1) memory (a weighted estimate):
+//     [SlidingCounter].
+//
+// # Rates and limits
+//
+// A [Rate] is Count events per Period ([PerSecond], [PerMinute], [Every]); a [Limit]
+// adds Burst, the most admitted at once. They are separate fields, so "5 a minute,
+// 5 at once" is Limit{Rate: PerMinute(5), Burst: 5} and never a float.
+//
+// # Meters
+//
+// Every meter is keyed: one value serves millions of keys (tenants, API keys,
+// routes), with state created on first use and forgotten once it is idle again.
+// They share one method set, so callers can declare the small interface they need:
+//
+//	Allow(key string) bool
+//	AllowN(key string, n int64) (Decision, error)
+//	AllowNAt(key string, t time.Time, n int64) (Decision, error)
+//	SetLimit(lim Limit)
+//	Limit() Limit
+//
+// A [Decision] carries Allowed, Remaining, RetryAfter, ResetAfter and the Limit;
+// [Decision.Err] turns a denial into a *[LimitError]. A cost larger than the most the
+// meter can ever admit at once is refused with ErrNeverAllowed, never with a
+// retry-after that cannot succeed. The arithmetic is in integer microseconds, exact
+// (no floats) and written out in each type's documentation, so a Redis Lua port of
+// the same lines returns the same decisions.
+//
+//	m := shaper.NewMeter(shaper.Limit{Rate: shaper.PerMinute(5), Burst: 5})
+//	d, err := m.AllowN("tenant:acme:export", 1)
+//	if err == nil {
+//		err = d.Err() // nil, or a *LimitError with RetryAfter
+//	}
+//
+// # Queue
+//
+//	q := shaper.NewQueue(shaper.PerSecond(5), shaper.Config{MaxQueue: 1000})
+//	defer q.Close()
+//	if err := q.Wait(ctx, 1); err != nil {
+//		return err // ctx.Err(), ErrQueueFull, ErrLimited (with RetryAfter) or ErrClosed
+//	}
+//
+// Its schedule is virtual, so the rate stays exact even where sleeps are coarse; see
+// [Queue] for the details, cancellation, Close and Shutdown.
+//
+// # Errors
+//
+// Every refusal that can be retried has a RetryAfter() time.Duration method and
+// matches a sentinel with errors.Is: *[LimitError] (ErrLimited), *[QueueFullError]
+// (ErrQueueFull). *[CostError] (ErrNeverAllowed) deliberately has no RetryAfter.
+//
+// # Concurrency
+//
+// All types are safe for concurrent use. No constructor starts a goroutine; state
+// advances lazily on calls. Zero values fail closed: a zero meter rejects every call
+// and a zero Queue returns ErrClosed.
+package shaper
