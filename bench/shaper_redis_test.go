@@ -52,9 +52,9 @@ func redisClient(b *testing.B) (*redis.Client, *roundTrips) {
 	return rdb, rt
 }
 
-// redisCPU returns the total usec and calls of every command in INFO
+// meterRedisCPU returns the total usec and calls of every command in INFO
 // commandstats except INFO itself.
-func redisCPU(b *testing.B, rdb *redis.Client) (usec int64) {
+func meterRedisCPU(b *testing.B, rdb *redis.Client) (usec int64) {
 	s, err := rdb.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
@@ -184,7 +184,7 @@ func benchDecider(b *testing.B, rdb *redis.Client, rt *roundTrips, d decider, co
 	if _, err := d(ctx, "warm"); err != nil {
 		b.Fatal(err)
 	}
-	cpu0, rt0 := redisCPU(b, rdb), rt.n.Load()
+	cpu0, rt0 := meterRedisCPU(b, rdb), rt.n.Load()
 	start := time.Now()
 	var ops atomic.Int64
 	if conc == 1 {
@@ -216,7 +216,7 @@ func benchDecider(b *testing.B, rdb *redis.Client, rt *roundTrips, d decider, co
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
-	cpu1, rt1 := redisCPU(b, rdb), rt.n.Load()
+	cpu1, rt1 := meterRedisCPU(b, rdb), rt.n.Load()
 	n := float64(ops.Load())
 	b.ReportMetric(n/elapsed.Seconds(), "ops/s")
 	b.ReportMetric(float64(rt1-rt0-1)/n, "roundtrips/op") // -1: the INFO call
