@@ -155,6 +155,7 @@ type redisLimit struct {
 
 func newRedisLimit(what string, lim Limit, window bool) *redisLimit {
 	p, c, b := lim.validate(what, window)
+	lim.Burst = b // explicit, as the in-process meters report it
 	return &redisLimit{
 		lim: lim, max: b, p: p, c: c,
 		args: [3]any{strconv.FormatInt(p, 10), strconv.FormatInt(c, 10), strconv.FormatInt(b, 10)},
@@ -262,7 +263,7 @@ func checkClient(what string, client redis.UniversalClient) {
 // Key returns the Redis key holding the state of key.
 func (m *RedisMeter) Key(key string) string { return m.prefix + "{" + key + "}" }
 
-// Limit returns the current limit.
+// Limit returns the current limit, with Burst made explicit.
 func (m *RedisMeter) Limit() Limit {
 	if rl := m.lim.Load(); rl != nil {
 		return rl.lim

@@ -32,11 +32,11 @@ type bcall struct {
 	script   *redis.Script
 	deadline time.Time // of the caller's context; zero if none
 	keys     [1]string
-	args   []any
-	v      any
-	err    error
-	lead   bool          // woken to lead, not with an answer
-	done   chan struct{} // closed when v/err are set or lead is set
+	args     []any
+	v        any
+	err      error
+	lead     bool          // woken to lead, not with an answer
+	done     chan struct{} // closed when v/err are set or lead is set
 }
 
 var bcallPool = sync.Pool{New: func() any { return &bcall{done: make(chan struct{}, 1)} }}

@@ -83,6 +83,9 @@ func TestRedisDifferential(t *testing.T) {
 	for kind := range kinds {
 		t.Run("algo="+kindNames[kind], func(t *testing.T) {
 			seed := uint64(time.Now().UnixNano())
+			if s := os.Getenv("SHAPER_DIFF_SEED"); s != "" {
+				seed, _ = strconv.ParseUint(s, 10, 64)
+			}
 			r := rand.New(rand.NewPCG(seed, uint64(kind)))
 			t.Logf("seed %d", seed)
 			var allowed, denied int
@@ -94,6 +97,7 @@ func TestRedisDifferential(t *testing.T) {
 				rm.now = func() int64 { return now }
 				key := fmt.Sprintf("k%d", s)
 				max := lim.burst()
+				var hist []string
 				for i := range steps {
 					if r.IntN(100) == 0 { // change the limit on both sides
 						lim = randomLimit(r, algoKind(kind))
@@ -114,6 +118,7 @@ func TestRedisDifferential(t *testing.T) {
 					}
 					var n int64
 					now, n = randomStep(r, now, lim, max)
+					hist = append(hist, fmt.Sprintf("t=%d n=%d", now, n))
 					want, werr := localAt(local, key, now, n)
 					got, gerr := rm.AllowN(ctx, key, n)
 					if werr != nil || gerr != nil {
@@ -125,7 +130,7 @@ func TestRedisDifferential(t *testing.T) {
 						denied++
 					}
 					if got != want {
-						t.Fatalf("seq %d step %d (%v, t=%d, n=%d):\nredis %+v\nlocal %+v", s, i, lim, now, n, got, want)
+						t.Fatalf("seq %d step %d (%v, t=%d, n=%d):\nredis %+v\nlocal %+v\nlast steps: %v", s, i, lim, now, n, got, want, hist[len(hist)-min(len(hist), 8):])
 					}
 				}
 			}

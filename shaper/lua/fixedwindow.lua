@@ -13,18 +13,20 @@ if v then
   local s = ints(v, 2)
   if s then start, count, fresh = s[1], s[2], false end
 end
+local t0 = now
 if not fresh and now < start then now = start end
 local w = now - (now % P)
 if fresh or w ~= start then
   start, count = w, 0
 end
-local stop = start + P - now
+-- The answer is reported at the call's time, clamped to the (new) window start.
+local stop = start + P - math.max(t0, start)
 if count + n > N then
   return {0, math.max(N - count, 0), stop, stop}
 end
 count = count + n
 if count == 0 then stop = 0 end
 if not fresh or n > 0 then
-  redis.call('SET', KEYS[1], string.format('%d %d', start, count), 'PX', ttlms(start + P - now))
+  redis.call('SET', KEYS[1], string.format('%d %d', start, count), 'PX', ttlms(stop))
 end
 return {1, math.max(N - count, 0), 0, stop}

@@ -14,6 +14,7 @@ if v then
   local s = ints(v, 3)
   if s then start, prev, cur, fresh = s[1], s[2], s[3], false end
 end
+local t0 = now
 if not fresh and now < start then now = start end
 local w = now - (now % P)
 if fresh or w ~= start then
@@ -24,19 +25,22 @@ if fresh or w ~= start then
   end
   start, cur = w, 0
 end
+local allowed, retry = 0, 0
+if (cur + n) * P + prev * (P - (now - start)) <= NP then
+  cur = cur + n
+  allowed = 1
+end
+-- The answer is reported at the call's time, clamped to the (new) window start.
+now = math.max(t0, start)
 local e = now - start
 local weighted = prev * (P - e)
-local allowed, retry = 0, 0
-if (cur + n) * P + weighted > NP then
+if allowed == 0 then
   local r = N - cur - n
   if r >= 0 then
     retry = P - e - idiv(r * P, prev)
   else
     retry = P - e + math.max(0, P - idiv((N - n) * P, cur))
   end
-else
-  cur = cur + n
-  allowed = 1
 end
 local remaining = math.max(0, idiv(NP - weighted, P) - cur)
 local reset = 0
