@@ -208,3 +208,29 @@ func TestLeaseInvalid(t *testing.T) {
 		t.Errorf("Wait(5) with Batch 4: %v, want ErrNeverAllowed", err)
 	}
 }
+
+// TestLeaseCloseWaitsForRefill: with Redis frozen, a refill in flight is waited
+// for by Close (it ends with its call timeout), so no goroutine outlives the
+// Lease, and the failed refill is counted.
+func TestLeaseCloseWaitsForRefill(t *testing.T) {
+	srv := redistest.Start(t)
+	m := shaper.NewRedisMeter(srv.Client(), shaper.Limit{Rate: shaper.PerSecond(100), Burst: 100},
+		shaper.RedisConfig{CallTimeout: 200 * time.Millisecond})
+	l := m.Lease("k", shaper.LeaseConfig{})
+	srv.Pause()
+	defer srv.Resume()
+	if l.Allow() {
+		t.Fatal("Allow with no tokens yet: true")
+	}
+	start := time.Now()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	el := time.Since(start)
+	if st := l.Stats(); st.Refills != 1 || st.Errors != 1 {
+		t.Errorf("after Close: %+v, want the one refill finished, failed", st)
+	}
+	if el < 100*time.Millisecond || el > 2*time.Second {
+		t.Errorf("Close took %v, want about the 200ms call timeout of the refill it waited for", el)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -339,21 +340,34 @@ type call struct {
 // result wraps a Decision so that breaker.Do's zero value is distinguishable.
 type result struct{ d Decision }
 
+// evalBuf holds the KEYS and ARGV of one script call. go-redis copies them into
+// its command, so they are reused (from evalPool) once the call has returned.
+type evalBuf struct {
+	keys [1]string
+	args [5]any
+}
+
+var evalPool = sync.Pool{New: func() any { return new(evalBuf) }}
+
 func (c call) run(ctx context.Context) (result, error) {
 	m := c.m
-	var args []any
+	buf := evalPool.Get().(*evalBuf)
+	buf.args[0], buf.args[1], buf.args[2], buf.args[3] = c.rl.args[0], c.rl.args[1], c.rl.args[2], c.n
+	args := buf.args[:4]
 	if m.now != nil {
-		args = []any{c.rl.args[0], c.rl.args[1], c.rl.args[2], c.n, m.now()}
-	} else {
-		args = []any{c.rl.args[0], c.rl.args[1], c.rl.args[2], c.n}
+		buf.args[4] = m.now()
+		args = buf.args[:5]
 	}
 	var v any
 	var err error
 	if m.batch != nil {
 		v, err = m.batch.run(ctx, m.script, m.Key(c.key), args)
 	} else {
-		v, err = m.script.Run(ctx, m.client, []string{m.Key(c.key)}, args...).Result()
+		buf.keys[0] = m.Key(c.key)
+		v, err = m.script.Run(ctx, m.client, buf.keys[:], args...).Result()
 	}
+	*buf = evalBuf{}
+	evalPool.Put(buf)
 	if err != nil {
 		return result{}, err
 	}
