@@ -246,6 +246,12 @@ func (l *Lease) Wait(ctx context.Context, n int64) error {
 	}
 	timer := time.NewTimer(l.wait)
 	defer timer.Stop()
+	var retry *time.Timer // wakes the wait when Redis said to try again later
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
 	for {
 		l.mu.Lock()
 		ch := l.refilled
@@ -259,8 +265,20 @@ func (l *Lease) Wait(ctx context.Context, n int64) error {
 		if ok, ra = l.take(n); ok {
 			return nil
 		}
+		// No refill was started if Redis had no token (or failed) and said when
+		// to try again: wake up then to start one.
+		var retryC <-chan time.Time
+		if d := time.Duration(l.retryAt.Load() - l.now()); d > 0 && !l.refilling.Load() {
+			if retry == nil {
+				retry = time.NewTimer(d)
+			} else {
+				retry.Reset(d)
+			}
+			retryC = retry.C
+		}
 		select {
 		case <-ch:
+		case <-retryC:
 		case <-timer.C:
 			l.rejected.Add(1)
 			return &LimitError{Delay: ra}

@@ -234,3 +234,24 @@ func TestLeaseCloseWaitsForRefill(t *testing.T) {
 		t.Errorf("Close took %v, want about the 200ms call timeout of the refill it waited for", el)
 	}
 }
+
+// TestLeaseWaitRetriesWhenRedisHadNone: a refill that finds no token in Redis
+// defers the next one until Redis's retry-after; a waiter wakes then and gets
+// the tokens, rather than sleeping out MaxWait.
+func TestLeaseWaitRetriesWhenRedisHadNone(t *testing.T) {
+	db := redistest.Connect(t)
+	ctx := context.Background()
+	m := shaper.NewRedisMeter(db.Client, shaper.Limit{Rate: shaper.PerSecond(20), Burst: 2}, shaper.RedisConfig{Prefix: db.Prefix})
+	if d, err := m.AllowN(ctx, "k", 2); err != nil || !d.Allowed {
+		t.Fatalf("emptying the bucket: %+v, %v", d, err)
+	}
+	l := m.Lease("k", shaper.LeaseConfig{Batch: 2, LowWater: 1, Exhaustion: shaper.ExhaustWait, MaxWait: 2 * time.Second})
+	defer l.Close()
+	start := time.Now()
+	if err := l.Wait(ctx, 1); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if el := time.Since(start); el > time.Second {
+		t.Errorf("Wait took %v; a token is due within 50ms", el)
+	}
+}
