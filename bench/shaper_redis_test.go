@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -292,8 +293,17 @@ func BenchmarkRedisLease(b *testing.B) {
 			l := m.Lease("lease", shaper.LeaseConfig{Batch: 1000, LowWater: 250, Exhaustion: shaper.ExhaustWait, MaxWait: time.Second, Expiry: -1})
 			defer l.Close()
 			benchDecider(b, rdb, rt, func(ctx context.Context, _ string) (bool, error) {
-				return true, l.Wait(ctx, 1)
+				err := l.Wait(ctx, 1)
+				if errors.Is(err, shaper.ErrLimited) {
+					return false, nil // a waiter that lost every race for MaxWait (see Lease)
+				}
+				return err == nil, err
 			}, conc)
+			if st := l.Stats(); st.Errors > 0 {
+				b.Errorf("lease stats: %+v", st)
+			} else {
+				b.ReportMetric(float64(st.Rejected)/float64(st.Served+st.Rejected), "rejected/op")
+			}
 		})
 	}
 }

@@ -96,6 +96,11 @@ type LeaseStats struct {
 // calls a process makes in a few round trips' time keeps Redis off the hot path
 // with little of either.
 //
+// Waiting (ExhaustWait) is not FIFO: a refill wakes every waiter, and callers
+// already running may take the tokens first. When the key is saturated, a waiter
+// can lose every race and be refused after MaxWait; the benchmark sees a few in
+// millions at 128 goroutines.
+//
 // The zero Lease rejects every call; use [RedisMeter.Lease]. A Lease is safe
 // for concurrent use by multiple goroutines. It starts a goroutine only for a
 // refill in flight, and Close waits for it.
