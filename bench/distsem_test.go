@@ -20,7 +20,7 @@ import (
 // other tests cannot skew the Redis CPU figures). Round trips are counted with a
 // go-redis hook: every command or pipeline sent is one round trip. Script calls
 // are told apart by their argument count (EVALSHA sha numkeys 6 keys + ARGV):
-// acquire has 10 ARGV, renew 9, release 7.
+// acquire has 10 ARGV, renew 9, release 8.
 
 type rttCounter struct {
 	all, acquire, renew, release atomic.Int64
@@ -37,7 +37,7 @@ func (c *rttCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 				c.acquire.Add(1)
 			case 9:
 				c.renew.Add(1)
-			case 7:
+			case 8:
 				c.release.Add(1)
 			}
 		}
@@ -138,38 +138,61 @@ func BenchmarkDistsemPair(b *testing.B) {
 }
 
 // BenchmarkDistsemParallel: Acquire+Release pairs from 32 goroutines with no
-// contention for permits (limit 1<<20), reported as pairs/s, and Redis CPU per
-// pair as pairs per Redis CPU second ("per core"). Target: ≥ 55k pairs/s.
+// contention for permits (limit 1<<20), reported as pairs/s and as pairs per
+// Redis CPU second ("per core": Redis runs scripts on one thread), beside two
+// bare EVALSHA calls of a trivial script per op from the same 32 goroutines (the
+// ceiling for two round trips on this machine). Target: ≥ 55k pairs/s.
 func BenchmarkDistsemParallel(b *testing.B) {
 	_, rdb, _ := benchServer(b)
-	s := distsem.New(rdb, "par", 1<<20, distsem.Config{})
-	defer s.Close()
 	ctx := context.Background()
-	cpu0 := redisCPU(b, rdb)
-	start := time.Now()
-	b.SetParallelism(max(1, 32/max(1, runtimeGOMAXPROCS())))
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
+	par := max(1, 32/max(1, runtime.GOMAXPROCS(0)))
+	measure := func(b *testing.B, op func() error) {
+		cpu0 := redisCPU(b, rdb)
+		start := time.Now()
+		b.SetParallelism(par)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := op(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		el := time.Since(start)
+		cpu := redisCPU(b, rdb) - cpu0
+		b.ReportMetric(float64(b.N)/el.Seconds(), "pairs/s")
+		if cpu > 0 {
+			b.ReportMetric(float64(b.N)/cpu.Seconds(), "pairs/redis-cpu-s")
+		}
+	}
+	b.Run("impl=evalsha2", func(b *testing.B) {
+		sc := redis.NewScript("return 1")
+		sc.Load(ctx, rdb)
+		measure(b, func() error {
+			if err := sc.EvalSha(ctx, rdb, []string{"{x}"}).Err(); err != nil {
+				return err
+			}
+			return sc.EvalSha(ctx, rdb, []string{"{x}"}).Err()
+		})
+	})
+	b.Run("impl=distsem", func(b *testing.B) {
+		s := distsem.New(rdb, "par", 1<<20, distsem.Config{})
+		defer s.Close()
+		measure(b, func() error {
 			p, err := s.Acquire(ctx, 1)
 			if err != nil {
-				b.Error(err)
-				return
+				return err
 			}
-			p.Release(ctx)
-		}
+			return p.Release(ctx)
+		})
 	})
-	el := time.Since(start)
-	cpu := redisCPU(b, rdb) - cpu0
-	b.ReportMetric(float64(b.N)/el.Seconds(), "pairs/s")
-	if cpu > 0 {
-		b.ReportMetric(float64(b.N)/cpu.Seconds(), "pairs/redis-cpu-s")
-	}
 }
 
 // BenchmarkDistsemContended: 32 goroutines in 4 simulated processes (own
 // clients) share a limit of 4, each holding its permit ~1ms. Reports acquire
 // script calls per grant (target ≤ 1.2: each waiter is granted by hand-off and
-// claims with one call), grants/s, and the p50/p99 wait beside the wait of an
+// claims with one call), grants/s and grants per Redis CPU second, and the
+// p50/p99 wait beside the wait of an
 // ideal FIFO queue with the same hold times (32 callers over 4 permits: each
 // waits for 7 holds of the 8 in a round, 28/4 = 7 × hold).
 func BenchmarkDistsemContended(b *testing.B) {
@@ -184,9 +207,9 @@ func BenchmarkDistsemContended(b *testing.B) {
 		sems[i] = distsem.New(cl, "cont", limit, distsem.Config{})
 		defer sems[i].Close()
 	}
-	_ = rdb
 	ctx := context.Background()
 	c.acquire.Store(0)
+	cpu0 := redisCPU(b, rdb)
 	var left atomic.Int64
 	left.Store(int64(b.N))
 	var mu sync.Mutex
@@ -223,6 +246,9 @@ func BenchmarkDistsemContended(b *testing.B) {
 	}
 	b.ReportMetric(float64(c.acquire.Load())/float64(len(waits)), "acquire-calls/grant")
 	b.ReportMetric(float64(len(waits))/el.Seconds(), "grants/s")
+	if cpu := redisCPU(b, rdb) - cpu0; cpu > 0 {
+		b.ReportMetric(float64(len(waits))/cpu.Seconds(), "grants/redis-cpu-s")
+	}
 	b.ReportMetric(float64(waits[len(waits)/2].Microseconds())/1000, "p50-wait-ms")
 	b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds())/1000, "p99-wait-ms")
 	// Ideal FIFO: every caller waits for (callers - limit) / limit holds. The
@@ -231,5 +257,3 @@ func BenchmarkDistsemContended(b *testing.B) {
 	meanHold := time.Duration(float64(el) * limit / float64(len(waits)))
 	b.ReportMetric(float64((procs*per-limit)/limit)*float64(meanHold.Microseconds())/1000, "ideal-fifo-wait-ms")
 }
-
-func runtimeGOMAXPROCS() int { return runtime.GOMAXPROCS(0) }

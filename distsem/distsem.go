@@ -37,9 +37,10 @@ type Config struct {
 	// held for one Lease, like a holder that crashed. If zero, 3s.
 	WaiterTTL time.Duration
 
-	// TombstoneTTL is how long Redis remembers a released token, so that an
-	// acquire of it that runs late (a go-redis retry, a call that timed out at the
-	// client but sat in a socket) is refused rather than granted. If zero, 10s.
+	// TombstoneTTL is how long Redis remembers the token of an acquire that
+	// failed or was cancelled, once it is released, so that the acquire, if it
+	// runs late (a go-redis retry, a call that timed out at the client but sat in
+	// a socket), is refused rather than granted. If zero, 10s.
 	TombstoneTTL time.Duration
 
 	// Readopt makes a holder whose token vanished from Redis (expiry during a
@@ -115,7 +116,8 @@ type Semaphore struct {
 // is only used to refuse at once a weight above it. Stats reports both.
 //
 // New panics if limit < 1, if name is empty or contains '{' or '}', if a
-// duration in cfg is negative or Lease < 3 × CallTimeout, or if client is a
+// duration in cfg is negative, if Lease or WaiterTTL < 3 × CallTimeout (a
+// renewal or heartbeat must fit in its period), or if client is a
 // *redis.Client, *redis.ClusterClient or *redis.Ring without
 // ContextTimeoutEnabled: without it go-redis ignores context deadlines and a
 // frozen Redis would hold callers for its socket timeouts.
@@ -146,6 +148,9 @@ func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Se
 	}
 	if cfg.Lease < 3*cfg.CallTimeout {
 		panic("distsem: Lease < 3 × CallTimeout")
+	}
+	if cfg.WaiterTTL < 3*cfg.CallTimeout {
+		panic("distsem: WaiterTTL < 3 × CallTimeout")
 	}
 	sharded := false
 	switch c := client.(type) {
@@ -391,7 +396,7 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // retrying store failures until it succeeds, the lease has passed (the permit
 // is then gone anyway) or the Semaphore is closed.
 func (s *Semaphore) cleanup(tok string) {
-	args := s.args(tok, s.cfg.TombstoneTTL.Milliseconds(), 0)
+	args := s.args(tok, s.cfg.TombstoneTTL.Milliseconds(), 0, 1) // always tombstone
 	s.mu.Lock()
 	if s.closed {
 		// No background work after Close: one attempt, bounded by CallTimeout.
@@ -426,7 +431,7 @@ func (s *Semaphore) SetLimit(ctx context.Context, limit int64) error {
 	if limit < 1 {
 		panic("distsem: limit < 1")
 	}
-	_, _, _, err := s.call(ctx, breaker.FailClosed, releaseScript, s.args("", s.cfg.TombstoneTTL.Milliseconds(), limit))
+	_, _, _, err := s.call(ctx, breaker.FailClosed, releaseScript, s.args("", s.cfg.TombstoneTTL.Milliseconds(), limit, 0))
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr

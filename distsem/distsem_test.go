@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -156,7 +157,7 @@ func onlyOwnKeys(t *testing.T, db *redistest.DB, s *distsem.Semaphore) {
 }
 
 // acquireCalls counts acquire script calls (EVALSHA or EVAL with 6 keys and 10
-// arguments; renew has 9, release 7).
+// arguments; renew has 9, release 8).
 type acquireCalls struct{ n atomic.Int64 }
 
 func (c *acquireCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -473,6 +474,9 @@ func TestNewPanicsOnProgrammerErrors(t *testing.T) {
 		{"lease shorter than 3 calls", func() {
 			distsem.New(ok, "x", 1, distsem.Config{Lease: time.Second, CallTimeout: time.Second})
 		}},
+		{"waiter TTL shorter than 3 calls", func() {
+			distsem.New(ok, "x", 1, distsem.Config{WaiterTTL: 500 * time.Millisecond, CallTimeout: 200 * time.Millisecond})
+		}},
 		{"weight 0", func() { distsem.New(ok, "x", 1, distsem.Config{}).Acquire(context.Background(), 0) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -485,4 +489,100 @@ func TestNewPanicsOnProgrammerErrors(t *testing.T) {
 			tc.f()
 		})
 	}
+}
+
+// TestStoredLimitWins: a process configured with another limit obeys the one
+// stored in Redis; SetLimit changes it for everyone and hands new capacity to
+// the queue at once.
+func TestStoredLimitWins(t *testing.T) {
+	db := redistest.Connect(t)
+	name := db.Prefix + "sem"
+	ctx := t.Context()
+	s5 := newSem(t, db.Client, name, 5, distsem.Config{})
+	s10 := newSem(t, db.Client, name, 10, distsem.Config{})
+	first, err := s5.Acquire(ctx, 1) // stores limit 5
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := s10.TryAcquire(ctx, 6); !errors.Is(err, distsem.ErrWeightExceedsLimit) {
+		t.Fatalf("TryAcquire(6) by a process configured with 10, stored limit 5 = %v, %v; want ErrWeightExceedsLimit", p, err)
+	}
+	rest, err := s10.Acquire(ctx, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := s10.TryAcquire(ctx, 1); !errors.Is(err, distsem.ErrNoCapacity) {
+		t.Fatalf("TryAcquire(1) with 5 of stored 5 held = %v, %v; want ErrNoCapacity", p, err)
+	}
+	if st := stats(t, s10); st.Limit != 5 || st.ConfiguredLimit != 10 || st.InUse != 5 {
+		t.Fatalf("Stats = %+v, want Limit 5, ConfiguredLimit 10, InUse 5", st)
+	}
+	got := make(chan error, 1)
+	go func() {
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		p, err := s10.Acquire(c, 2)
+		if err == nil {
+			defer p.Release(ctx)
+		}
+		got <- err
+	}()
+	waitFor(t, 5*time.Second, "waiter not queued", func() bool { return stats(t, s5).Waiters == 1 })
+	start := time.Now()
+	if err := s5.SetLimit(ctx, 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("queued Acquire(2) after SetLimit(7): %v", err)
+	}
+	// Handed off by SetLimit's script, not found by a heartbeat (1s).
+	if el := time.Since(start); el > 500*time.Millisecond {
+		t.Errorf("waiter granted %v after SetLimit, want at once", el)
+	}
+	first.Release(ctx)
+	rest.Release(ctx)
+}
+
+// distsemGoroutines counts goroutines running distsem code (excluding tests).
+func distsemGoroutines() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "floodgate/distsem.(") && !strings.Contains(g, "distsem_test.") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestNoGoroutineOutlivesItsOwner: after Release and Close, no goroutine of the
+// Semaphore (pub/sub reader, background releases) or its Permits (renewals)
+// is left.
+func TestNoGoroutineOutlivesItsOwner(t *testing.T) {
+	db := redistest.Connect(t)
+	s := distsem.New(db.Client, db.Prefix+"sem", 1, distsem.Config{Lease: 300 * time.Millisecond, CallTimeout: 100 * time.Millisecond})
+	ctx := t.Context()
+	h, err := s.Acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *distsem.Permit)
+	go func() { // queues: starts the pub/sub reader
+		p, err := s.Acquire(ctx, 1)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- p
+	}()
+	c, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	s.Acquire(c, 1) // times out: a background release
+	cancel()
+	time.Sleep(250 * time.Millisecond) // renewals run
+	h.Release(ctx)
+	if p := <-got; p != nil {
+		p.Release(ctx)
+	}
+	s.Close()
+	waitFor(t, 2*time.Second, "distsem goroutines left after Release and Close", func() bool { return distsemGoroutines() == 0 })
 }

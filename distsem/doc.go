@@ -31,10 +31,14 @@
 // time taken only from Redis TIME, so client clocks never matter. Every script
 // is idempotent per client-generated token, because go-redis retries and a call
 // that timed out at the client may still run later: a repeated acquire returns
-// the same grant, and a release leaves a tombstone (Config.TombstoneTTL) that
-// refuses an acquire of the same token arriving after it. An Acquire that fails
-// or is cancelled releases its token in the background, detached from the
-// caller's context, so it leaves no orphan permit even if its call ran late.
+// the same grant, and the release of a token whose acquire failed or was
+// cancelled leaves a tombstone (Config.TombstoneTTL) that refuses an acquire of
+// the same token arriving after it. An Acquire that fails or is cancelled
+// releases its token in the background, detached from the caller's context, so
+// it leaves no orphan permit even if its call ran late. (Permit.Release of a
+// grant the client saw writes no tombstone, unless Config.Readopt is set: no
+// acquire of that token can still be pending, and it saves a write and memory
+// per release.)
 //
 // All keys of a semaphore share the hash tag {name} and are passed in KEYS, so
 // the scripts run on Redis Cluster; notifications use SPUBLISH there. Every key

@@ -483,3 +483,60 @@ func TestFailLocal(t *testing.T) {
 		p.Release(ctx)
 	}
 }
+
+// TestFailLocalBoundUnderLoad: 4 processes with a local share of 2 each run a
+// contended workload on a limit of 5 while Redis is frozen for a second. The
+// weight running at once never exceeds limit + share × processes, callers keep
+// being admitted during the outage, and after it Redis grants again.
+func TestFailLocalBoundUnderLoad(t *testing.T) {
+	srv := redistest.Start(t)
+	const limit, share, procs = 5, 2, 4
+	var sems []*distsem.Semaphore
+	for i, c := range clients(t, srv.Addr, procs) {
+		brk := breaker.New(fmt.Sprintf("p%d", i), breaker.Config{ConsecutiveFailures: 3, OpenDuration: 300 * time.Millisecond, CallTimeout: 100 * time.Millisecond})
+		sems = append(sems, newSem(t, c, "fl", limit, distsem.Config{
+			CallTimeout: 100 * time.Millisecond, Breaker: brk, Policy: breaker.FailLocal, LocalShare: share,
+		}))
+	}
+	var o overlap
+	paused := make(chan struct{})
+	go func() {
+		defer close(paused)
+		time.Sleep(300 * time.Millisecond)
+		srv.Pause()
+		time.Sleep(time.Second)
+		srv.Resume()
+	}()
+	var mu sync.Mutex
+	kinds := map[string]int{}
+	errs := workload{sems: sems, per: 6, total: 3000, hold: 2 * time.Millisecond, timeout: 5 * time.Second}.run(t, &o)
+	<-paused
+	for _, err := range errs {
+		mu.Lock()
+		kinds[err.Error()]++
+		mu.Unlock()
+	}
+	var degraded int64
+	for _, s := range sems {
+		degraded += stats(t, s).Degraded
+	}
+	t.Logf("max overlap %d (bound %d), %d degraded grants, errors: %v", o.max.Load(), limit+share*procs, degraded, kinds)
+	if m := o.max.Load(); m > limit+share*procs {
+		t.Errorf("max overlap %d > limit + share × processes = %d", m, limit+share*procs)
+	}
+	if degraded == 0 {
+		t.Error("no grant from the local share during a 1s outage")
+	}
+	if len(errs) > 300 {
+		t.Errorf("%d of 3000 calls failed", len(errs))
+	}
+	// After the outage, Redis serves again.
+	waitFor(t, 5*time.Second, "no Redis grant after the outage", func() bool {
+		p, err := sems[0].TryAcquire(t.Context(), 1)
+		if err != nil {
+			return false
+		}
+		p.Release(t.Context())
+		return !p.Degraded()
+	})
+}

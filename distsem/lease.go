@@ -10,10 +10,11 @@ import (
 )
 
 // A Permit is weight held on a Semaphore, until Release or until its lease is
-// lost. Its lease is renewed in the background every Lease/3 by a goroutine the
-// Permit owns, which exits before Release returns. A Permit is safe for
-// simultaneous use by multiple goroutines. The zero Permit is not usable: get one
-// from Acquire or TryAcquire.
+// lost. Its lease is renewed every Lease/3 by a timer the Permit owns (a
+// goroutine exists only while a renewal call is in flight); Release stops the
+// timer and waits for a renewal in flight before it sends the release. A Permit
+// is safe for simultaneous use by multiple goroutines. The zero Permit is not
+// usable: get one from Acquire or TryAcquire.
 type Permit struct {
 	s      *Semaphore
 	token  string
@@ -26,11 +27,16 @@ type Permit struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	lost   chan struct{}
-	stop   chan struct{}
-	done   chan struct{}
 
-	mu       sync.Mutex
-	released bool // mu guards
+	mu sync.Mutex
+	// mu guards:
+	released bool
+	isLost   bool
+	deadline time.Time   // local deadline: last successful renewal's send time + Lease
+	renewT   *time.Timer // fires the next renewal
+	expireT  *time.Timer // fires at the local deadline
+	inflight chan struct{}
+	stopCall context.CancelFunc // cancels the renewal in flight
 }
 
 type permitKind uint8
@@ -48,16 +54,17 @@ func (s *Semaphore) newPermit(tok string, w, fence int64, sent time.Time) *Permi
 	p := s.basePermit(w, permitRedis)
 	p.token, p.fence = tok, fence
 	p.counted = s.fail.countRedis(w)
-	go p.renew(sent.Add(s.cfg.Lease))
+	p.mu.Lock()
+	p.deadline = sent.Add(s.cfg.Lease)
+	p.renewT = time.AfterFunc(s.cfg.Lease/3, p.renew)
+	p.expireT = time.AfterFunc(time.Until(p.deadline), p.expire)
+	p.mu.Unlock()
 	return p
 }
 
 func (s *Semaphore) basePermit(w int64, kind permitKind) *Permit {
-	p := &Permit{s: s, weight: w, kind: kind, lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	p := &Permit{s: s, weight: w, kind: kind, lost: make(chan struct{})}
 	p.ctx, p.cancel = context.WithCancelCause(context.Background())
-	if kind != permitRedis {
-		close(p.done)
-	}
 	return p
 }
 
@@ -86,12 +93,13 @@ func (p *Permit) Lost() <-chan struct{} { return p.lost }
 // derived from the caller's with context.AfterFunc; Semaphore.Do does that.
 func (p *Permit) Context() context.Context { return p.ctx }
 
-// Release gives the permit back. The renewal goroutine is stopped and has
-// exited before the release is sent, so an intentional release never shows up
-// as a lost lease. The release call is detached from ctx's cancellation (it has
-// its own CallTimeout), so a cancelled request still frees its permit. If it
-// fails, it is retried in the background until the lease would have expired,
-// and the error is returned. Release is idempotent: later calls return nil.
+// Release gives the permit back. Renewal is stopped, and a renewal in flight
+// is cancelled and waited for, before the release is sent, so an intentional
+// release is never reported as a lost lease. The release call is detached from
+// ctx's cancellation (it has its own CallTimeout), so a cancelled request still
+// frees its permit. If it fails, it is retried in the background until the lease
+// would have expired, and the error is returned. Release is idempotent: later
+// calls return nil.
 func (p *Permit) Release(ctx context.Context) error {
 	p.mu.Lock()
 	if p.released {
@@ -99,18 +107,28 @@ func (p *Permit) Release(ctx context.Context) error {
 		return nil
 	}
 	p.released = true
-	p.mu.Unlock()
-	s := p.s
+	var inflight chan struct{}
 	if p.kind == permitRedis {
-		close(p.stop)
-		<-p.done
+		p.renewT.Stop()
+		p.expireT.Stop()
+		inflight = p.inflight
+		if p.stopCall != nil {
+			p.stopCall()
+		}
+	}
+	p.mu.Unlock()
+	if inflight != nil {
+		<-inflight
 	}
 	p.cancel(ErrReleased)
+	s := p.s
 	s.fail.release(p)
 	if p.kind != permitRedis {
 		return nil
 	}
-	_, _, _, err := s.call(context.WithoutCancel(ctx), breaker.FailClosed, releaseScript, s.args(p.token, s.cfg.TombstoneTTL.Milliseconds(), 0))
+	// The grant was seen, so no late acquire of the token is pending: no
+	// tombstone is needed, unless a late renewal could re-adopt the token.
+	_, _, _, err := s.call(context.WithoutCancel(ctx), breaker.FailClosed, releaseScript, s.args(p.token, s.cfg.TombstoneTTL.Milliseconds(), 0, b2i(s.cfg.Readopt)))
 	if err != nil {
 		s.cleanup(p.token)
 		return fmt.Errorf("distsem: release %q: %w", s.name, err)
@@ -118,58 +136,66 @@ func (p *Permit) Release(ctx context.Context) error {
 	return nil
 }
 
-// renew keeps the lease alive until Release closes stop, or until it is lost.
-func (p *Permit) renew(deadline time.Time) {
-	defer close(p.done)
+// renew runs on renewT: one renewal call, then re-arms the timer (Lease/3 after a
+// success, sooner after a failure) unless the permit was released or lost.
+func (p *Permit) renew() {
 	s := p.s
-	interval := s.cfg.Lease / 3
-	tick := time.NewTimer(interval)
-	defer tick.Stop()
-	expire := time.NewTimer(time.Until(deadline))
-	defer expire.Stop()
+	p.mu.Lock()
+	if p.released || p.isLost {
+		p.mu.Unlock()
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { // interrupt an in-flight renewal when Release starts
-		select {
-		case <-p.stop:
-			cancel()
-		case <-ctx.Done():
+	done := make(chan struct{})
+	p.inflight, p.stopCall = done, cancel
+	p.mu.Unlock()
+
+	sent := time.Now()
+	r, _, _, err := s.call(ctx, breaker.FailClosed, renewScript, s.args(p.token, p.weight, s.cfg.Lease.Milliseconds(), p.fence, b2i(s.cfg.Readopt)))
+	cancel()
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.inflight, p.stopCall = nil, nil
+	close(done)
+	if p.released || p.isLost {
+		return
+	}
+	interval := s.cfg.Lease / 3
+	switch {
+	case err != nil:
+		// Try again sooner; the local deadline decides when it is lost.
+		p.renewT.Reset(interval / 3)
+	case r[0] == stRenewed || r[0] == stReadopted:
+		if r[0] == stReadopted {
+			s.readopts.Add(1)
 		}
-	}()
-	for {
-		select {
-		case <-p.stop:
-			return
-		case <-expire.C:
-			p.markLost()
-			return
-		case <-tick.C:
-		}
-		sent := time.Now()
-		r, _, _, err := s.call(ctx, breaker.FailClosed, renewScript, s.args(p.token, p.weight, s.cfg.Lease.Milliseconds(), p.fence, b2i(s.cfg.Readopt)))
-		if ctx.Err() != nil {
-			return // released
-		}
-		if err != nil {
-			// Try again sooner; the local deadline decides when it is lost.
-			tick.Reset(interval / 3)
-			continue
-		}
-		switch r[0] {
-		case stRenewed, stReadopted:
-			if r[0] == stReadopted {
-				s.readopts.Add(1)
-			}
-			expire.Reset(time.Until(sent.Add(s.cfg.Lease)))
-			tick.Reset(interval)
-		default:
-			p.markLost()
-			return
-		}
+		p.deadline = sent.Add(s.cfg.Lease)
+		p.expireT.Reset(time.Until(p.deadline))
+		p.renewT.Reset(interval)
+	default:
+		p.loseLocked()
 	}
 }
 
-func (p *Permit) markLost() {
+// expire runs on expireT at the local deadline.
+func (p *Permit) expire() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.released || p.isLost {
+		return
+	}
+	if d := time.Until(p.deadline); d > 0 { // renewed while the timer fired
+		p.expireT.Reset(d)
+		return
+	}
+	p.loseLocked()
+}
+
+func (p *Permit) loseLocked() {
+	p.isLost = true
+	p.renewT.Stop()
+	p.expireT.Stop()
 	p.s.lost.Add(1)
 	p.cancel(ErrLeaseLost) // before Lost closes: its readers see the cause
 	close(p.lost)

@@ -35,7 +35,7 @@ type raw struct {
 
 func newRaw(t *testing.T, limit int64) (*raw, *redistest.DB) {
 	db := redistest.Connect(t)
-	s := New(db.Client, db.Prefix+"sem", limit, Config{Lease: time.Second, CallTimeout: 300 * time.Millisecond, WaiterTTL: 600 * time.Millisecond, TombstoneTTL: time.Second})
+	s := New(db.Client, db.Prefix+"sem", limit, Config{Lease: time.Second, CallTimeout: 200 * time.Millisecond, WaiterTTL: 600 * time.Millisecond, TombstoneTTL: time.Second})
 	t.Cleanup(func() { s.Close() })
 	return &raw{t: t, s: s}, db
 }
@@ -50,10 +50,11 @@ func (r *raw) acquire(tok string, w int64, queue bool) []int64 {
 	return v
 }
 
+// release releases tok as a cleanup does (always leaving a tombstone).
 func (r *raw) release(tok string) []int64 {
 	r.t.Helper()
 	s := r.s
-	v, err := s.eval(context.Background(), releaseScript, s.args(tok, s.cfg.TombstoneTTL.Milliseconds(), 0))
+	v, err := s.eval(context.Background(), releaseScript, s.args(tok, s.cfg.TombstoneTTL.Milliseconds(), 0, 1))
 	if err != nil {
 		r.t.Fatalf("release(%s): %v", tok, err)
 	}
@@ -137,6 +138,26 @@ func TestReleaseAfterExpiryFreesNothingExtra(t *testing.T) {
 	}
 	if got := r.acquire("c", 1, false); got[0] != stBusy {
 		t.Fatalf("acquire(c) = %v, want busy", got)
+	}
+}
+
+func TestReleaseOfHeldTokenTombstonesOnlyWhenAsked(t *testing.T) {
+	r, db := newRaw(t, 2)
+	s := r.s
+	r.acquire("a", 1, false)
+	r.acquire("b", 1, false)
+	for _, tc := range []struct {
+		tok    string
+		always int
+		want   bool
+	}{{"a", 0, false}, {"b", 1, true}, {"never-held", 0, true}} {
+		if _, err := s.eval(context.Background(), releaseScript, s.args(tc.tok, 1000, 0, tc.always)); err != nil {
+			t.Fatal(err)
+		}
+		_, err := db.Client.ZScore(t.Context(), s.keys[5], tc.tok).Result()
+		if got := err == nil; got != tc.want {
+			t.Errorf("release(%s, always=%d): tombstone = %v, want %v", tc.tok, tc.always, got, tc.want)
+		}
 	}
 }
 

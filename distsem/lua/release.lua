@@ -1,13 +1,19 @@
 -- release.lua: give back a held token, or withdraw a queued one, and hand the
--- freed capacity to the head of the queue. Always writes a tombstone for the
--- token, so an acquire of it that runs later (a retry, or a call that timed out
--- at the client but was still queued in Redis) is refused instead of granted.
+-- freed capacity to the head of the queue. Writes a tombstone for the token, so
+-- that an acquire of it that runs later (a go-redis retry, or a call that timed
+-- out at the client but was still queued in Redis) is refused instead of
+-- granted: always for the cleanup of a failed or cancelled acquire (ARGV[8] =
+-- 1), and otherwise only when the token was not held (ARGV[8] = 0: the release
+-- of a permit whose grant the client saw; skipping its tombstone saves a write
+-- and memory per release at full throughput).
 -- Idempotent: a second release changes nothing but the tombstone's expiry.
 -- KEYS, ARGV[1..5]: see common.lua (ARGV[1] may be "" to only set the limit).
--- ARGV[6] = tombstone TTL ms, ARGV[7] = new limit to store, or 0 to keep it.
+-- ARGV[6] = tombstone TTL ms, ARGV[7] = new limit to store, or 0 to keep it,
+-- ARGV[8] = 1 to always write the tombstone, 0 to write it unless held.
 -- Returns {was, limit, used}: was = 1 held, 2 queued, 0 neither.
 local tomb_ttl = tonumber(ARGV[6])
 local new_limit = tonumber(ARGV[7])
+local always_tomb = ARGV[8] == '1'
 
 reap()
 local old = redis.call('ZRANGEBYSCORE', T, '-inf', now, 'LIMIT', 0, BOUND)
@@ -27,8 +33,10 @@ if tok ~= '' then
     drop_waiter(tok)
     was = 2
   end
-  redis.call('ZADD', T, now + tomb_ttl, tok)
-  touch(T, S)
+  if always_tomb or was ~= 1 then
+    redis.call('ZADD', T, now + tomb_ttl, tok)
+    touch(T)
+  end
 end
 handoff()
 finish()
