@@ -26,7 +26,9 @@ import (
 // the order their reservations reach Redis, not strictly FIFO; a cost above
 // Config.Burst (1 if zero) is refused with a *CostError; Config.MaxQueue bounds
 // the calls waiting in this process only; and a call whose context ends while it
-// sleeps does not give its slot back (the slot goes unused).
+// sleeps gives its slot back only if no later reservation was made since (the
+// calls behind it, possibly in other processes, keep their slots, so this one
+// goes unused).
 //
 // When Redis cannot answer, RedisConfig.Policy decides: FailClosed returns the
 // breaker's error, FailOpen starts the call at once, FailLocal waits on a local
@@ -116,7 +118,8 @@ func (q *RedisQueue) Key() string { return q.key }
 //     reserve it, if nothing else reserves meanwhile).
 //
 // If ctx ends during the sleep, Wait returns ctx.Err(), and if the queue is
-// closed, ErrClosed; the slot is not given back. When Redis cannot answer, see
+// closed, ErrClosed; the slot is given back if it is still the last one
+// reserved (one more round trip, detached from ctx). When Redis cannot answer, see
 // RedisConfig.Policy. A cost of zero reserves nothing and returns nil at once. A
 // negative cost panics.
 func (q *RedisQueue) Wait(ctx context.Context, cost int64) error {
@@ -169,12 +172,12 @@ func (q *RedisQueue) Wait(ctx context.Context, cost int64) error {
 	if q.now != nil {
 		args = append(args, q.now())
 	}
-	var fallback func(context.Context) ([3]int64, error)
+	var fallback func(context.Context) ([7]int64, error)
 	if q.local != nil {
-		fallback = func(context.Context) ([3]int64, error) { return [3]int64{-1}, nil }
+		fallback = func(context.Context) ([7]int64, error) { return [7]int64{-1}, nil }
 	}
-	r, src, err := breaker.Do(ctx, q.brk, q.policy, func(ctx context.Context) ([3]int64, error) {
-		var out [3]int64
+	r, src, err := breaker.Do(ctx, q.brk, q.policy, func(ctx context.Context) ([7]int64, error) {
+		var out [7]int64
 		v, err := reserveScript.Run(ctx, q.client, []string{q.key}, args...).Result()
 		if err != nil {
 			return out, err
@@ -215,10 +218,28 @@ func (q *RedisQueue) Wait(ctx context.Context, cost int64) error {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
+		q.unreserve(ctx, r)
 		return ctx.Err()
 	case <-q.done:
+		q.unreserve(ctx, r)
 		return ErrClosed
 	}
+}
+
+// unreserve gives back the reservation r of a call that gave up before its slot,
+// if no later reservation was made since (see lua/unreserve.lua). It is
+// best-effort cleanup: detached from ctx's cancellation, bounded by one second
+// and the breaker, and its errors are dropped (the slot then stays used).
+func (q *RedisQueue) unreserve(ctx context.Context, r [7]int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	args := []any{q.rl.args[0], q.rl.args[1], q.rl.args[2], 0, r[3], r[4], r[5], r[6]}
+	if q.now != nil {
+		args = append(args, q.now())
+	}
+	breaker.Do(ctx, q.brk, breaker.FailClosed, func(ctx context.Context) (any, error) {
+		return unreserveScript.Run(ctx, q.client, []string{q.key}, args...).Result()
+	}, nil)
 }
 
 // Run is a worker loop like [Queue.Run]: it waits for a slot of the given cost,
@@ -239,8 +260,8 @@ func (q *RedisQueue) Run(ctx context.Context, cost int64, fn func(context.Contex
 }
 
 // Close refuses new calls with ErrClosed and wakes every sleeping call with
-// ErrClosed. It never blocks and does no I/O; the slots reserved are not given
-// back. Closing twice is a no-op.
+// ErrClosed (each gives its slot back as a cancelled call does). Close itself
+// never blocks and does no I/O. Closing twice is a no-op.
 func (q *RedisQueue) Close() {
 	if q.done == nil {
 		return

@@ -140,3 +140,39 @@ func TestRedisQueueDeadline(t *testing.T) {
 		t.Errorf("Wait after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestRedisQueueCancelGivesBack: a call whose context ends while it sleeps gives
+// its slot back when it is the last one reserved, so the next call gets that slot;
+// with a later reservation behind it, the later one keeps its slot.
+func TestRedisQueueCancelGivesBack(t *testing.T) {
+	db := redistest.Connect(t)
+	q := shaper.NewRedisQueue(db.Client, "q", shaper.PerSecond(5), shaper.Config{}, shaper.RedisConfig{Prefix: db.Prefix})
+	defer q.Close()
+	bg := context.Background()
+	if err := q.Wait(bg, 1); err != nil { // slot now; the next is 200ms away
+		t.Fatal(err)
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
+	defer cancel()
+	if err := q.Wait(ctx, 1); err != context.DeadlineExceeded {
+		// The deadline is before the slot, so Wait refuses at once instead.
+		if !errors.Is(err, shaper.ErrLimited) {
+			t.Fatalf("Wait with a 50ms deadline: %v", err)
+		}
+	}
+	cctx, ccancel := context.WithCancel(bg)
+	done := make(chan error)
+	go func() { done <- q.Wait(cctx, 1) }() // reserves the slot at +200ms
+	time.Sleep(50 * time.Millisecond)
+	ccancel()
+	if err := <-done; err != context.Canceled {
+		t.Fatalf("cancelled Wait: %v, want context.Canceled", err)
+	}
+	if err := q.Wait(bg, 1); err != nil { // gets the slot at +200ms, not +400ms
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > 350*time.Millisecond {
+		t.Errorf("the call after a cancelled one started after %v, want about 200ms: the slot was not given back", el)
+	}
+}

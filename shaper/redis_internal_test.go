@@ -165,7 +165,7 @@ func TestScriptsLoad(t *testing.T) {
 	for name, s := range map[string]*redis.Script{
 		"gcra": gcraScript, "tokenbucket": tokenBucketScript, "fixedwindow": fixedWindowScript,
 		"slidinglog": slidingLogScript, "slidingcounter": slidingCounterScript,
-		"reserve": reserveScript, "lease": leaseScript,
+		"reserve": reserveScript, "unreserve": unreserveScript, "lease": leaseScript,
 	} {
 		got, err := s.Load(context.Background(), db.Client).Result()
 		if err != nil {
@@ -337,7 +337,7 @@ func TestReserveScriptContract(t *testing.T) {
 	q := NewRedisQueue(db.Client, "q", PerSecond(10), Config{Burst: 2, MaxDelay: 150 * time.Millisecond}, RedisConfig{Prefix: db.Prefix})
 	ctx := context.Background()
 	reserve := func(n, maxwait int64) [3]int64 {
-		var out [3]int64
+		var out [7]int64
 		v, err := reserveScript.Run(ctx, db.Client, []string{q.Key()}, q.rl.args[0], q.rl.args[1], q.rl.args[2], n, maxwait, now).Result()
 		if err != nil {
 			t.Fatal(err)
@@ -345,7 +345,7 @@ func TestReserveScriptContract(t *testing.T) {
 		if err := parseInts(v, out[:]); err != nil {
 			t.Fatal(err)
 		}
-		return out
+		return [3]int64(out[:3])
 	}
 	for _, tc := range []struct {
 		name string

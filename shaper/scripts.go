@@ -32,6 +32,9 @@ var slidingLogLua string
 //go:embed lua/reserve.lua
 var reserveLua string
 
+//go:embed lua/unreserve.lua
+var unreserveLua string
+
 //go:embed lua/lease.lua
 var leaseLua string
 
@@ -47,5 +50,6 @@ var (
 	slidingCounterScript = newScript(4, slidingCounterLua)
 	slidingLogScript     = newScript(4, slidingLogLua)
 	reserveScript        = newScript(5, reserveLua)
+	unreserveScript      = newScript(8, unreserveLua)
 	leaseScript          = newScript(6, leaseLua)
 )
