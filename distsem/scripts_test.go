@@ -276,3 +276,89 @@ func TestEveryKeyHasTTL(t *testing.T) {
 		}
 	}
 }
+
+// ttlsOK checks that every existing key of the semaphore has a TTL.
+func ttlsOK(t *testing.T, db *redistest.DB, s *Semaphore, step string) {
+	t.Helper()
+	for _, k := range s.keys {
+		if n, _ := db.Client.Exists(t.Context(), k).Result(); n == 0 {
+			continue
+		}
+		ttl, err := db.Client.PTTL(t.Context(), k).Result()
+		if err != nil || ttl <= 0 {
+			t.Errorf("after %s: PTTL %s = %v, %v; want a TTL", step, k, ttl, err)
+		}
+	}
+}
+
+// The scripts refresh every key's TTL only every key TTL / 4; a key created
+// (or emptied and created again) in between must get its own TTL at once.
+func TestKeyCreatedBetweenRefreshesHasTTL(t *testing.T) {
+	r, db := newRaw(t, 1)
+	s, ctx := r.s, t.Context()
+	g := r.acquire("a", 1, true) // new state: every key is refreshed
+	ttlsOK(t, db, s, "acquire(a)")
+	ta, err := db.Client.HGet(ctx, s.keys[0], "ta").Result()
+	if err != nil {
+		t.Fatalf("HGET ta: %v", err)
+	}
+	steps := []struct {
+		name string
+		do   func()
+	}{
+		{"release(a)", func() { r.release("a") }},              // empties :h and :d, creates :t
+		{"acquire(b)", func() { g = r.acquire("b", 1, true) }}, // creates :h and :d again
+		{"acquire(c)", func() { r.acquire("c", 1, true) }},     // creates :q and :qe
+		{"lose :h and :d, renew(b, readopt)", func() {
+			db.Client.Del(ctx, s.keys[1], s.keys[4])
+			if got := r.renew("b", 1, g[1], true); got[0] != stReadopted {
+				t.Fatalf("renew(b, readopt) = %v, want re-adopted", got)
+			}
+		}},
+	}
+	for _, st := range steps {
+		st.do()
+		ttlsOK(t, db, s, st.name)
+	}
+	if got, _ := db.Client.HGet(ctx, s.keys[0], "ta").Result(); got != ta {
+		t.Fatalf("ta = %s, want %s: the steps must run between refreshes", got, ta)
+	}
+	// An old refresh gives every key a fresh TTL again.
+	db.Client.HSet(ctx, s.keys[0], "ta", 1)
+	for _, k := range s.keys {
+		db.Client.PExpire(ctx, k, time.Second)
+	}
+	r.acquire("c", 1, true) // heartbeat
+	for _, k := range s.keys {
+		if ttl, _ := db.Client.PTTL(ctx, k).Result(); ttl > 0 && ttl <= time.Second {
+			t.Errorf("PTTL %s = %v after a refresh, want the key TTL", k, ttl)
+		}
+	}
+}
+
+// Lost state (the :s hash) is rebuilt from the keys: the queue still blocks
+// barging and tombstones still refuse.
+func TestStateLossKeepsQueueAndTombstones(t *testing.T) {
+	r, db := newRaw(t, 2)
+	s, ctx := r.s, t.Context()
+	r.acquire("h", 1, true)
+	if got := r.acquire("w", 2, true); got[0] != stQueued {
+		t.Fatalf("acquire(w, 2) = %v, want queued", got)
+	}
+	r.release("late")
+	db.Client.Del(ctx, s.keys[0])
+	if got := r.acquire("x", 1, false); got[0] != stBusy {
+		t.Fatalf("try acquire(x, 1) after state loss with a waiter queued = %v, want busy", got)
+	}
+	db.Client.Del(ctx, s.keys[0])
+	if got := r.acquire("late", 1, true); got[0] != stTomb {
+		t.Fatalf("acquire(late) after state loss = %v, want tombstoned", got)
+	}
+	if got := r.used(); got != 1 {
+		t.Fatalf("used = %d, want 1", got)
+	}
+	r.release("h") // hands off to w
+	if got := r.acquire("w", 2, true); got[0] != stGranted {
+		t.Fatalf("acquire(w) after release(h) = %v, want granted", got)
+	}
+}

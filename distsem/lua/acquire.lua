@@ -27,24 +27,45 @@ local function next_expiry()
 end
 
 reap()
-if redis.call('ZSCORE', T, tok) then
+if tn ~= -1 and redis.call('ZSCORE', T, tok) then
   finish()
   return {-1, 0, limit, used, 0}
 end
 local empty = handoff()
+
+-- The common case first: the queue is empty (so tok is not queued) and the
+-- weight fits (so it is not too heavy): ZADD NX grants a new token, and finds
+-- a held one (a repeated call) without changing its lease.
+if empty and w <= limit and used + w <= limit then
+  if redis.call('ZADD', H, 'NX', now + lease, tok) == 1 then
+    local fence = last_fence + 1
+    if fence < now_us then
+      fence = now_us
+    end
+    last_fence = fence
+    redis.call('HSET', D, 'w:' .. tok, w, 'f:' .. tok, fence)
+    used = used + w
+    dirty = true
+    if not h_exists then
+      touched[H] = true
+    end
+    touched[D] = true
+    finish()
+    return {1, fence, limit, used, 0}
+  end
+end
 
 local held = redis.call('ZSCORE', H, tok)
 if held then
   if tonumber(held) < now + lease then
     redis.call('ZADD', H, now + lease, tok)
   end
-  touch(H, D, S)
   local fence = tonumber(redis.call('HGET', D, 'f:' .. tok) or '0')
   finish()
   return {1, fence, limit, used, 0}
 end
 
-local queued = redis.call('ZSCORE', Q, tok)
+local queued = nq > 0 and redis.call('ZSCORE', Q, tok)
 if w > limit then
   if queued then
     drop_waiter(tok)
@@ -56,16 +77,10 @@ end
 
 if queued then
   redis.call('ZADD', QE, now + wait_ttl, tok)
-  touch(Q, QE, D, S)
+  touched[QE] = true
   local pos = redis.call('ZRANK', Q, tok)
   finish()
   return {0, 0, limit, used, pos, next_expiry()}
-end
-
-if empty and used + w <= limit then
-  local fence = grant(tok, w, now + lease)
-  finish()
-  return {1, fence, limit, used, 0}
 end
 
 if not queue then
@@ -75,10 +90,13 @@ if not queue then
 end
 
 local seq = redis.call('HINCRBY', S, 'seq', 1)
-redis.call('ZADD', Q, seq, tok)
+nq = nq + redis.call('ZADD', Q, seq, tok)
+dirty = true
 redis.call('ZADD', QE, now + wait_ttl, tok)
 redis.call('HSET', D, 'w:' .. tok, w, 'c:' .. tok, id, 'l:' .. tok, lease)
-touch(Q, QE, D, S)
+touched[Q] = true
+touched[QE] = true
+touched[D] = true
 local pos = redis.call('ZRANK', Q, tok)
 finish()
 return {0, 0, limit, used, pos, next_expiry()}

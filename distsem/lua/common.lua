@@ -3,7 +3,12 @@
 --
 -- KEYS (all under one hash tag, built by the client, never in Lua):
 --   KEYS[1] = {name}:s   HASH  limit, used (weight held), seq (last queue number),
---                              fence (last fencing number)
+--                              fence (last fencing number), and bookkeeping that
+--                              lets the common path skip calls:
+--                              nq (waiters in the queue; may only over-count),
+--                              tn (-1 when there is no tombstone, else a lower
+--                              bound of the earliest tombstone expiry, ms),
+--                              ta (when every key's TTL was last refreshed, ms)
 --   KEYS[2] = {name}:h   ZSET  holder token -> lease expiry (ms, Redis TIME)
 --   KEYS[3] = {name}:q   ZSET  waiter token -> queue number (FIFO order)
 --   KEYS[4] = {name}:qe  ZSET  waiter token -> heartbeat expiry (ms)
@@ -23,9 +28,24 @@
 -- so they are exact in a Lua double. The
 -- scripts have no error paths after their first write: every input is validated by
 -- the Go caller.
+--
+-- Cost: every redis.call costs a few µs of Redis CPU, so the common
+-- (uncontended) path makes as few as it can: the bookkeeping fields of KEYS[1],
+-- read by the one HMGET, say when the queue is empty (no hand-off scan) and
+-- when there is no tombstone (no lookup); the earliest lease, read once, says
+-- whether there is anything to reap. Missing bookkeeping (a lost or older
+-- state) is recomputed from the keys.
+--
+-- TTLs: every key always has a TTL. A write keeps a key's TTL, so only a key
+-- this call may have created (or re-created after emptying it) needs one: it is
+-- PEXPIREd at the end of the call unless the call proved that the key existed
+-- (and was not emptied) before the write. In addition every key is given a
+-- fresh TTL of key_ttl when the last such refresh (ta) is older than
+-- key_ttl / 4 or unknown, so a key lives at least 3/4 key_ttl after the last
+-- call, which is more than twice any lease, heartbeat or tombstone TTL.
 local S, H, Q, QE, D, T = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local tok = ARGV[1]
-local key_ttl = ARGV[3]
+local key_ttl = tonumber(ARGV[3])
 local pub = ARGV[4]
 local chan_prefix = ARGV[5]
 
@@ -34,21 +54,17 @@ local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
 local now_us = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 local BOUND = 64 -- at most this many expired entries of each kind reaped per call
 
--- Keys written (or kept alive) by this call; finish() gives each a fresh TTL.
+-- Keys this call may have created; finish() gives each a TTL.
 local touched = {}
-local function touch(...)
-  for _, k in ipairs({...}) do
-    touched[k] = true
-  end
-end
 
 local function weight_of(t)
   return tonumber(redis.call('HGET', D, 'w:' .. t) or '0')
 end
 
 -- State: the stored limit wins; the configured one initialises a new semaphore.
--- used (the weight held) is recomputed from the holders when the state was lost.
-local st = redis.call('HMGET', S, 'limit', 'used', 'fence')
+-- used (the weight held) is recomputed from the holders when the state was lost,
+-- and so are the waiter count and the tombstone bound.
+local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta')
 local dirty = false
 local limit = tonumber(st[1] or '0')
 if limit < 1 then
@@ -66,25 +82,60 @@ else
   end
   dirty = true
 end
+local nq = tonumber(st[4])
+if not nq then
+  nq = redis.call('ZCARD', Q)
+  dirty = true
+end
+local function tomb_bound()
+  local first = redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')
+  return tonumber(first[2] or '-1')
+end
+local tn = tonumber(st[5])
+if not tn then
+  tn = tomb_bound()
+  dirty = true
+end
+local ta = tonumber(st[6])
 
 local function drop_waiter(t)
-  redis.call('ZREM', Q, t)
+  nq = nq - redis.call('ZREM', Q, t)
+  if nq < 0 then
+    nq = 0
+  end
+  dirty = true
   redis.call('ZREM', QE, t)
   redis.call('HDEL', D, 'w:' .. t, 'c:' .. t, 'l:' .. t)
 end
 
-local function drop_holder(t)
-  used = used - weight_of(t)
+-- h_exists: H is known to exist (so a write to it keeps its TTL).
+local h_exists = false
+
+local function drop_holder(t, w)
+  used = used - (w or weight_of(t))
   dirty = true
+  h_exists = false
   redis.call('ZREM', H, t)
   redis.call('HDEL', D, 'w:' .. t, 'f:' .. t)
 end
 
--- Reap expired holders (bounded). Dead waiters are dropped when they reach the
--- head of the queue (handoff), tombstones by release.lua.
+-- The earliest lease: when it has expired, reap expired holders (bounded) and
+-- look again. Without holders nothing is in use (self-heal). Dead waiters are
+-- dropped when they reach the head of the queue (handoff), tombstones by
+-- release.lua.
 local function reap()
-  for _, h in ipairs(redis.call('ZRANGEBYSCORE', H, '-inf', now, 'LIMIT', 0, BOUND)) do
-    drop_holder(h)
+  local first = redis.call('ZRANGE', H, 0, 0, 'WITHSCORES')
+  if first[2] and tonumber(first[2]) <= now then
+    for _, h in ipairs(redis.call('ZRANGEBYSCORE', H, '-inf', now, 'LIMIT', 0, BOUND)) do
+      drop_holder(h)
+    end
+    first = redis.call('ZRANGE', H, 0, 0, 'WITHSCORES')
+  end
+  if first[1] then
+    h_exists = true
+  elseif used ~= 0 then
+    used = 0
+    dirty = true
   end
 end
 
@@ -101,7 +152,11 @@ local function grant(t, w, expiry)
   redis.call('HSET', D, 'w:' .. t, w, 'f:' .. t, fence)
   used = used + w
   dirty = true
-  touch(H, D, S)
+  if not h_exists then
+    touched[H] = true
+    h_exists = true
+  end
+  touched[D] = true
   return fence
 end
 
@@ -112,11 +167,17 @@ end
 -- holds the permit without another call; if the message is lost, its next
 -- heartbeat (an idempotent acquire) finds it granted. A head whose heartbeat
 -- expired is dropped, not granted. Returns true when the queue is empty
--- afterwards.
+-- afterwards. The stored waiter count never under-counts (every ZADD to the
+-- queue adds to it), so 0 means the queue is empty without looking.
 local function handoff()
+  if nq <= 0 then
+    return true
+  end
   for _ = 1, BOUND do
     local head = redis.call('ZRANGE', Q, 0, 0)[1]
     if not head then
+      nq = 0
+      dirty = true
       return true
     end
     local w = weight_of(head)
@@ -136,22 +197,35 @@ local function handoff()
       end
     end
   end
-  return redis.call('ZCARD', Q) == 0
+  nq = redis.call('ZCARD', Q)
+  dirty = true
+  return nq == 0
 end
 
--- Write back the state and give every key this call wrote or relies on a TTL of
--- key_ttl, so that an idle semaphore vanishes. A key deleted by this call (an
--- emptied ZSET or hash) is skipped by PEXPIRE.
+-- Write back the state and give a TTL of key_ttl to every key this call may
+-- have created, or to every key when the last refresh is older than
+-- key_ttl / 4 (or unknown: then the state itself may be new). A key deleted by
+-- this call (an emptied ZSET or hash) is skipped by PEXPIRE.
 local function finish()
-  if used ~= 0 and (used < 0 or redis.call('ZCARD', H) == 0) then
-    used = 0 -- self-heal: no holders, nothing in use
+  if used < 0 then
+    used = 0 -- self-heal
+    dirty = true
+  end
+  local refresh = not ta or now - ta >= key_ttl / 4 or now < ta
+  if refresh then
+    ta = now
     dirty = true
   end
   if dirty then
-    redis.call('HSET', S, 'limit', limit, 'used', used, 'fence', last_fence)
-    touched[S] = true
+    redis.call('HSET', S, 'limit', limit, 'used', used, 'fence', last_fence, 'nq', nq, 'tn', tn, 'ta', ta)
   end
-  for k in pairs(touched) do
-    redis.call('PEXPIRE', k, key_ttl)
+  if refresh then
+    for _, k in ipairs(KEYS) do
+      redis.call('PEXPIRE', k, key_ttl)
+    end
+  else
+    for k in pairs(touched) do
+      redis.call('PEXPIRE', k, key_ttl)
+    end
   end
 end

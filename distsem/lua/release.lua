@@ -16,9 +16,13 @@ local new_limit = tonumber(ARGV[7])
 local always_tomb = ARGV[8] == '1'
 
 reap()
-local old = redis.call('ZRANGEBYSCORE', T, '-inf', now, 'LIMIT', 0, BOUND)
-if #old > 0 then
-  redis.call('ZREM', T, unpack(old))
+if tn ~= -1 and tn <= now then
+  local old = redis.call('ZRANGEBYSCORE', T, '-inf', now, 'LIMIT', 0, BOUND)
+  if #old > 0 then
+    redis.call('ZREM', T, unpack(old))
+  end
+  tn = tomb_bound()
+  dirty = true
 end
 if new_limit > 0 then
   limit = new_limit
@@ -26,16 +30,25 @@ if new_limit > 0 then
 end
 local was = 0
 if tok ~= '' then
-  if redis.call('ZSCORE', H, tok) then
-    drop_holder(tok)
+  if redis.call('ZREM', H, tok) == 1 then
+    local wk = 'w:' .. tok
+    used = used - tonumber(redis.call('HGET', D, wk) or '0')
+    redis.call('HDEL', D, wk, 'f:' .. tok)
+    dirty = true
+    h_exists = false
     was = 1
-  elseif redis.call('ZSCORE', Q, tok) then
+  elseif nq > 0 and redis.call('ZSCORE', Q, tok) then
     drop_waiter(tok)
     was = 2
   end
   if always_tomb or was ~= 1 then
-    redis.call('ZADD', T, now + tomb_ttl, tok)
-    touch(T)
+    local expiry = now + tomb_ttl
+    redis.call('ZADD', T, expiry, tok)
+    touched[T] = true
+    if tn == -1 or expiry < tn then
+      tn = expiry
+      dirty = true
+    end
   end
 end
 handoff()

@@ -11,20 +11,24 @@ local fence = ARGV[8]
 local readopt = ARGV[9] == '1'
 
 reap()
-if redis.call('ZSCORE', H, tok) then
-  redis.call('ZADD', H, now + lease, tok)
-  touch(H, D, S)
+-- XX CH: 1 when tok is held (and its lease moved); 0 also when the lease did
+-- not move (same ms), which ZSCORE tells apart.
+local r = redis.call('ZADD', H, 'XX', 'CH', now + lease, tok)
+if r == 1 or redis.call('ZSCORE', H, tok) then
   handoff()
   finish()
   return {1, limit, used}
 end
 handoff()
-if readopt and not redis.call('ZSCORE', T, tok) and used + w <= limit then
+if readopt and (tn == -1 or not redis.call('ZSCORE', T, tok)) and used + w <= limit then
   redis.call('ZADD', H, now + lease, tok)
   redis.call('HSET', D, 'w:' .. tok, w, 'f:' .. tok, fence)
   used = used + w
   dirty = true
-  touch(H, D, S)
+  if not h_exists then
+    touched[H] = true
+  end
+  touched[D] = true
   finish()
   return {2, limit, used}
 end
