@@ -1,0 +1,61 @@
+-- common.lua: prelude shared by every meter script (prepended to each file).
+-- KEYS[1] = the meter's state key for one user key, "<prefix>{<key>}"
+-- ARGV[1] = P, the rate's period in µs          (integer ≥ 1)
+-- ARGV[2] = C, the rate's count per period       (integer ≥ 1)
+-- ARGV[3] = B, the burst / capacity / count      (integer ≥ 1)
+-- ARGV[4] = n, the cost of this call             (integer, 0 ≤ n ≤ B; 0 = peek)
+-- ARGV[5..NARGS] = the script's own arguments, if any (NARGS is set by the line
+--           "local NARGS = k" that precedes this prelude)
+-- ARGV[NARGS+1] = (tests only) the time in Unix µs to use instead of TIME; when
+--           given, keys get a TTL of at least one hour, as test time is not real
+-- Every script replies {allowed (0|1), remaining, retry_after µs, reset_after µs}.
+-- All arithmetic is on integers below 2^53, so Lua's doubles are exact; the Go
+-- side (shaper/*.go) runs the same lines and must give the same answers.
+local P = tonumber(ARGV[1])
+local C = tonumber(ARGV[2])
+local B = tonumber(ARGV[3])
+local n = tonumber(ARGV[4])
+local EXACT = 9007199254740992
+if not (P and C and B and n) or P < 1 or C < 1 or B < 1 or n < 0 or n > B
+  or P % 1 ~= 0 or C % 1 ~= 0 or B % 1 ~= 0 or n % 1 ~= 0
+  or B > EXACT / P or C > EXACT / P then
+  return redis.error_reply('ERR shaper: invalid arguments')
+end
+local now, ttlfloor
+if #ARGV > NARGS then
+  now = tonumber(ARGV[NARGS + 1])
+  ttlfloor = 3600000
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  ttlfloor = 1
+end
+-- idiv is Go's integer division (truncated toward zero).
+local function idiv(a, b)
+  local q = a / b
+  if q >= 0 then return math.floor(q) end
+  return math.ceil(q)
+end
+-- ceildiv is ⌈a/b⌉ for a ≥ 0, b > 0.
+local function ceildiv(a, b) return math.ceil(a / b) end
+-- ttlms converts a lifetime in µs to a PEXPIRE argument in ms (rounded up).
+local function ttlms(us) return math.max(ttlfloor, math.ceil(us / 1000)) end
+-- pair parses a state string of two space-separated integers; nil if malformed.
+local function pair(v)
+  local sp = string.find(v, ' ', 1, true)
+  if not sp then return nil end
+  local a, b = tonumber(string.sub(v, 1, sp - 1)), tonumber(string.sub(v, sp + 1))
+  if not a or not b then return nil end
+  return a, b
+end
+-- ints parses a state string of space-separated integers; nil if malformed.
+local function ints(v, k)
+  local out, i = {}, 0
+  for w in string.gmatch(v, '%S+') do
+    i = i + 1
+    out[i] = tonumber(w)
+    if not out[i] then return nil end
+  end
+  if i ~= k then return nil end
+  return out
+end

@@ -1,0 +1,32 @@
+-- gcra.lua: one GCRA decision (shaper.Meter's arithmetic, see meter.go).
+-- KEYS[1] = state: the string "tat rem" (theoretical arrival time tat + rem/C µs)
+-- ARGV    = P, C, B, n [, now]  (see common.lua)
+-- Returns {allowed, remaining, retry_after_us, reset_after_us}.
+-- A denial or n = 0 writes nothing. An admission writes the new state with a TTL
+-- that ends just after the theoretical arrival time, when the key is idle.
+local tau = B * P
+local tauMicros = math.floor(tau / C) + 1
+local d = 0
+local v = redis.call('GET', KEYS[1])
+if v then
+  local tat, rem = pair(v)
+  if tat then
+    local dt = tat - now
+    if dt < 0 then
+      d = 0
+    elseif dt >= tauMicros then
+      d = tau
+    else
+      d = math.min(dt * C + math.min(rem, C - 1), tau)
+    end
+  end
+end
+local nd = d + n * P
+if nd > tau then
+  return {0, idiv(tau - d, P), ceildiv(nd - tau, C), ceildiv(d, C)}
+end
+if n > 0 then
+  local q = math.floor(nd / C)
+  redis.call('SET', KEYS[1], string.format('%d %d', now + q, nd - q * C), 'PX', ttlms(q + 1))
+end
+return {1, idiv(tau - nd, P), 0, ceildiv(nd, C)}

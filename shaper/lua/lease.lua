@@ -1,0 +1,46 @@
+-- lease.lua: take up to n tokens at once from a GCRA meter's key (the same key and
+-- arithmetic as gcra.lua), after giving back unused ones (shaper.Lease).
+-- KEYS[1] = state: the string "tat rem", shared with gcra.lua
+-- ARGV    = P, C, B, n (most to take, ≤ B), giveback (≥ 0), least (0..n: take
+--           nothing unless at least this many are available) [, now]
+-- Returns {taken, remaining, retry_after_us, reset_after_us}: retry_after_us is
+-- 0 if taken > 0, else the wait until max(least, 1) tokens are available.
+-- Writes only if it took or gave back something.
+local giveback = tonumber(ARGV[5])
+local least = tonumber(ARGV[6])
+if not giveback or not least or giveback < 0 or giveback % 1 ~= 0 or giveback > B
+  or least < 0 or least > n or least % 1 ~= 0 then
+  return redis.error_reply('ERR shaper: invalid arguments')
+end
+local tau = B * P
+local tauMicros = math.floor(tau / C) + 1
+local d = 0
+local v = redis.call('GET', KEYS[1])
+if v then
+  local tat, rem = pair(v)
+  if tat then
+    local dt = tat - now
+    if dt < 0 then
+      d = 0
+    elseif dt >= tauMicros then
+      d = tau
+    else
+      d = math.min(dt * C + math.min(rem, C - 1), tau)
+    end
+  end
+end
+if giveback > 0 then d = math.max(0, d - giveback * P) end
+local k = math.min(n, idiv(tau - d, P))
+if k < least or k < 0 then k = 0 end
+local nd = d + k * P
+if k > 0 or giveback > 0 then
+  local q = math.floor(nd / C)
+  if nd > 0 then
+    redis.call('SET', KEYS[1], string.format('%d %d', now + q, nd - q * C), 'PX', ttlms(q + 1))
+  else
+    redis.call('DEL', KEYS[1])
+  end
+end
+local retry = 0
+if k == 0 then retry = ceildiv(math.max(0, nd + math.max(least, 1) * P - tau), C) end
+return {k, idiv(tau - nd, P), retry, ceildiv(nd, C)}

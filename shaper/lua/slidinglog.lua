@@ -1,0 +1,62 @@
+-- slidinglog.lua: one sliding-window-log decision (shaper.SlidingLog's arithmetic,
+-- see slidinglog.go): the admitted events of the last P µs, at most C in total.
+-- KEYS[1] = state: a LIST of "ts n" entries, oldest first (events at the same µs
+--           share one entry); at most C entries
+-- ARGV    = P, C, B (= C), n [, now]  (see common.lua)
+-- Returns {allowed, remaining, retry_after_us, reset_after_us}.
+-- Reads the whole list (O(C)); trims expired entries, appends on admission, and
+-- sets a TTL that ends when the newest entry leaves the window.
+local N = C
+local raw = redis.call('LRANGE', KEYS[1], 0, -1)
+local ts, cnt, len = {}, {}, 0
+for i = 1, #raw do
+  local s = ints(raw[i], 2)
+  if s then
+    len = len + 1
+    ts[len], cnt[len] = s[1], s[2]
+  end
+end
+if len > 0 and ts[len] > now then now = ts[len] end
+local first, sum = 1, 0
+while first <= len and ts[first] <= now - P do first = first + 1 end
+for i = first, len do sum = sum + cnt[i] end
+local allowed, retry = 0, 0
+if sum + n > N then
+  local freed = 0
+  for i = first, len do
+    freed = freed + cnt[i]
+    if sum - freed + n <= N then
+      retry = ts[i] + P - now
+      break
+    end
+  end
+else
+  allowed = 1
+end
+local dropped = first - 1
+if dropped > 0 or #raw ~= len then
+  if dropped >= len or #raw ~= len then
+    redis.call('DEL', KEYS[1])
+    for i = first, len do redis.call('RPUSH', KEYS[1], string.format('%d %d', ts[i], cnt[i])) end
+  else
+    redis.call('LTRIM', KEYS[1], dropped, -1)
+  end
+end
+local newest = nil
+if first <= len then newest = ts[len] end
+if allowed == 1 and n > 0 then
+  if newest == now then
+    cnt[len] = cnt[len] + n
+    redis.call('LSET', KEYS[1], -1, string.format('%d %d', now, cnt[len]))
+  else
+    redis.call('RPUSH', KEYS[1], string.format('%d %d', now, n))
+  end
+  newest = now
+  sum = sum + n
+end
+local reset = 0
+if newest then
+  reset = newest + P - now
+  redis.call('PEXPIRE', KEYS[1], ttlms(reset))
+end
+return {allowed, N - sum, retry, reset}

@@ -1,0 +1,59 @@
+-- tokenbucket.lua: one token-bucket decision (shaper.TokenBucket's arithmetic, see
+-- tokenbucket.go). The reference behaviour is the seed document's script: a bucket
+-- starts full, refills at the rate up to its capacity, never moves time backwards,
+-- writes the refill even on a denial, and keeps the key for max(60 s, twice the
+-- time to fill an empty bucket). Differences from the seed, each shown by a test:
+-- integer µs instead of float tokens per ms (the seed's repeated float refills
+-- lose tokens: ten refills of 0.1 make 0.9999999999999999, and a call made when
+-- its retry_after said is denied), and a cost of 0 is a peek instead of an error.
+-- KEYS[1] = state: the string "tokens last per" (tokens scaled by per = P µs)
+-- ARGV    = P, C, B (capacity), n [, now]  (see common.lua)
+-- Returns {allowed, remaining, retry_after_us, reset_after_us}.
+local full = B * P
+local tokens, last, per
+local fresh = true
+local v = redis.call('GET', KEYS[1])
+if v then
+  local s = ints(v, 3)
+  if s and s[3] > 0 then
+    tokens, last, per, fresh = s[1], s[2], s[3], false
+  end
+end
+if not fresh or n > 0 then
+  -- refill
+  if fresh then
+    tokens, last, per = full, now, P
+  else
+    if per ~= P then
+      tokens = idiv(tokens, per) * P
+      per = P
+    end
+    tokens = math.min(tokens, full)
+    local t = now
+    if t < last then t = last end
+    local e = t - last
+    if e >= ceildiv(full - tokens, C) then
+      tokens = full
+    else
+      tokens = tokens + e * C
+    end
+    last = t
+  end
+else
+  tokens = full -- a peek at a fresh key writes nothing
+end
+local need = n * P
+local allowed = 0
+local retry = 0
+if tokens < need then
+  retry = ceildiv(need - tokens, C)
+else
+  tokens = tokens - need
+  allowed = 1
+end
+if not fresh or n > 0 then
+  local fill = ceildiv(full, C)
+  redis.call('SET', KEYS[1], string.format('%d %d %d', tokens, last, per),
+    'PX', math.max(ttlms(0), 60000, 2 * math.ceil(fill / 1000)))
+end
+return {allowed, idiv(tokens, P), retry, ceildiv(full - tokens, C)}

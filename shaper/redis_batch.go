@@ -1,0 +1,182 @@
+package shaper
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// maxLeaders is the number of pipelines a batcher keeps in flight at once: while
+// one is on the wire or in Redis, the next one fills.
+const maxLeaders = 2
+
+// A batcher sends the script calls that goroutines make at the same time in one
+// pipeline (group commit). It starts no goroutine: a caller that finds fewer than
+// maxLeaders pipelines in flight becomes a leader and sends everything pending
+// (its own call included); the others wait. A leader that finds calls pending
+// after its pipeline returns hands the lead to the oldest of them and returns
+// with its own answer, so no caller serves others for longer than one round trip.
+type batcher struct {
+	client redis.UniversalClient
+	max    int
+
+	mu sync.Mutex
+	// mu guards:
+	pending []*bcall
+	leaders int
+}
+
+type bcall struct {
+	script   *redis.Script
+	deadline time.Time // of the caller's context; zero if none
+	keys     [1]string
+	args     []any
+	v        any
+	err      error
+	lead     bool          // woken to lead, not with an answer
+	done     chan struct{} // closed when v/err are set or lead is set
+}
+
+var bcallPool = sync.Pool{New: func() any { return &bcall{done: make(chan struct{}, 1)} }}
+
+func newBatcher(client redis.UniversalClient, max int) *batcher {
+	if max < 0 {
+		panic("shaper: negative MaxBatch")
+	}
+	if max == 0 {
+		max = 128
+	}
+	return &batcher{client: client, max: max}
+}
+
+// run runs script with one key and args, in a pipeline with whatever other calls
+// are pending, and returns its reply. If ctx ends while the call waits to be sent,
+// it is withdrawn and run returns ctx.Err(); once sent, run waits for its answer
+// (bounded by the leader's deadline).
+func (b *batcher) run(ctx context.Context, script *redis.Script, key string, args []any) (any, error) {
+	c := bcallPool.Get().(*bcall)
+	c.script, c.keys[0], c.args = script, key, args
+	c.deadline, _ = ctx.Deadline()
+	b.mu.Lock()
+	if b.leaders < maxLeaders {
+		b.leaders++
+		b.lead(ctx, c) // unlocks
+	} else {
+		b.pending = append(b.pending, c)
+		b.mu.Unlock()
+	}
+	for {
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			b.mu.Lock()
+			for i, p := range b.pending {
+				if p == c {
+					copy(b.pending[i:], b.pending[i+1:])
+					b.pending[len(b.pending)-1] = nil
+					b.pending = b.pending[:len(b.pending)-1]
+					b.mu.Unlock()
+					b.put(c)
+					return nil, ctx.Err()
+				}
+			}
+			b.mu.Unlock()
+			<-c.done // in flight, or handed the lead: see it through
+		}
+		if !c.lead {
+			break
+		}
+		c.lead = false
+		b.mu.Lock()
+		b.lead(ctx, c) // unlocks
+	}
+	v, err := c.v, c.err
+	b.put(c)
+	return v, err
+}
+
+func (b *batcher) put(c *bcall) {
+	*c = bcall{done: c.done}
+	bcallPool.Put(c)
+}
+
+// lead sends one pipeline of own and pending calls, and wakes their callers; then,
+// if calls are still pending, hands the lead to the oldest (which it removes from
+// pending). b.mu must be held; lead unlocks it.
+func (b *batcher) lead(ctx context.Context, own *bcall) {
+	k := min(len(b.pending), b.max-1)
+	batch := make([]*bcall, k+1)
+	batch[0] = own
+	copy(batch[1:], b.pending)
+	rest := copy(b.pending, b.pending[k:])
+	clear(b.pending[rest:])
+	b.pending = b.pending[:rest]
+	b.mu.Unlock()
+
+	// The calls of other callers must not fail because the leader's context
+	// is cancelled or its deadline passed (a leader may be a caller that gave
+	// up): the pipeline's deadline is the latest of the batch's (each is the
+	// breaker's per-call timeout of its call), or none if one has none.
+	var dl time.Time
+	for _, c := range batch {
+		if c.deadline.IsZero() {
+			dl = time.Time{}
+			break
+		}
+		if c.deadline.After(dl) {
+			dl = c.deadline
+		}
+	}
+	sctx := context.WithoutCancel(ctx)
+	if !dl.IsZero() {
+		var cancel context.CancelFunc
+		sctx, cancel = context.WithDeadline(sctx, dl)
+		defer cancel()
+	}
+	b.exec(sctx, batch)
+
+	b.mu.Lock()
+	var next *bcall
+	if len(b.pending) > 0 {
+		// The oldest pending call leads next, in this leader's place.
+		next = b.pending[0]
+		rest := copy(b.pending, b.pending[1:])
+		b.pending[rest] = nil
+		b.pending = b.pending[:rest]
+		next.lead = true
+	} else {
+		b.leaders--
+	}
+	b.mu.Unlock()
+	for _, c := range batch {
+		c.done <- struct{}{}
+	}
+	if next != nil {
+		next.done <- struct{}{}
+	}
+}
+
+// exec sends batch in one pipeline (EVALSHA each) and stores each answer. Calls
+// answered NOSCRIPT (Redis lost its script cache) are run again one by one with
+// Script.Run, which loads the script with EVAL.
+func (b *batcher) exec(ctx context.Context, batch []*bcall) {
+	if len(batch) == 1 {
+		c := batch[0]
+		c.v, c.err = c.script.Run(ctx, b.client, c.keys[:], c.args...).Result()
+		return
+	}
+	pipe := b.client.Pipeline()
+	cmds := make([]*redis.Cmd, len(batch))
+	for i, c := range batch {
+		cmds[i] = pipe.EvalSha(ctx, c.script.Hash(), c.keys[:], c.args...)
+	}
+	pipe.Exec(ctx) // per-command errors are read below
+	for i, c := range batch {
+		c.v, c.err = cmds[i].Result()
+		if c.err != nil && redis.HasErrorPrefix(c.err, "NOSCRIPT") {
+			c.v, c.err = c.script.Run(ctx, b.client, c.keys[:], c.args...).Result()
+		}
+	}
+}

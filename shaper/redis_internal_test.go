@@ -1,0 +1,369 @@
+package shaper
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/floodgate-go/floodgate/internal/redistest"
+)
+
+// The tests in this file use the unexported RedisMeter.now hook, which passes a
+// chosen time to the scripts instead of Redis TIME, so that the Redis and the
+// in-process implementation of each algorithm can be fed the same times.
+
+var kindNames = [...]string{"gcra", "tokenbucket", "fixedwindow", "slidinglog", "slidingcounter"}
+
+// randomLimit returns a limit valid for kind: periods from 1ms to 10s, counts
+// from 1 to 50, bursts from 1 to 20 where the algorithm has one.
+func randomLimit(r *rand.Rand, kind algoKind) Limit {
+	periods := []time.Duration{time.Millisecond, 7 * time.Millisecond, 100 * time.Millisecond,
+		time.Second, 3 * time.Second, 10 * time.Second, 1234567 * time.Microsecond}
+	lim := Limit{Rate: Rate{Count: 1 + r.Int64N(50), Period: periods[r.IntN(len(periods))]}}
+	if !kinds[kind].window {
+		lim.Burst = 1 + r.Int64N(20)
+	}
+	return lim
+}
+
+// randomStep returns the next time (µs) and cost of a random sequence: mostly
+// short steps around the emission interval, sometimes none, sometimes a long
+// idle spell, sometimes a step back in time.
+func randomStep(r *rand.Rand, now int64, lim Limit, max int64) (int64, int64) {
+	p := int64(lim.Rate.Period / time.Microsecond)
+	t := max64(1, p/lim.Rate.Count)
+	switch x := r.IntN(100); {
+	case x < 25:
+	case x < 70:
+		now += r.Int64N(2*t + 1)
+	case x < 85:
+		now += r.Int64N(3*p + 1)
+	case x < 95:
+		now += r.Int64N(20 * t)
+	default:
+		now -= r.Int64N(2*t + 1)
+	}
+	n := int64(1)
+	switch x := r.IntN(10); {
+	case x < 1:
+		n = 0
+	case x < 3:
+		n = r.Int64N(max + 1)
+	}
+	return now, n
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// TestRedisDifferential replays random (time, cost) sequences, with occasional
+// limit changes, against each algorithm's in-process meter and its Redis script,
+// and requires identical decisions (allowed, remaining, retry-after, reset-after).
+func TestRedisDifferential(t *testing.T) {
+	db := redistest.Connect(t)
+	ctx := context.Background()
+	seqs, steps := 12, 250
+	if s := os.Getenv("SHAPER_DIFF_SEQS"); s != "" {
+		seqs, _ = strconv.Atoi(s)
+	}
+	if testing.Short() {
+		seqs = 3
+	}
+	for kind := range kinds {
+		t.Run("algo="+kindNames[kind], func(t *testing.T) {
+			seed := uint64(time.Now().UnixNano())
+			if s := os.Getenv("SHAPER_DIFF_SEED"); s != "" {
+				seed, _ = strconv.ParseUint(s, 10, 64)
+			}
+			r := rand.New(rand.NewPCG(seed, uint64(kind)))
+			t.Logf("seed %d", seed)
+			var allowed, denied int
+			for s := range seqs {
+				lim := randomLimit(r, algoKind(kind))
+				local := newLocal(algoKind(kind), lim)
+				var now int64 = 1_700_000_000_000_000 + r.Int64N(1e12)
+				rm := newRedisMeter(algoKind(kind), db.Client, lim, RedisConfig{Prefix: db.Prefix + kindNames[kind] + ":"})
+				rm.now = func() int64 { return now }
+				key := fmt.Sprintf("k%d", s)
+				max := lim.burst()
+				var hist []string
+				for i := range steps {
+					if r.IntN(100) == 0 { // change the limit on both sides
+						lim = randomLimit(r, algoKind(kind))
+						max = lim.burst()
+						rm.SetLimit(lim)
+						switch l := local.(type) {
+						case *Meter:
+							l.SetLimit(lim)
+						case *TokenBucket:
+							l.SetLimit(lim)
+						case *FixedWindow:
+							l.SetLimit(lim)
+						case *SlidingLog:
+							l.SetLimit(lim)
+						case *SlidingCounter:
+							l.SetLimit(lim)
+						}
+					}
+					var n int64
+					now, n = randomStep(r, now, lim, max)
+					hist = append(hist, fmt.Sprintf("t=%d n=%d", now, n))
+					want, werr := localAt(local, key, now, n)
+					got, gerr := rm.AllowN(ctx, key, n)
+					if werr != nil || gerr != nil {
+						t.Fatalf("seq %d step %d (%v, t=%d, n=%d): local err %v, redis err %v", s, i, lim, now, n, werr, gerr)
+					}
+					if got.Allowed {
+						allowed++
+					} else {
+						denied++
+					}
+					if got != want {
+						t.Fatalf("seq %d step %d (%v, t=%d, n=%d):\nredis %+v\nlocal %+v\nlast steps: %v", s, i, lim, now, n, got, want, hist[len(hist)-min(len(hist), 8):])
+					}
+				}
+			}
+			if allowed == 0 || denied == 0 {
+				t.Errorf("%d allowed and %d denied: the sequences do not exercise both answers", allowed, denied)
+			}
+		})
+	}
+}
+
+func localAt(m localMeter, key string, now, n int64) (Decision, error) {
+	t := time.UnixMicro(now)
+	switch l := m.(type) {
+	case *Meter:
+		return l.AllowNAt(key, t, n)
+	case *TokenBucket:
+		return l.AllowNAt(key, t, n)
+	case *FixedWindow:
+		return l.AllowNAt(key, t, n)
+	case *SlidingLog:
+		return l.AllowNAt(key, t, n)
+	case *SlidingCounter:
+		return l.AllowNAt(key, t, n)
+	}
+	panic("unknown meter")
+}
+
+// TestScriptsLoad loads every embedded script into Redis, so a syntax error fails
+// here, and checks that each script's SHA-1 is the one go-redis computed.
+func TestScriptsLoad(t *testing.T) {
+	db := redistest.Connect(t)
+	for name, s := range map[string]*redis.Script{
+		"gcra": gcraScript, "tokenbucket": tokenBucketScript, "fixedwindow": fixedWindowScript,
+		"slidinglog": slidingLogScript, "slidingcounter": slidingCounterScript,
+		"reserve": reserveScript, "unreserve": unreserveScript, "lease": leaseScript,
+	} {
+		got, err := s.Load(context.Background(), db.Client).Result()
+		if err != nil {
+			t.Errorf("SCRIPT LOAD %s: %v", name, err)
+		} else if got != s.Hash() {
+			t.Errorf("SCRIPT LOAD %s = %s, want %s", name, got, s.Hash())
+		}
+	}
+}
+
+// TestScriptsRefuseInvalidArguments calls each script directly with arguments the
+// Go side never sends: the script refuses them and writes nothing.
+func TestScriptsRefuseInvalidArguments(t *testing.T) {
+	db := redistest.Connect(t)
+	ctx := context.Background()
+	key := db.Prefix + "{k}"
+	bad := [][]any{
+		{"0", "1", "1", "1"},          // P < 1
+		{"1000", "0", "1", "1"},       // C < 1
+		{"1000", "1", "0", "0"},       // B < 1
+		{"1000", "1", "2", "3"},       // n > B
+		{"1000", "1", "2", "-1"},      // n < 0
+		{"1000.5", "1", "2", "1"},     // not an integer
+		{"1000", "x", "2", "1"},       // not a number
+		{"1000000", "1", "1e13", "1"}, // B·P > 2^53
+	}
+	for _, s := range []*redis.Script{gcraScript, tokenBucketScript, fixedWindowScript, slidingLogScript, slidingCounterScript} {
+		for _, args := range bad {
+			err := s.Run(ctx, db.Client, []string{key}, args...).Err()
+			if err == nil || !strings.Contains(err.Error(), "shaper: invalid arguments") {
+				t.Errorf("script with ARGV %v: err = %v, want invalid arguments", args, err)
+			}
+		}
+	}
+	if err := reserveScript.Run(ctx, db.Client, []string{key}, "1000", "1", "1", "1", "-5").Err(); err == nil {
+		t.Errorf("reserve with negative maxwait: no error")
+	}
+	if err := leaseScript.Run(ctx, db.Client, []string{key}, "1000", "1", "5", "2", "0", "3").Err(); err == nil {
+		t.Errorf("lease with least > n: no error")
+	}
+	if n := db.Client.Exists(ctx, key).Val(); n != 0 {
+		t.Errorf("refused calls wrote the key")
+	}
+}
+
+// TestSeedTokenBucketFloatDefect shows why the token bucket script works in
+// integer µs rather than the seed's float tokens per ms: at 100/s with capacity
+// 1, polled every ms after the bucket empties, the seed's ten float refills of
+// 0.1 add up to 0.9999999999999999 and it denies the call at 10 ms, when exactly
+// one token has been earned; at 9 ms it tells the caller to wait 2 ms instead of
+// 1. The integer script admits at 10 ms and says 1 ms at 9 ms.
+func TestSeedTokenBucketFloatDefect(t *testing.T) {
+	db := redistest.Connect(t)
+	ctx := context.Background()
+	seedSrc, err := os.ReadFile("testdata/seed_tokenbucket.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := redis.NewScript(string(seedSrc))
+	seedKey := db.Prefix + "{seed}"
+	base := int64(1_700_000_000_000) // ms
+	seedAt := func(ms int64) []int64 {
+		v, err := seed.Run(ctx, db.Client, []string{seedKey}, 1, 0.1, 1, base+ms).Int64Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	var now int64
+	m := NewRedisTokenBucket(db.Client, Limit{Rate: PerSecond(100), Burst: 1}, RedisConfig{Prefix: db.Prefix})
+	m.now = func() int64 { return (base + now) * 1000 }
+
+	if r := seedAt(0); r[0] != 1 {
+		t.Fatalf("seed at 0 ms: %v, want allowed", r)
+	}
+	if d, _ := m.Allow(ctx, "k"); !d.Allowed {
+		t.Fatalf("ours at 0 ms: %+v, want allowed", d)
+	}
+	for ms := int64(1); ms <= 10; ms++ {
+		now = ms
+		r := seedAt(ms)
+		d, err := m.Allow(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ms == 9 {
+			if r[2] != 2 {
+				t.Errorf("seed retry_after at 9 ms = %d ms; the defect this test shows is gone?", r[2])
+			}
+			if d.RetryAfter != time.Millisecond {
+				t.Errorf("ours: retry after at 9 ms = %v, want 1ms", d.RetryAfter)
+			}
+		}
+		if ms < 10 && (r[0] != 0 || d.Allowed) {
+			t.Errorf("at %d ms: seed %v, ours %+v; want both denied", ms, r, d)
+		}
+		if ms == 10 {
+			if r[0] != 0 {
+				t.Errorf("seed at 10 ms: %v; the float defect this test shows is gone?", r)
+			}
+			if !d.Allowed {
+				t.Errorf("ours at 10 ms: %+v, want allowed (one token earned in 10 ms at 100/s)", d)
+			}
+		}
+	}
+}
+
+// FuzzParseReply: the reply parser never panics and accepts only arrays of four
+// integers with allowed ∈ {0, 1} and non-negative waits.
+func FuzzParseReply(f *testing.F) {
+	f.Add(int64(1), int64(4), int64(0), int64(10), 4)
+	f.Add(int64(0), int64(0), int64(-1), int64(0), 3)
+	f.Add(int64(2), int64(0), int64(0), int64(0), 5)
+	f.Fuzz(func(t *testing.T, a, b, c, d int64, n int) {
+		vals := []any{a, b, c, d, "x", nil}
+		var v any = vals[:max(0, min(n, len(vals)))]
+		if n < 0 {
+			v = "OK"
+		}
+		r, err := parseReply(v)
+		valid := n == 4 && (a == 0 || a == 1) && c >= 0 && d >= 0
+		if valid != (err == nil) {
+			t.Fatalf("parseReply(%v) = %v, %v", v, r, err)
+		}
+	})
+}
+
+// TestLeaseScriptContract table-tests lease.lua at fixed times: take up to n,
+// take nothing below least (with the wait for least), give back.
+func TestLeaseScriptContract(t *testing.T) {
+	db := redistest.Connect(t)
+	var now int64 = 1_700_000_000_000_000
+	m := NewRedisMeter(db.Client, Limit{Rate: PerSecond(10), Burst: 10}, RedisConfig{Prefix: db.Prefix})
+	m.now = func() int64 { return now }
+	l := m.Lease("k", LeaseConfig{Batch: 10, LowWater: 1})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name                  string
+		dt                    int64 // µs after the previous step
+		want, least, giveback int64
+		out                   [4]int64 // taken, remaining, retry µs, reset µs
+	}{
+		{"take 8 of 10", 0, 8, 1, 0, [4]int64{8, 2, 0, 800_000}},
+		{"take up to 5: 2", 0, 5, 1, 0, [4]int64{2, 0, 0, 1_000_000}},
+		{"none left: wait for 3", 0, 5, 3, 0, [4]int64{0, 0, 300_000, 1_000_000}},
+		{"100ms later, least 3 of 1", 100_000, 5, 3, 0, [4]int64{0, 1, 200_000, 900_000}},
+		{"give back 4, take 2", 0, 2, 1, 4, [4]int64{2, 3, 0, 700_000}},
+		{"give back more than taken: empty", 0, 0, 0, 10, [4]int64{0, 10, 0, 0}},
+	} {
+		now += tc.dt
+		got, err := l.leaseCall(ctx, tc.want, tc.least, tc.giveback)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got != tc.out {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.out)
+		}
+	}
+	if n := db.Client.Exists(ctx, m.Key("k")).Val(); n != 0 {
+		t.Errorf("an empty debt left the key behind")
+	}
+}
+
+// TestReserveScriptContract table-tests reserve.lua at fixed times: 10/s, burst
+// 2, at most 150ms of wait.
+func TestReserveScriptContract(t *testing.T) {
+	db := redistest.Connect(t)
+	var now int64 = 1_700_000_000_000_000
+	q := NewRedisQueue(db.Client, "q", PerSecond(10), Config{Burst: 2, MaxDelay: 150 * time.Millisecond}, RedisConfig{Prefix: db.Prefix})
+	ctx := context.Background()
+	reserve := func(n, maxwait int64) [3]int64 {
+		var out [7]int64
+		v, err := reserveScript.Run(ctx, db.Client, []string{q.Key()}, q.rl.args[0], q.rl.args[1], q.rl.args[2], n, maxwait, now).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := parseInts(v, out[:]); err != nil {
+			t.Fatal(err)
+		}
+		return [3]int64(out[:3])
+	}
+	for _, tc := range []struct {
+		name string
+		dt   int64
+		n    int64
+		out  [3]int64 // taken, wait µs, reset µs
+	}{
+		{"burst 1/2", 0, 1, [3]int64{1, 0, 100_000}},
+		{"burst 2/2", 0, 1, [3]int64{1, 0, 200_000}},
+		{"next slot in 100ms", 0, 1, [3]int64{1, 100_000, 300_000}},
+		{"cost 2: 300ms > 150ms, not taken", 0, 2, [3]int64{0, 300_000, 300_000}},
+		{"then cost 1 still 200ms", 0, 1, [3]int64{0, 200_000, 300_000}},
+		{"60ms later: 140ms, taken", 60_000, 1, [3]int64{1, 140_000, 340_000}},
+		{"idle 1s: burst again", 1_000_000, 2, [3]int64{1, 0, 200_000}},
+	} {
+		now += tc.dt
+		if got := reserve(tc.n, 150_000); got != tc.out {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.out)
+		}
+	}
+}

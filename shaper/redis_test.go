@@ -1,0 +1,561 @@
+package shaper_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/internal/redistest"
+	"github.com/floodgate-go/floodgate/shaper"
+	"github.com/redis/go-redis/v9"
+)
+
+// roundTrips is a go-redis hook counting round trips: commands and pipelines.
+type roundTrips struct{ n atomic.Int64 }
+
+func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+type newFunc func(redis.UniversalClient, shaper.Limit, shaper.RedisConfig) *shaper.RedisMeter
+
+var algos = []struct {
+	name   string
+	new    newFunc
+	window bool
+}{
+	{"gcra", shaper.NewRedisMeter, false},
+	{"tokenbucket", shaper.NewRedisTokenBucket, false},
+	{"fixedwindow", shaper.NewRedisFixedWindow, true},
+	{"slidinglog", shaper.NewRedisSlidingLog, true},
+	{"slidingcounter", shaper.NewRedisSlidingCounter, true},
+}
+
+func limitFor(window bool, count int64, period time.Duration, burst int64) shaper.Limit {
+	if window {
+		return shaper.Limit{Rate: shaper.Rate{Count: count, Period: period}}
+	}
+	return shaper.Limit{Rate: shaper.Rate{Count: count, Period: period}, Burst: burst}
+}
+
+// TestRedisMeterRefusesInvalidBeforeRoundTrip: a cost above the burst is a
+// *CostError (ErrNeverAllowed, no RetryAfter), a done context is ctx.Err(), and
+// neither makes a round trip; a negative cost and invalid configurations panic.
+func TestRedisMeterRefusesInvalidBeforeRoundTrip(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	var rt roundTrips
+	rdb.AddHook(&rt)
+	for _, a := range algos {
+		m := a.new(rdb, limitFor(a.window, 5, time.Second, 5), shaper.RedisConfig{})
+		_, err := m.AllowN(context.Background(), "k", 6)
+		var ce *shaper.CostError
+		if !errors.As(err, &ce) || !errors.Is(err, shaper.ErrNeverAllowed) || ce.Cost != 6 || ce.Max != 5 {
+			t.Errorf("%s: AllowN(6) with burst 5: err = %v, want *CostError{6, 5}", a.name, err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := m.AllowN(ctx, "k", 1); err != context.Canceled {
+			t.Errorf("%s: AllowN with a cancelled ctx: err = %v, want context.Canceled", a.name, err)
+		}
+		mustPanic(t, a.name+" negative cost", func() { m.AllowN(context.Background(), "k", -1) })
+	}
+	if n := rt.n.Load(); n != 0 {
+		t.Errorf("%d round trips for refused calls, want 0", n)
+	}
+	mustPanic(t, "nil client", func() { shaper.NewRedisMeter(nil, shaper.Limit{Rate: shaper.PerSecond(1)}, shaper.RedisConfig{}) })
+	mustPanic(t, "no ContextTimeoutEnabled", func() {
+		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+		defer c.Close()
+		shaper.NewRedisMeter(c, shaper.Limit{Rate: shaper.PerSecond(1)}, shaper.RedisConfig{})
+	})
+	mustPanic(t, "zero rate", func() { shaper.NewRedisMeter(rdb, shaper.Limit{}, shaper.RedisConfig{}) })
+	mustPanic(t, "window burst", func() {
+		shaper.NewRedisFixedWindow(rdb, shaper.Limit{Rate: shaper.PerSecond(5), Burst: 3}, shaper.RedisConfig{})
+	})
+	var zero shaper.RedisMeter
+	if _, err := zero.AllowN(context.Background(), "k", 1); !errors.Is(err, shaper.ErrNeverAllowed) {
+		t.Errorf("zero RedisMeter: err = %v, want ErrNeverAllowed", err)
+	}
+}
+
+func mustPanic(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer func() {
+		if recover() == nil {
+			t.Errorf("%s: no panic", what)
+		}
+	}()
+	f()
+}
+
+// TestRedisMeterGCRABurst: 100/s with burst 5, 20 calls at once admit exactly 5;
+// the retry-after of the first denial is in (0, 10ms], and a call after sleeping
+// it is admitted. One round trip per decision.
+func TestRedisMeterGCRABurst(t *testing.T) {
+	db := redistest.Connect(t)
+	var rt roundTrips
+	db.Client.AddHook(&rt)
+	m := shaper.NewRedisMeter(db.Client, shaper.Limit{Rate: shaper.PerSecond(100), Burst: 5}, shaper.RedisConfig{Prefix: db.Prefix})
+	ctx := context.Background()
+	allowed := 0
+	var firstDenial shaper.Decision
+	for range 20 {
+		d, err := m.Allow(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			allowed++
+		} else if firstDenial.RetryAfter == 0 {
+			firstDenial = d
+		}
+	}
+	if n := rt.n.Load(); n != 20 {
+		t.Errorf("%d round trips for 20 decisions, want 20", n)
+	}
+	// On a loaded machine a few ms may pass during the 20 calls; each 10ms
+	// earns one more.
+	if allowed < 5 || allowed > 7 {
+		t.Errorf("%d of 20 instant calls allowed, want 5", allowed)
+	}
+	if ra := firstDenial.RetryAfter; ra <= 0 || ra > 10*time.Millisecond {
+		t.Errorf("first denial's RetryAfter = %v, want in (0, 10ms]", ra)
+	}
+	if err := firstDenial.Err(); !errors.Is(err, shaper.ErrLimited) {
+		t.Errorf("Decision.Err() = %v, want ErrLimited", err)
+	}
+	d, _ := m.Allow(ctx, "k")
+	if !d.Allowed {
+		time.Sleep(d.RetryAfter)
+		if d, _ = m.Allow(ctx, "k"); !d.Allowed {
+			t.Errorf("after sleeping RetryAfter: %+v, want allowed", d)
+		}
+	}
+}
+
+// TestRedisRetryAfterIsEnough: for every algorithm, with random costs, a call
+// repeated after sleeping exactly the RetryAfter of its denial is admitted (one
+// client, one key, nothing else admitted meanwhile).
+func TestRedisRetryAfterIsEnough(t *testing.T) {
+	db := redistest.Connect(t)
+	ctx := context.Background()
+	for _, a := range algos {
+		t.Run("algo="+a.name, func(t *testing.T) {
+			t.Parallel()
+			m := a.new(db.Client, limitFor(a.window, 20, 200*time.Millisecond, 4), shaper.RedisConfig{Prefix: db.Prefix + a.name + ":"})
+			max := int64(4)
+			if a.window {
+				max = 20
+			}
+			denials := 0
+			deadline := time.Now().Add(time.Second)
+			for i := 0; time.Now().Before(deadline); i++ {
+				n := 1 + int64(i*7)%max
+				d, err := m.AllowN(ctx, "k", n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Allowed {
+					continue
+				}
+				denials++
+				if d.RetryAfter <= 0 {
+					t.Fatalf("denial with RetryAfter %v", d.RetryAfter)
+				}
+				time.Sleep(d.RetryAfter)
+				d2, err := m.AllowN(ctx, "k", n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !d2.Allowed {
+					t.Fatalf("AllowN(%d) after sleeping RetryAfter %v: denied again (%+v)", n, d.RetryAfter, d2)
+				}
+			}
+			if denials == 0 {
+				t.Errorf("no denial in the run")
+			}
+		})
+	}
+}
+
+// TestRedisMeterTTL: every written key has a TTL; a GCRA key lives until its
+// theoretical arrival time and then vanishes; a token-bucket key follows the
+// seed (at least 60s).
+func TestRedisMeterTTL(t *testing.T) {
+	db := redistest.Connect(t)
+	ctx := context.Background()
+	for _, a := range algos {
+		m := a.new(db.Client, limitFor(a.window, 10, 100*time.Millisecond, 10), shaper.RedisConfig{Prefix: db.Prefix + a.name + ":"})
+		if _, err := m.AllowN(ctx, "k", 3); err != nil {
+			t.Fatal(err)
+		}
+		ttl := db.Client.PTTL(ctx, m.Key("k")).Val()
+		switch {
+		case a.name == "tokenbucket":
+			if ttl < 59*time.Second || ttl > 60*time.Second {
+				t.Errorf("%s: PTTL = %v, want 60s (the seed's minimum)", a.name, ttl)
+			}
+		case ttl <= 0 || ttl > 200*time.Millisecond:
+			t.Errorf("%s: PTTL = %v, want in (0, 200ms]", a.name, ttl)
+		}
+	}
+	gcra := shaper.NewRedisMeter(db.Client, limitFor(false, 10, 100*time.Millisecond, 10), shaper.RedisConfig{Prefix: db.Prefix + "gcra:"})
+	time.Sleep(250 * time.Millisecond)
+	if n := db.Client.Exists(ctx, gcra.Key("k")).Val(); n != 0 {
+		t.Errorf("GCRA key still there 250ms after a burst of 3 at 100/s")
+	}
+	if d, _ := gcra.AllowN(ctx, "k", 10); !d.Allowed || d.Remaining != 0 {
+		t.Errorf("after expiry: %+v, want a full burst", d)
+	}
+}
+
+// hammerRedis runs goroutines spread over clients calling m on one key until the
+// deadline and returns the number admitted and the elapsed time.
+func hammerRedis(t *testing.T, meters []*shaper.RedisMeter, goroutines int, d time.Duration) (int64, time.Duration) {
+	t.Helper()
+	var allowed, errs atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	stop := start.Add(d)
+	for g := range goroutines {
+		m := meters[g%len(meters)]
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				dec, err := m.Allow(context.Background(), "k")
+				if err != nil {
+					if errs.Add(1) == 1 {
+						t.Errorf("Allow: %v", err)
+					}
+					continue
+				}
+				if dec.Allowed {
+					allowed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return allowed.Load(), time.Since(start)
+}
+
+// TestRedisConcurrentNeverOverAdmits: 64 goroutines over 4 clients (each its
+// own connection pool), one key, 2s: admitted ≤ burst + rate·elapsed + 1, and at
+// least 90% of rate·elapsed. With and without batching.
+func TestRedisConcurrentNeverOverAdmits(t *testing.T) {
+	db := redistest.Connect(t)
+	addr := db.Client.Options().Addr
+	for _, a := range algos[:2] {
+		for _, batch := range []bool{false, true} {
+			t.Run(fmt.Sprintf("algo=%s/batch=%v", a.name, batch), func(t *testing.T) {
+				const rate, burst = 200, 10
+				var meters []*shaper.RedisMeter
+				for range 4 {
+					c := redis.NewClient(redistest.Options(addr))
+					defer c.Close()
+					meters = append(meters, a.new(c, shaper.Limit{Rate: shaper.PerSecond(rate), Burst: burst},
+						shaper.RedisConfig{Prefix: fmt.Sprintf("%s%s:%v:", db.Prefix, a.name, batch), Batch: batch, CallTimeout: time.Second}))
+				}
+				got, elapsed := hammerRedis(t, meters, 64, 2*time.Second)
+				bound := burst + int64(rate*elapsed.Seconds()) + 1
+				if got > bound {
+					t.Errorf("admitted %d in %v, bound %d", got, elapsed, bound)
+				}
+				if low := int64(0.9 * rate * elapsed.Seconds()); got < low {
+					t.Errorf("admitted %d in %v, want at least %d", got, elapsed, low)
+				}
+			})
+		}
+	}
+}
+
+// TestRedisScriptFlush: SCRIPT FLUSH every 5ms while 16 goroutines decide, with
+// and without batching: no error reaches a caller (EVALSHA's NOSCRIPT is
+// answered by EVAL, in pipelines too).
+func TestRedisScriptFlush(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	for _, batch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
+			var meters []*shaper.RedisMeter
+			for _, a := range algos {
+				meters = append(meters, a.new(srv.Client(), limitFor(a.window, 1000, time.Second, 1000), shaper.RedisConfig{Batch: batch, CallTimeout: time.Second}))
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					admin.ScriptFlush(context.Background())
+					time.Sleep(5 * time.Millisecond)
+				}
+			})
+			var calls, errs atomic.Int64
+			for g := range 16 {
+				m := meters[g%len(meters)]
+				wg.Go(func() {
+					for ctx.Err() == nil {
+						_, err := m.Allow(context.Background(), fmt.Sprint("k", g))
+						calls.Add(1)
+						if err != nil && errs.Add(1) <= 3 {
+							t.Errorf("Allow during SCRIPT FLUSH: %v", err)
+						}
+					}
+				})
+			}
+			time.Sleep(time.Second)
+			cancel()
+			wg.Wait()
+			if calls.Load() < 100 {
+				t.Errorf("only %d calls", calls.Load())
+			}
+		})
+	}
+}
+
+// TestRedisKillAndRestart: with Redis SIGKILLed, FailClosed calls fail with
+// breaker.ErrUnavailable within the call timeout and, once the breaker is open,
+// at once; FailOpen calls are admitted (Degraded in the breaker's Stats);
+// FailLocal calls are decided by the local share. After a restart (empty), calls
+// succeed again once the breaker has closed.
+func TestRedisKillAndRestart(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	brk := breaker.New("test", breaker.Config{CallTimeout: 200 * time.Millisecond, OpenDuration: 300 * time.Millisecond, Jitter: -1,
+		Logger: nil})
+	lim := shaper.Limit{Rate: shaper.PerSecond(100), Burst: 10}
+	closed := shaper.NewRedisMeter(rdb, lim, shaper.RedisConfig{Breaker: brk, Policy: breaker.FailClosed})
+	open := shaper.NewRedisMeter(rdb, lim, shaper.RedisConfig{Breaker: brk, Policy: breaker.FailOpen})
+	local := shaper.NewRedisMeter(rdb, lim, shaper.RedisConfig{Breaker: brk, Policy: breaker.FailLocal,
+		LocalLimit: shaper.Limit{Rate: shaper.PerSecond(1), Burst: 2}})
+	ctx := context.Background()
+	for _, m := range []*shaper.RedisMeter{closed, open, local} {
+		if d, err := m.Allow(ctx, "k"); err != nil || !d.Allowed {
+			t.Fatalf("before the kill: %+v, %v", d, err)
+		}
+	}
+	srv.Kill()
+	for i := range 10 {
+		start := time.Now()
+		_, err := closed.Allow(ctx, "k")
+		if !errors.Is(err, breaker.ErrUnavailable) {
+			t.Fatalf("call %d with Redis dead, FailClosed: err = %v, want ErrUnavailable", i, err)
+		}
+		if el := time.Since(start); el > time.Second {
+			t.Errorf("call %d took %v with Redis dead", i, el)
+		}
+	}
+	if brk.State() != breaker.StateOpen {
+		t.Fatalf("breaker %v after 10 failures, want open", brk.State())
+	}
+	start := time.Now()
+	_, err := closed.Allow(ctx, "k")
+	var ra interface{ RetryAfter() time.Duration }
+	if !errors.As(err, &ra) || ra.RetryAfter() <= 0 {
+		t.Errorf("open breaker, FailClosed: err = %v, want a RetryAfter", err)
+	}
+	if el := time.Since(start); el > 50*time.Millisecond {
+		t.Errorf("open breaker: call took %v, want immediate", el)
+	}
+	if d, err := open.Allow(ctx, "k"); err != nil || !d.Allowed {
+		t.Errorf("FailOpen with Redis dead: %+v, %v; want allowed", d, err)
+	}
+	if brk.Stats().Degraded == 0 {
+		t.Errorf("FailOpen admission not counted as degraded")
+	}
+	var localAllowed int
+	for range 5 {
+		d, err := local.Allow(ctx, "k")
+		if err != nil {
+			t.Fatalf("FailLocal with Redis dead: %v", err)
+		}
+		if d.Allowed {
+			localAllowed++
+		}
+	}
+	if localAllowed != 2 {
+		t.Errorf("FailLocal admitted %d of 5, want the local burst 2", localAllowed)
+	}
+
+	srv.Restart()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		d, err := closed.Allow(ctx, "k")
+		if err == nil && d.Allowed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("5s after the restart: %+v, %v", d, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRedisCluster: on a 3-node Redis Cluster every algorithm, the fleet queue
+// and leases work on keys spread over all nodes (no CROSSSLOT, no MOVED
+// surfaced), with and without batching.
+func TestRedisCluster(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	ctx := context.Background()
+	for _, batch := range []bool{false, true} {
+		for _, a := range algos {
+			m := a.new(c.Client, limitFor(a.window, 5, time.Second, 5), shaper.RedisConfig{
+				Prefix: fmt.Sprintf("%s:%v:", a.name, batch), Batch: batch, CallTimeout: time.Second})
+			var wg sync.WaitGroup
+			for k := range 30 {
+				wg.Go(func() {
+					key := fmt.Sprint("tenant-", k)
+					allowed := 0
+					for range 7 {
+						d, err := m.Allow(ctx, key)
+						if err != nil {
+							t.Errorf("%s batch=%v key %s: %v", a.name, batch, key, err)
+							return
+						}
+						if d.Allowed {
+							allowed++
+						}
+					}
+					// A window boundary may fall between the calls.
+					if allowed < 5 || allowed > 6 && !a.window {
+						t.Errorf("%s batch=%v key %s: %d of 7 allowed, want 5", a.name, batch, key, allowed)
+					}
+				})
+			}
+			wg.Wait()
+		}
+	}
+	// The fleet queue and leases, on keys of every node.
+	for k := range 6 {
+		q := shaper.NewRedisQueue(c.Client, fmt.Sprint("jobs-", k), shaper.PerSecond(100), shaper.Config{Burst: 2},
+			shaper.RedisConfig{CallTimeout: time.Second})
+		for range 3 {
+			if err := q.Wait(ctx, 1); err != nil {
+				t.Errorf("RedisQueue.Wait on the cluster: %v", err)
+			}
+		}
+		q.Close()
+		m := shaper.NewRedisMeter(c.Client, shaper.Limit{Rate: shaper.PerSecond(100), Burst: 20}, shaper.RedisConfig{Prefix: "lease:", CallTimeout: time.Second})
+		l := m.Lease(fmt.Sprint("tenant-", k), shaper.LeaseConfig{Batch: 10, Exhaustion: shaper.ExhaustWait, MaxWait: time.Second})
+		for range 15 {
+			if err := l.Wait(ctx, 1); err != nil {
+				t.Errorf("Lease.Wait on the cluster: %v", err)
+			}
+		}
+		if err := l.Close(); err != nil {
+			t.Errorf("Lease.Close on the cluster: %v", err)
+		}
+	}
+	// The keys are spread over the nodes.
+	var nodes atomic.Int64
+	c.Client.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+		if n.DBSize(ctx).Val() > 0 {
+			nodes.Add(1)
+		}
+		return nil
+	})
+	if nodes := nodes.Load(); nodes != 3 {
+		t.Errorf("keys on %d of 3 nodes", nodes)
+	}
+}
+
+// TestRedisPausedRespectsCallTimeout: with Redis frozen (SIGSTOP), a decision
+// returns within its call timeout (plus scheduling slack), with and without
+// batching, and a caller's cancellation returns ctx.Err() without waiting for
+// Redis. After SIGCONT, decisions succeed again.
+func TestRedisPausedRespectsCallTimeout(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, batch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
+			brk := breaker.New("paused", breaker.Config{CallTimeout: 150 * time.Millisecond, ConsecutiveFailures: 1000})
+			m := shaper.NewRedisMeter(srv.Client(), shaper.Limit{Rate: shaper.PerSecond(1000), Burst: 100},
+				shaper.RedisConfig{Breaker: brk, Batch: batch})
+			ctx := context.Background()
+			if _, err := m.Allow(ctx, "k"); err != nil {
+				t.Fatal(err)
+			}
+			srv.Pause()
+			defer srv.Resume()
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() {
+					start := time.Now()
+					_, err := m.Allow(ctx, "k")
+					if !errors.Is(err, breaker.ErrUnavailable) {
+						t.Errorf("Allow with Redis paused: %v, want ErrUnavailable", err)
+					}
+					if el := time.Since(start); el > time.Second {
+						t.Errorf("Allow with Redis paused took %v, call timeout 150ms", el)
+					}
+				})
+			}
+			cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			if _, err := m.Allow(cctx, "k"); err != context.DeadlineExceeded {
+				t.Errorf("Allow with a 50ms deadline: %v, want context.DeadlineExceeded", err)
+			}
+			if el := time.Since(start); el > 500*time.Millisecond {
+				t.Errorf("Allow with a 50ms deadline took %v", el)
+			}
+			wg.Wait()
+			srv.Resume()
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				_, err := m.Allow(ctx, "k")
+				if err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("after SIGCONT: %v", err)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// TestRedisQueuePolicies: with Redis unreachable, a FailOpen queue starts calls
+// at once, a FailLocal queue paces them with its local rate, and a FailClosed
+// queue returns breaker.ErrUnavailable.
+func TestRedisQueuePolicies(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer rdb.Close()
+	ctx := context.Background()
+	closed := shaper.NewRedisQueue(rdb, "q", shaper.PerSecond(10), shaper.Config{}, shaper.RedisConfig{})
+	if err := closed.Wait(ctx, 1); !errors.Is(err, breaker.ErrUnavailable) {
+		t.Errorf("FailClosed: %v, want ErrUnavailable", err)
+	}
+	open := shaper.NewRedisQueue(rdb, "q", shaper.PerSecond(10), shaper.Config{}, shaper.RedisConfig{Policy: breaker.FailOpen})
+	for range 3 {
+		if err := open.Wait(ctx, 1); err != nil {
+			t.Errorf("FailOpen: %v", err)
+		}
+	}
+	local := shaper.NewRedisQueue(rdb, "q", shaper.PerSecond(10), shaper.Config{}, shaper.RedisConfig{Policy: breaker.FailLocal,
+		LocalLimit: shaper.Limit{Rate: shaper.PerSecond(20), Burst: 1}})
+	defer local.Close()
+	start := time.Now()
+	for range 3 {
+		if err := local.Wait(ctx, 1); err != nil {
+			t.Errorf("FailLocal: %v", err)
+		}
+	}
+	if el := time.Since(start); el < 90*time.Millisecond {
+		t.Errorf("FailLocal: 3 calls at a local 20/s took %v, want ≥ 100ms", el)
+	}
+}
