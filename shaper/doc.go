@@ -60,6 +60,32 @@
 // Its schedule is virtual, so the rate stays exact even where sleeps are coarse; see
 // [Queue] for the details, cancellation, Close and Shutdown.
 //
+// # Across a fleet, through Redis
+//
+// [NewRedisMeter] (GCRA), [NewRedisTokenBucket], [NewRedisFixedWindow],
+// [NewRedisSlidingLog] and [NewRedisSlidingCounter] return a [RedisMeter] that
+// decides in Redis, atomically, in one round trip, with Redis's clock: one Lua
+// script per algorithm running the same integer lines as the local meter, so both
+// return the same decisions for the same inputs (a differential test holds them to
+// it). Every call goes through a [breaker.Breaker], and RedisConfig.Policy says
+// what a decision is while Redis cannot answer: fail closed, fail open (most rate
+// limits should), or decide locally with RedisConfig.LocalLimit.
+//
+//	exports := shaper.NewRedisMeter(rdb, shaper.Limit{Rate: shaper.PerMinute(5), Burst: 5},
+//		shaper.RedisConfig{Prefix: "exports:", Policy: breaker.FailOpen})
+//	d, err := exports.Allow(ctx, "tenant:acme")
+//
+// [RedisMeter.Lease] takes Redis off the hot path: a [Lease] takes a batch of
+// tokens in one call, serves them locally in well under a microsecond, refills in
+// the background below a low-water mark, and gives unused tokens back on Close.
+// The fleet can over-admit by at most Batch × processes; unused leased tokens are
+// quota others cannot use until they expire or are returned.
+//
+// [NewRedisQueue] is the fleet-wide [Queue]: each job reserves the next slot of a
+// GCRA schedule in Redis and sleeps until it, so N worker processes share one
+// rate without a central queue process. A reservation that would exceed MaxDelay
+// is not taken and costs nothing.
+//
 // # Errors
 //
 // Every refusal that can be retried has a RetryAfter() time.Duration method and
