@@ -19,7 +19,7 @@ local wait_ttl = tonumber(ARGV[9])
 local id = ARGV[10]
 
 local function next_expiry()
-  local first = redis.call('ZRANGE', H, 0, 0, 'WITHSCORES')
+  local first = redis.call('ZRANGE', H, '0', '0', 'WITHSCORES')
   if first[2] then
     return math.max(0, tonumber(first[2]) - now)
   end
@@ -37,14 +37,14 @@ local empty = handoff()
 -- weight fits (so it is not too heavy): ZADD NX grants a new token, and finds
 -- a held one (a repeated call) without changing its lease.
 if empty and w <= limit and used + w <= limit then
-  if redis.call('ZADD', H, 'NX', now + lease, tok) == 1 then
+  if redis.call('ZADD', H, 'NX', int(now + lease), tok) == 1 then
     note_lease(now + lease)
     local fence = last_fence + 1
     if fence < now_us then
       fence = now_us
     end
-    last_fence = fence
-    redis.call('HSET', D, 'w:' .. tok, w, 'f:' .. tok, fence)
+    last_fence, last_fence_s = fence, int(fence)
+    redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, last_fence_s)
     used = used + w
     dirty = true
     if not h_exists then
@@ -59,7 +59,7 @@ end
 local held = redis.call('ZSCORE', H, tok)
 if held then
   if tonumber(held) < now + lease then
-    redis.call('ZADD', H, now + lease, tok)
+    redis.call('ZADD', H, int(now + lease), tok)
     note_lease(now + lease)
   end
   local fence = tonumber(redis.call('HGET', D, 'f:' .. tok) or '0')
@@ -78,7 +78,7 @@ if w > limit then
 end
 
 if queued then
-  redis.call('ZADD', QE, now + wait_ttl, tok)
+  redis.call('ZADD', QE, int(now + wait_ttl), tok)
   touched[QE] = true
   local pos = redis.call('ZRANK', Q, tok)
   finish()
@@ -91,11 +91,11 @@ if not queue then
   return {2, 0, limit, used, n}
 end
 
-local seq = redis.call('HINCRBY', S, 'seq', 1)
-nq = nq + redis.call('ZADD', Q, seq, tok)
+local seq = redis.call('HINCRBY', S, 'seq', '1')
+nq = nq + redis.call('ZADD', Q, int(seq), tok)
 dirty = true
-redis.call('ZADD', QE, now + wait_ttl, tok)
-redis.call('HSET', D, 'w:' .. tok, w, 'c:' .. tok, id, 'l:' .. tok, lease)
+redis.call('ZADD', QE, int(now + wait_ttl), tok)
+redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'c:' .. tok, id, 'l:' .. tok, ARGV[7])
 touched[Q] = true
 touched[QE] = true
 touched[D] = true

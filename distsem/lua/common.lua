@@ -23,15 +23,17 @@
 --   "spublish", ARGV[5] = notify channel prefix ({name}:n:), the channel of a waiter is
 --   prefix .. its notify id. Script-specific arguments start at ARGV[6].
 --
--- Time comes only from TIME. Numbers are passed to redis.call as Lua numbers,
--- never through tostring or '..': Redis converts a number argument with all its
--- digits (1795978983896001 stays 1795978983896001), while Lua's own formatting
--- (%.14g) would write 1.795978983896e+15. Fences (µs, ~1.8e15) stay below 2^53,
--- so they are exact in a Lua double. The
+-- Time comes only from TIME. Numbers are passed to redis.call as strings made
+-- by int() (string.format '%d', all digits), never through tostring or '..':
+-- Lua's own formatting (%.14g) would write 1.795978983896e+15. (A Lua number
+-- argument would also keep its digits, but Redis 7.0 formats it with
+-- snprintf %.17g, which costs about 1 µs per argument.) Arguments that arrive
+-- as strings (ARGV, replies) are passed on unconverted. Fences (µs, ~1.8e15)
+-- stay below 2^53, so they are exact in a Lua double. The
 -- scripts have no error paths after their first write: every input is validated by
 -- the Go caller.
 --
--- Cost: every redis.call costs a few µs of Redis CPU, so the common
+-- Cost: every redis.call and every number converted costs Redis CPU, so the common
 -- (uncontended) path makes as few as it can: the bookkeeping fields of KEYS[1],
 -- read by the one HMGET, say when the queue is empty (no hand-off scan), when
 -- there is no tombstone (no lookup) and when no lease can have expired (no
@@ -47,14 +49,21 @@
 -- call, which is more than twice any lease, heartbeat or tombstone TTL.
 local S, H, Q, QE, D, T = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local tok = ARGV[1]
-local key_ttl = tonumber(ARGV[3])
+local key_ttl_s = ARGV[3]
+local key_ttl = tonumber(key_ttl_s)
 local pub = ARGV[4]
 local chan_prefix = ARGV[5]
 
+local fmt = string.format
+local function int(x)
+  return fmt('%d', x)
+end
+
 local tm = redis.call('TIME')
-local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
-local now_us = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-local BOUND = 64 -- at most this many expired entries of each kind reaped per call
+local tm_s, tm_us = tonumber(tm[1]), tonumber(tm[2])
+local now = tm_s * 1000 + math.floor(tm_us / 1000)
+local now_us = tm_s * 1000000 + tm_us
+local BOUND, BOUND_S = 64, '64' -- at most this many expired entries of each kind reaped per call
 
 -- Keys this call may have created; finish() gives each a TTL.
 local touched = {}
@@ -68,38 +77,42 @@ end
 -- and so are the waiter count and the tombstone bound.
 local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he')
 local dirty = false
-local limit = tonumber(st[1] or '0')
+-- The values read, to write back only what changed.
+local limit0, used0, fence0, nq0, tn0, ta0, he0 =
+  tonumber(st[1]), tonumber(st[2]), tonumber(st[3]), tonumber(st[4]), tonumber(st[5]), tonumber(st[6]), tonumber(st[7])
+local limit = limit0 or 0
 if limit < 1 then
   limit = tonumber(ARGV[2])
   dirty = true
 end
-local last_fence = tonumber(st[3] or '0')
+local last_fence = fence0 or 0
+local last_fence_s -- int(last_fence) once a grant made it
 local used
-if st[2] then
-  used = tonumber(st[2])
+if used0 then
+  used = used0
 else
   used = 0
-  for _, h in ipairs(redis.call('ZRANGE', H, 0, -1)) do
+  for _, h in ipairs(redis.call('ZRANGE', H, '0', '-1')) do
     used = used + weight_of(h)
   end
   dirty = true
 end
-local nq = tonumber(st[4])
+local nq = nq0
 if not nq then
   nq = redis.call('ZCARD', Q)
   dirty = true
 end
 local function tomb_bound()
-  local first = redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')
+  local first = redis.call('ZRANGE', T, '0', '0', 'WITHSCORES')
   return tonumber(first[2] or '-1')
 end
-local tn = tonumber(st[5])
+local tn = tn0
 if not tn then
   tn = tomb_bound()
   dirty = true
 end
-local ta = tonumber(st[6])
-local he = tonumber(st[7] or '0') -- 0 (unknown): look
+local ta = ta0
+local he = he0 or 0 -- 0 (unknown): look
 
 -- Every write of a lease expiry to H goes through here, so that he stays a
 -- lower bound of the earliest one.
@@ -146,12 +159,12 @@ local function reap(force)
     return
   end
   reaped = true
-  local first = redis.call('ZRANGE', H, 0, 0, 'WITHSCORES')
+  local first = redis.call('ZRANGE', H, '0', '0', 'WITHSCORES')
   if first[2] and tonumber(first[2]) <= now then
-    for _, h in ipairs(redis.call('ZRANGEBYSCORE', H, '-inf', now, 'LIMIT', 0, BOUND)) do
+    for _, h in ipairs(redis.call('ZRANGEBYSCORE', H, '-inf', int(now), 'LIMIT', '0', BOUND_S)) do
       drop_holder(h)
     end
-    first = redis.call('ZRANGE', H, 0, 0, 'WITHSCORES')
+    first = redis.call('ZRANGE', H, '0', '0', 'WITHSCORES')
   end
   dirty = true
   if first[1] then
@@ -171,10 +184,10 @@ local function grant(t, w, expiry)
   if fence < now_us then
     fence = now_us
   end
-  last_fence = fence
-  redis.call('ZADD', H, expiry, t)
+  last_fence, last_fence_s = fence, int(fence)
+  redis.call('ZADD', H, int(expiry), t)
   note_lease(expiry)
-  redis.call('HSET', D, 'w:' .. t, w, 'f:' .. t, fence)
+  redis.call('HSET', D, 'w:' .. t, int(w), 'f:' .. t, last_fence_s)
   used = used + w
   dirty = true
   if not h_exists then
@@ -199,7 +212,7 @@ local function handoff()
     return true
   end
   for _ = 1, BOUND do
-    local head = redis.call('ZRANGE', Q, 0, 0)[1]
+    local head = redis.call('ZRANGE', Q, '0', '0')[1]
     if not head then
       nq = 0
       dirty = true
@@ -218,7 +231,7 @@ local function handoff()
       drop_waiter(head)
       local fence = grant(head, w, now + lease)
       if id then
-        redis.call(pub, chan_prefix .. id, head .. ':' .. string.format('%d', fence))
+        redis.call(pub, chan_prefix .. id, head .. ':' .. int(fence))
       end
     end
   end
@@ -242,15 +255,32 @@ local function finish()
     dirty = true
   end
   if dirty then
-    redis.call('HSET', S, 'limit', limit, 'used', used, 'fence', last_fence, 'nq', nq, 'tn', tn, 'ta', ta, 'he', he)
+    -- Only the fields that changed (a missing one counts as changed).
+    local a, n = {S}, 1
+    local function put(f, v, v0, s)
+      if v ~= v0 then
+        a[n + 1], a[n + 2] = f, s or int(v)
+        n = n + 2
+      end
+    end
+    put('limit', limit, limit0)
+    put('used', used, used0)
+    put('fence', last_fence, fence0, last_fence_s)
+    put('nq', nq, nq0)
+    put('tn', tn, tn0)
+    put('ta', ta, ta0)
+    put('he', he, he0)
+    if n > 1 then
+      redis.call('HSET', unpack(a))
+    end
   end
   if refresh then
     for _, k in ipairs(KEYS) do
-      redis.call('PEXPIRE', k, key_ttl)
+      redis.call('PEXPIRE', k, key_ttl_s)
     end
   else
     for k in pairs(touched) do
-      redis.call('PEXPIRE', k, key_ttl)
+      redis.call('PEXPIRE', k, key_ttl_s)
     end
   end
 end

@@ -17,7 +17,7 @@ local always_tomb = ARGV[8] == '1'
 
 reap(nq > 0)
 if tn ~= -1 and tn <= now then
-  local old = redis.call('ZRANGEBYSCORE', T, '-inf', now, 'LIMIT', 0, BOUND)
+  local old = redis.call('ZRANGEBYSCORE', T, '-inf', int(now), 'LIMIT', '0', BOUND_S)
   if #old > 0 then
     redis.call('ZREM', T, unpack(old))
   end
@@ -43,7 +43,7 @@ if tok ~= '' then
   end
   if always_tomb or was ~= 1 then
     local expiry = now + tomb_ttl
-    redis.call('ZADD', T, expiry, tok)
+    redis.call('ZADD', T, int(expiry), tok)
     touched[T] = true
     if tn == -1 or expiry < tn then
       tn = expiry

@@ -13,7 +13,7 @@ local readopt = ARGV[9] == '1'
 reap(nq > 0)
 -- XX CH: 1 when tok is held (and its lease moved); 0 also when the lease did
 -- not move (same ms), which ZSCORE tells apart.
-local r = redis.call('ZADD', H, 'XX', 'CH', now + lease, tok)
+local r = redis.call('ZADD', H, 'XX', 'CH', int(now + lease), tok)
 if r == 1 or redis.call('ZSCORE', H, tok) then
   note_lease(now + lease)
   handoff()
@@ -23,9 +23,9 @@ end
 reap(true)
 handoff()
 if readopt and (tn == -1 or not redis.call('ZSCORE', T, tok)) and used + w <= limit then
-  redis.call('ZADD', H, now + lease, tok)
+  redis.call('ZADD', H, int(now + lease), tok)
   note_lease(now + lease)
-  redis.call('HSET', D, 'w:' .. tok, w, 'f:' .. tok, fence)
+  redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, fence)
   used = used + w
   dirty = true
   if not h_exists then
