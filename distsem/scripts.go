@@ -2,13 +2,20 @@ package distsem
 
 import (
 	_ "embed"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// The three scripts share a prelude (common.lua: key layout, TIME, reaping, the
-// hand-off loop). Each script is the prelude followed by its own file; the
-// resulting source is what Redis caches (EVALSHA, then EVAL on NOSCRIPT).
+// The three scripts share a prelude (head.lua: key layout, TIME, the state) and
+// functions (common.lua: reaping, the hand-off loop, write-back and TTLs). Each
+// script is head.lua, its own fast path (its file up to the line "-- @common"),
+// common.lua and the rest of its file, so that the common uncontended calls
+// return before Lua creates the shared functions; the resulting source is what
+// Redis caches (EVALSHA, then EVAL on NOSCRIPT).
+
+//go:embed lua/head.lua
+var headLua string
 
 //go:embed lua/common.lua
 var commonLua string
@@ -23,10 +30,24 @@ var renewLua string
 var releaseLua string
 
 var (
-	acquireScript = redis.NewScript(commonLua + acquireLua)
-	renewScript   = redis.NewScript(commonLua + renewLua)
-	releaseScript = redis.NewScript(commonLua + releaseLua)
+	acquireSource = assemble(acquireLua)
+	renewSource   = assemble(renewLua)
+	releaseSource = assemble(releaseLua)
+
+	acquireScript = redis.NewScript(acquireSource)
+	renewScript   = redis.NewScript(renewSource)
+	releaseScript = redis.NewScript(releaseSource)
 )
+
+// assemble returns head.lua + the fast path of script + common.lua + the rest
+// of script. It panics if script has no "-- @common" line.
+func assemble(script string) string {
+	fast, rest, ok := strings.Cut(script, "\n-- @common\n")
+	if !ok {
+		panic("distsem: script without a -- @common line")
+	}
+	return headLua + fast + "\n" + commonLua + rest
+}
 
 // Status codes returned by the scripts (see the header of each .lua file).
 const (

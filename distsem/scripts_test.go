@@ -2,6 +2,7 @@ package distsem
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -378,5 +379,113 @@ func TestUsedWithoutHoldersIsHealed(t *testing.T) {
 	db.Client.Del(t.Context(), s.keys[1], s.keys[4])
 	if got := r.acquire("c", 1, true); got[0] != stGranted {
 		t.Fatalf("acquire(c) after the holders were lost = %v, want granted", got)
+	}
+}
+
+// assembleSource returns the Lua source of one of the three scripts.
+func assembleSource(sc *redis.Script) string {
+	switch sc {
+	case acquireScript:
+		return acquireSource
+	case renewScript:
+		return renewSource
+	case releaseScript:
+		return releaseSource
+	}
+	panic("unknown script")
+}
+
+// TestFastPathsMatchGeneralPaths runs one random sequence of calls against two
+// semaphores, one with the scripts as built and one with their fast paths
+// disabled, and checks that both answer and store the same (fences and times
+// aside).
+func TestFastPathsMatchGeneralPaths(t *testing.T) {
+	slow := func(sc *redis.Script) *redis.Script {
+		src := strings.Replace(assembleSource(sc), "local fast = limit0", "local fast = false and limit0", 1)
+		if src == assembleSource(sc) {
+			t.Fatal("no fast flag to disable")
+		}
+		return redis.NewScript(src)
+	}
+	scripts := [2][3]*redis.Script{
+		{acquireScript, releaseScript, renewScript},
+		{slow(acquireScript), slow(releaseScript), slow(renewScript)},
+	}
+	// Long TTLs: nothing may expire between the calls to the two.
+	db := redistest.Connect(t)
+	cfg := Config{Lease: time.Minute, CallTimeout: time.Second, WaiterTTL: time.Minute, TombstoneTTL: time.Minute}
+	var rs [2]*raw
+	for i := range rs {
+		rs[i] = &raw{t: t, s: New(db.Client, db.Prefix+"sem"+strconv.Itoa(i), 3, cfg)}
+		t.Cleanup(func() { rs[i].s.Close() })
+	}
+	ctx := context.Background()
+	fences := [2]map[string]int64{{}, {}}
+	rnd := uint64(12345)
+	next := func(n uint64) int64 {
+		rnd = rnd*6364136223846793005 + 1442695040888963407
+		return int64((rnd >> 33) % n)
+	}
+	for step := range 600 {
+		op, tok, w, flag := next(3), "k"+strconv.FormatInt(next(6), 10), 1+next(2), next(2)
+		if op == 0 && next(3) != 0 {
+			flag = 0 // mostly try: a long queue would keep the fast paths off
+		}
+		var got [2][]int64
+		for i, r := range rs {
+			s := r.s
+			var args []any
+			switch op {
+			case 0:
+				args = s.args(tok, w, s.cfg.Lease.Milliseconds(), flag, s.cfg.WaiterTTL.Milliseconds(), s.id)
+			case 1:
+				args = s.args(tok, s.cfg.TombstoneTTL.Milliseconds(), 0, flag)
+			case 2:
+				args = s.args(tok, w, s.cfg.Lease.Milliseconds(), fences[i][tok], flag)
+			}
+			v, err := s.eval(ctx, scripts[i][op], args)
+			if err != nil {
+				t.Fatalf("step %d: op %d: %v", step, op, err)
+			}
+			if op == 0 && v[0] == stGranted {
+				fences[i][tok] = v[1]
+			}
+			if op == 0 {
+				v[1] = 0 // fences differ
+			}
+			if len(v) > 5 {
+				v = v[:5] // ms to the next expiry differ
+			}
+			got[i] = v
+		}
+		if !slices.Equal(got[0], got[1]) {
+			t.Fatalf("step %d: op %d(%s, %d, %d) = %v with fast paths, %v without", step, op, tok, w, flag, got[0], got[1])
+		}
+		for _, k := range []int{1, 2, 3, 5} {
+			a, _ := db.Client.ZRange(ctx, rs[0].s.keys[k], 0, -1).Result()
+			b, _ := db.Client.ZRange(ctx, rs[1].s.keys[k], 0, -1).Result()
+			if k != 2 { // ordered by times, which differ by a ms or so
+				slices.Sort(a)
+				slices.Sort(b)
+			}
+			if !slices.Equal(a, b) {
+				t.Fatalf("step %d: %s = %v with fast paths, %v without", step, rs[0].s.keys[k], a, b)
+			}
+		}
+		for _, f := range []string{"limit", "used", "nq", "tn"} {
+			a, _ := db.Client.HGet(ctx, rs[0].s.keys[0], f).Result()
+			b, _ := db.Client.HGet(ctx, rs[1].s.keys[0], f).Result()
+			if a != b && !(f == "tn" && a != "-1" && b != "-1") {
+				t.Fatalf("step %d: state %s = %q with fast paths, %q without", step, f, a, b)
+			}
+		}
+		a, _ := db.Client.HKeys(ctx, rs[0].s.keys[4]).Result()
+		b, _ := db.Client.HKeys(ctx, rs[1].s.keys[4]).Result()
+		slices.Sort(a)
+		slices.Sort(b)
+		if !slices.Equal(a, b) {
+			t.Fatalf("step %d: fields of :d = %v with fast paths, %v without", step, a, b)
+		}
+		ttlsOK(t, db, rs[0].s, "step "+strconv.Itoa(step))
 	}
 }

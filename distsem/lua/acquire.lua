@@ -12,6 +12,30 @@
 --           2 no capacity (try only, nothing written but reaping),
 --          -1 token tombstoned (released or cancelled before this call ran),
 --          -2 weight exceeds the stored limit (removed from the queue).
+-- Fast path: a new grant with the queue empty (so tok is not queued), no
+-- tombstone for tok, and the weight fits (so it is not too heavy), as below.
+if fast and (tn0 == -1 or not redis.call('ZSCORE', T, tok)) then
+  local w = tonumber(ARGV[6])
+  local expiry = now + tonumber(ARGV[7])
+  if w <= limit0 and used0 + w <= limit0 and redis.call('ZADD', H, 'NX', int(expiry), tok) == 1 then
+    local fence = (fence0 or 0) + 1
+    if fence < now_us then
+      fence = now_us
+    end
+    local fence_s, used = int(fence), used0 + w
+    redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, fence_s)
+    if he0 == -1 or expiry < he0 then
+      redis.call('HSET', S, 'used', int(used), 'fence', fence_s, 'he', int(expiry))
+    else
+      redis.call('HSET', S, 'used', int(used), 'fence', fence_s)
+    end
+    redis.call('PEXPIRE', H, key_ttl_s) -- not proven to exist (no read of it)
+    redis.call('PEXPIRE', D, key_ttl_s)
+    return {1, fence, limit0, used, 0}
+  end
+end
+
+-- @common
 local w = tonumber(ARGV[6])
 local lease = tonumber(ARGV[7])
 local queue = ARGV[8] == '1'

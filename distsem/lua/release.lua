@@ -11,6 +11,23 @@
 -- ARGV[6] = tombstone TTL ms, ARGV[7] = new limit to store, or 0 to keep it,
 -- ARGV[8] = 1 to always write the tombstone, 0 to write it unless held.
 -- Returns {was, limit, used}: was = 1 held, 2 queued, 0 neither.
+-- Fast path: the release of a held token with the queue empty, no tombstone
+-- to write or reap and the limit kept, as below.
+if fast and tok ~= '' and ARGV[8] ~= '1' and tonumber(ARGV[7]) <= 0 and (tn0 == -1 or tn0 > now)
+  and redis.call('ZREM', H, tok) == 1 then
+  local wk = 'w:' .. tok
+  local used = used0 - tonumber(redis.call('HGET', D, wk) or '0')
+  redis.call('HDEL', D, wk, 'f:' .. tok)
+  if used < 0 then
+    used = 0 -- self-heal
+  end
+  if used ~= used0 then
+    redis.call('HSET', S, 'used', int(used))
+  end
+  return {1, limit0, used}
+end
+
+-- @common
 local tomb_ttl = tonumber(ARGV[6])
 local new_limit = tonumber(ARGV[7])
 local always_tomb = ARGV[8] == '1'

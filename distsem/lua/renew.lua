@@ -5,6 +5,18 @@
 -- was served, else 0.
 -- Returns {status, limit, used}: 1 renewed, 2 re-adopted (the token was missing and
 -- was inserted again with its old fence), 0 lost (missing, or tombstoned).
+-- Fast path: the renewal of a held token with the queue empty, as below.
+if fast then
+  local expiry = now + tonumber(ARGV[7])
+  if redis.call('ZADD', H, 'XX', 'CH', int(expiry), tok) == 1 then
+    if he0 == -1 or expiry < he0 then
+      redis.call('HSET', S, 'he', int(expiry))
+    end
+    return {1, limit0, used0}
+  end
+end
+
+-- @common
 local w = tonumber(ARGV[6])
 local lease = tonumber(ARGV[7])
 local fence = ARGV[8]

@@ -1,0 +1,83 @@
+-- head.lua: start of acquire.lua, renew.lua and release.lua. Each script is
+-- head.lua, the script's fast path (its text before the line "-- @common"),
+-- common.lua (the shared functions), then the rest of the script (see
+-- scripts.go); no file is ever run alone. The fast paths handle the common
+-- uncontended calls before the shared functions are even created.
+--
+-- KEYS (all under one hash tag, built by the client, never in Lua):
+--   KEYS[1] = {name}:s   HASH  limit, used (weight held), seq (last queue number),
+--                              fence (last fencing number), and bookkeeping that
+--                              lets the common path skip calls:
+--                              nq (waiters in the queue; may only over-count),
+--                              tn (-1 when there is no tombstone, else a lower
+--                              bound of the earliest tombstone expiry, ms),
+--                              ta (when every key's TTL was last refreshed, ms),
+--                              he (-1 when there is no holder, else a lower
+--                              bound of the earliest lease expiry, ms)
+--   KEYS[2] = {name}:h   ZSET  holder token -> lease expiry (ms, Redis TIME)
+--   KEYS[3] = {name}:q   ZSET  waiter token -> queue number (FIFO order)
+--   KEYS[4] = {name}:qe  ZSET  waiter token -> heartbeat expiry (ms)
+--   KEYS[5] = {name}:d   HASH  w:<tok> weight, f:<tok> fence (holders),
+--                              c:<tok> notify id, l:<tok> lease ms (waiters)
+--   KEYS[6] = {name}:t   ZSET  tombstone token -> expiry (ms)
+-- ARGV (common part):
+--   ARGV[1] = token ("" for none), ARGV[2] = configured limit (used only when the
+--   semaphore has no stored limit yet), ARGV[3] = key TTL ms, ARGV[4] = "publish" or
+--   "spublish", ARGV[5] = notify channel prefix ({name}:n:), the channel of a waiter is
+--   prefix .. its notify id. Script-specific arguments start at ARGV[6].
+--
+-- Time comes only from TIME. Numbers are passed to redis.call as strings made
+-- by int() (string.format '%d', all digits), never through tostring or '..':
+-- Lua's own formatting (%.14g) would write 1.795978983896e+15. (A Lua number
+-- argument would also keep its digits, but Redis 7.0 formats it with
+-- snprintf %.17g, which costs about 1 µs per argument.) Arguments that arrive
+-- as strings (ARGV, replies) are passed on unconverted. Fences (µs, ~1.8e15)
+-- stay below 2^53, so they are exact in a Lua double. The
+-- scripts have no error paths after their first write: every input is validated by
+-- the Go caller.
+--
+-- Cost: every redis.call and every number converted costs Redis CPU, so the common
+-- (uncontended) path makes as few as it can: the bookkeeping fields of KEYS[1],
+-- read by the one HMGET, say when the queue is empty (no hand-off scan), when
+-- there is no tombstone (no lookup) and when no lease can have expired (no
+-- reaping). Missing bookkeeping (a lost or older state) is recomputed from the
+-- keys.
+--
+-- TTLs: every key always has a TTL. A write keeps a key's TTL, so only a key
+-- this call may have created (or re-created after emptying it) needs one: it is
+-- PEXPIREd at the end of the call unless the call proved that the key existed
+-- (and was not emptied) before the write. In addition every key is given a
+-- fresh TTL of key_ttl when the last such refresh (ta) is older than
+-- key_ttl / 4 or unknown, so a key lives at least 3/4 key_ttl after the last
+-- call, which is more than twice any lease, heartbeat or tombstone TTL.
+local S, H, Q, QE, D, T = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local tok = ARGV[1]
+local key_ttl_s = ARGV[3]
+local key_ttl = tonumber(key_ttl_s)
+local pub = ARGV[4]
+local chan_prefix = ARGV[5]
+
+local fmt = string.format
+local function int(x)
+  return fmt('%d', x)
+end
+
+local tm = redis.call('TIME')
+local tm_s, tm_us = tonumber(tm[1]), tonumber(tm[2])
+local now = tm_s * 1000 + math.floor(tm_us / 1000)
+local now_us = tm_s * 1000000 + tm_us
+local BOUND, BOUND_S = 64, '64' -- at most this many expired entries of each kind reaped per call
+
+local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he')
+-- The values read (nil when missing), to write back only what changed.
+local limit0, used0, fence0, nq0, tn0, ta0, he0 =
+  tonumber(st[1]), tonumber(st[2]), tonumber(st[3]), tonumber(st[4]), tonumber(st[5]), tonumber(st[6]), tonumber(st[7])
+
+-- fast: a fast path may run. The state is complete and sane, no waiter is
+-- queued (no hand-off), no key needs a TTL refresh (see finish) and no lease
+-- can have expired (see reap): the common path then makes exactly the calls
+-- and writes that the general path would make, and nothing else. A fast
+-- path that finds it does not apply after a call that changed nothing falls
+-- through to the general path.
+local fast = limit0 and limit0 >= 1 and used0 and used0 >= 0 and nq0 == 0 and tn0 and he0 and ta0
+  and now >= ta0 and now - ta0 < key_ttl / 4 and (he0 > now or (he0 == -1 and used0 == 0))
