@@ -42,8 +42,10 @@
 //
 // All keys of a semaphore share the hash tag {name} and are passed in KEYS, so
 // the scripts run on Redis Cluster; notifications use SPUBLISH there. Every key
-// has a TTL, refreshed by the calls that rely on it: an idle semaphore
-// disappears after about 2 × max(Lease, WaiterTTL, TombstoneTTL) + 10s.
+// has a TTL of key_ttl = 2 × max(Lease, WaiterTTL, TombstoneTTL) + 10s, set when
+// a call may have created the key and refreshed on every key by any call at most
+// every key_ttl/4 (so that the uncontended path skips most PEXPIREs): an idle
+// semaphore disappears ¾ to 1 × key_ttl after its last call.
 //
 // # The limit
 //
