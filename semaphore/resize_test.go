@@ -89,33 +89,6 @@ func TestResizeFailsWaitersLargerThanCapacity(t *testing.T) {
 	})
 }
 
-// A lock-free acquire that read the old capacity must not be granted above a new,
-// smaller one. Run with -race and many iterations.
-func TestResizeRacesAcquire(t *testing.T) {
-	for range 200 {
-		s := semaphore.New(10, semaphore.Config{})
-		start := make(chan struct{})
-		done := make(chan bool)
-		go func() { <-start; done <- s.TryAcquire(5) }()
-		close(start)
-		s.Resize(4)
-		got := <-done
-		st := s.Stats()
-		if got && st.InUse != 5 {
-			t.Fatalf("TryAcquire(5) = true but InUse = %d", st.InUse)
-		}
-		if !got && st.InUse != 0 {
-			t.Fatalf("TryAcquire(5) = false but InUse = %d", st.InUse)
-		}
-		// Either it linearised before the Resize (5 held of 10, then shrink), or
-		// after it and failed; a grant after the shrink would be a bug, which the
-		// invariant below catches: a grant of 5 can only have seen capacity 10.
-		if got {
-			s.Release(5)
-		}
-	}
-}
-
 func TestHooksRunWithoutLocks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var s *semaphore.Weighted
@@ -182,5 +155,75 @@ func TestDoReleasesOnErrorAndPanic(t *testing.T) {
 	err := s.Do(t.Context(), 2, func(context.Context) error { called = true; return nil })
 	if !errors.Is(err, semaphore.ErrTooLarge) || called {
 		t.Fatalf("Do over capacity = %v, fn called %v; want ErrTooLarge without calling fn", err, called)
+	}
+}
+
+func TestPanickingAcquireHookDoesNotLeak(t *testing.T) {
+	s := semaphore.New(2, semaphore.Config{OnAcquire: func(int64, time.Duration) { panic("hook") }})
+	for name, f := range map[string]func(){
+		"Do":         func() { s.Do(t.Context(), 1, func(context.Context) error { return nil }) },
+		"Acquire":    func() { s.Acquire(t.Context(), 2) },
+		"TryAcquire": func() { s.TryAcquire(1) },
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r != "hook" {
+					t.Fatalf("%s: recover() = %v, want the hook's panic", name, r)
+				}
+			}()
+			f()
+		}()
+		if st := s.Stats(); st.InUse != 0 {
+			t.Fatalf("%s: InUse = %d after the OnAcquire hook panicked, want 0", name, st.InUse)
+		}
+	}
+}
+
+// MaxWait firing in the same instant as the grant: either the grant is kept
+// (nil, weight held) or the call fails with ErrMaxWait holding nothing.
+func TestMaxWaitRacesGrant(t *testing.T) {
+	for i := range 100 {
+		synctest.Test(t, func(t *testing.T) {
+			s := semaphore.New(1, semaphore.Config{MaxWait: time.Second})
+			s.Acquire(t.Context(), 1)
+			w := acquireAsync(t.Context(), s, 1)
+			synctest.Wait()
+			time.Sleep(time.Second) // the waiter's timer fires now too
+			s.Release(1)
+			synctest.Wait()
+			st := s.Stats()
+			switch {
+			case w.err == nil && st.InUse == 1:
+			case errors.Is(w.err, semaphore.ErrMaxWait) && st.InUse == 0:
+			default:
+				t.Fatalf("iteration %d: err=%v InUse=%d", i, w.err, st.InUse)
+			}
+			if st.Waiters != 0 {
+				t.Fatalf("Waiters = %d", st.Waiters)
+			}
+		})
+	}
+}
+
+// Resize failing a waiter in the same instant as its cancellation: the caller
+// gets ErrTooLarge or ctx.Err(), and nothing is held or queued.
+func TestResizeRacesCancel(t *testing.T) {
+	for i := range 100 {
+		synctest.Test(t, func(t *testing.T) {
+			s := semaphore.New(4, semaphore.Config{})
+			s.Acquire(t.Context(), 4)
+			ctx, cancel := context.WithCancel(t.Context())
+			w := acquireAsync(ctx, s, 3)
+			synctest.Wait()
+			cancel()
+			s.Resize(2)
+			synctest.Wait()
+			if !errors.Is(w.err, semaphore.ErrTooLarge) && !errors.Is(w.err, context.Canceled) {
+				t.Fatalf("iteration %d: err = %v", i, w.err)
+			}
+			if st := s.Stats(); st.InUse != 4 || st.Waiters != 0 || st.WaitingWeight != 0 {
+				t.Fatalf("iteration %d: %+v", i, st)
+			}
+		})
 	}
 }

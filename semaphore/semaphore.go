@@ -53,7 +53,8 @@ type Config struct {
 	// OnAcquire, if non-nil, is called after every successful Acquire or
 	// TryAcquire with the weight granted and how long the call waited (0 for a
 	// grant without queueing; the clock is not read on that path). It is called
-	// without any lock held and may call back into the Weighted.
+	// without any lock held and may call back into the Weighted. If it panics,
+	// the weight is released and the panic propagates to the caller.
 	OnAcquire func(n int64, waited time.Duration)
 
 	// OnRelease, if non-nil, is called after every Release with the weight
@@ -222,9 +223,7 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) error {
 		}
 	}
 	if ok, _ := s.tryFast(n); ok {
-		if s.cfg.OnAcquire != nil {
-			s.cfg.OnAcquire(n, 0)
-		}
+		s.acquiredHook(n, 0)
 		return nil
 	}
 	return s.acquireSlow(ctx, done, n)
@@ -241,9 +240,7 @@ func (s *Weighted) acquireSlow(ctx context.Context, done <-chan struct{}, n int6
 		s.state.Store(st + uint64(n))
 		s.acquired.Add(1)
 		s.unlock()
-		if s.cfg.OnAcquire != nil {
-			s.cfg.OnAcquire(n, 0)
-		}
+		s.acquiredHook(n, 0)
 		return nil
 	}
 	// n must wait. Decide whether it may, before changing anything.
@@ -328,9 +325,26 @@ func (s *Weighted) woken(ctx context.Context, done <-chan struct{}, w *waiter, s
 		}
 	}
 	if s.cfg.OnAcquire != nil {
-		s.cfg.OnAcquire(n, time.Since(start))
+		s.acquiredHook(n, time.Since(start))
 	}
 	return nil
+}
+
+// acquiredHook calls Config.OnAcquire, if set, for a grant of n. If the hook
+// panics, the weight is released before the panic goes on, so a panicking hook
+// cannot leak capacity (the caller never got to defer its Release).
+func (s *Weighted) acquiredHook(n int64, waited time.Duration) {
+	if s.cfg.OnAcquire == nil {
+		return
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			s.release(n)
+		}
+	}()
+	s.cfg.OnAcquire(n, waited)
+	ok = true
 }
 
 // abandon handles a waiter whose context is done (reason < 0) or whose MaxWait
@@ -339,27 +353,27 @@ func (s *Weighted) abandon(ctx context.Context, w *waiter, reason int) error {
 	s.lock()
 	switch w.state {
 	case granted:
-		<-w.ready // sent by the granter right after it leaves the locked path
+		// The state is final; the granter sends on ready right after it leaves
+		// the locked path, so receive without holding the lock.
+		if reason < 0 {
+			s.canceled++
+		}
+		s.unlock()
+		<-w.ready
 		n := w.n
+		s.putWaiter(w)
 		if reason >= 0 {
 			// MaxWait passed as the grant came in: keep the grant.
-			s.unlock()
-			s.putWaiter(w)
-			if s.cfg.OnAcquire != nil {
-				s.cfg.OnAcquire(n, s.cfg.MaxWait)
-			}
+			s.acquiredHook(n, s.cfg.MaxWait)
 			return nil
 		}
 		// Granted as ctx was done: give the weight back (x/sync's ordering). The
 		// caller never saw this grant, so neither hook runs.
-		s.canceled++
-		next := s.releaseLocked(n)
-		s.unlockAndSignal(next)
-		s.putWaiter(w)
+		s.release(n)
 		return ctx.Err()
 	case failed:
-		<-w.ready
 		s.unlock()
+		<-w.ready
 		n, err := w.n, w.err
 		s.putWaiter(w)
 		if s.cfg.OnReject != nil {
@@ -449,8 +463,8 @@ func (s *Weighted) TryAcquire(n int64) bool {
 		}
 		s.unlock()
 	}
-	if ok && s.cfg.OnAcquire != nil {
-		s.cfg.OnAcquire(n, 0)
+	if ok {
+		s.acquiredHook(n, 0)
 	}
 	return ok
 }

@@ -451,8 +451,22 @@ func TestStressRandomWeights(t *testing.T) {
 	s := semaphore.New(capacity, semaphore.Config{MaxWaiters: 48})
 	var held atomic.Int64
 	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Go(func() { // resize between 12 and capacity throughout: held stays ≤ capacity
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				s.Resize(capacity)
+				return
+			default:
+			}
+			s.Resize(capacity - int64(i%5))
+			time.Sleep(20 * time.Microsecond)
+		}
+	})
+	var workers sync.WaitGroup
 	for g := range 64 {
-		wg.Go(func() {
+		workers.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(g), 1))
 			for range 300 {
 				n := 1 + r.Int64N(capacity)
@@ -484,6 +498,8 @@ func TestStressRandomWeights(t *testing.T) {
 			}
 		})
 	}
+	workers.Wait()
+	close(stop)
 	wg.Wait()
 	st := s.Stats()
 	if st.InUse != 0 || st.Waiters != 0 || st.WaitingWeight != 0 {
