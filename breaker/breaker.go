@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"strconv"
@@ -301,7 +302,8 @@ func (b *Breaker) State() State {
 func (b *Breaker) Stats() Stats {
 	st := Stats{State: b.State()}
 	if st.State == StateOpen {
-		st.RetryAfter, _ = b.openRemaining()
+		rem, _ := b.openRemaining()
+		st.RetryAfter = max(rem, 0) // the period may have ended since State
 	}
 	st.Trips = b.trips.Load()
 	st.Transitions = b.transitions.Load()
@@ -361,7 +363,7 @@ func Do[T any](ctx context.Context, b *Breaker, p Policy, call func(context.Cont
 		return zero, FromStore, err
 	}
 	b.dispatch()
-	if b.state.Load() == uint32(StateOpen) { // fast path: one atomic load when closed
+	if b.state.Load() != uint32(StateClosed) { // fast path: one atomic load when closed
 		if rem, open := b.openRemainingSlow(); open {
 			if src := b.count(p); src != Rejected {
 				return answer(ctx, src, fallback)
@@ -584,9 +586,13 @@ func (b *Breaker) callContext(ctx context.Context) (context.Context, context.Can
 // openRemaining reports whether the breaker is in an open period and how much
 // of it remains. While it is, no call goes to gobreaker: gobreaker's own open
 // timer (the base OpenDuration) may have run out, and touching it would move
-// it to half-open before a grown or jittered open period ends.
+// it to half-open before a grown or jittered open period ends. The period is
+// judged by openUntil, not by the mirrored state: a call admitted before the
+// trip that finishes after OpenDuration moves gobreaker to half-open early (its
+// afterRequest reads the state before checking the generation), and that must
+// not let callers through before openUntil.
 func (b *Breaker) openRemaining() (time.Duration, bool) {
-	if State(b.state.Load()) != StateOpen { // inlined fast path
+	if State(b.state.Load()) == StateClosed { // inlined fast path
 		return 0, false
 	}
 	return b.openRemainingSlow()
@@ -624,7 +630,11 @@ func (b *Breaker) onTransition(_ string, from, to gobreaker.State) {
 	case StateOpen:
 		b.openTrips++
 		t.openFor, t.trips = b.openDurationLocked(b.openTrips), b.openTrips
-		b.openUntil.Store(int64(now + t.openFor)) // before the state, which publishes it
+		until := now + t.openFor
+		if until < now { // overflow with absurd durations
+			until = math.MaxInt64
+		}
+		b.openUntil.Store(int64(until)) // before the state, which publishes it
 		b.trips.Add(1)
 	case StateClosed:
 		b.openTrips = 0
@@ -642,11 +652,19 @@ func (b *Breaker) onTransition(_ string, from, to gobreaker.State) {
 func (b *Breaker) openDurationLocked(k int) time.Duration {
 	d := b.openBase
 	for i := 1; i < k && d < b.openMax; i++ {
+		if d > b.openMax/2 { // also keeps d*2 from overflowing
+			d = b.openMax
+			break
+		}
 		d *= 2
 	}
 	d = min(d, b.openMax)
 	if b.jitter > 0 {
-		d += time.Duration(rand.Float64() * b.jitter * float64(d))
+		j := rand.Float64() * b.jitter * float64(d)
+		if j >= float64(math.MaxInt64-d) {
+			return math.MaxInt64
+		}
+		d += time.Duration(j)
 	}
 	return d
 }
@@ -667,22 +685,39 @@ func (b *Breaker) dispatchSlow() {
 		return
 	}
 	b.dispatching = true
-	defer func() { // also if a hook panics
-		b.mu.Lock()
-		b.dispatching = false
-		b.mu.Unlock()
-	}()
 	for len(b.pending) > 0 {
 		batch := b.pending
 		b.pending = nil
 		b.hasPending.Store(false)
 		b.mu.Unlock()
-		for _, t := range batch {
-			b.report(t)
-		}
+		b.reportBatch(batch)
 		b.mu.Lock()
 	}
+	// Cleared in the same critical section that found nothing pending, so a
+	// transition recorded meanwhile is never left with no one to report it.
+	b.dispatching = false
 	b.mu.Unlock()
+}
+
+// reportBatch reports batch in order. If a hook panics, the transitions after
+// the one that panicked go back to the front of pending, and dispatching is
+// cleared, before the panic propagates.
+func (b *Breaker) reportBatch(batch []transition) {
+	i := 0
+	defer func() {
+		if i == len(batch) {
+			return
+		}
+		rest := append([]transition(nil), batch[i+1:]...)
+		b.mu.Lock()
+		b.pending = append(rest, b.pending...)
+		b.hasPending.Store(len(b.pending) > 0)
+		b.dispatching = false
+		b.mu.Unlock()
+	}()
+	for ; i < len(batch); i++ {
+		b.report(batch[i])
+	}
 }
 
 // report logs one line for t and calls the hook. No lock is held.

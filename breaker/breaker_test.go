@@ -821,3 +821,42 @@ func TestConcurrentUseRace(t *testing.T) {
 		}
 	})
 }
+
+// A call admitted before a trip that finishes after OpenDuration moves
+// gobreaker itself to half-open early; a grown open period must still hold:
+// no caller reaches the store before it ends.
+func TestStragglerDoesNotShortenGrownOpenPeriod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := breaker.New("t", breaker.Config{
+			ConsecutiveFailures: 1, OpenDuration: time.Second, MaxOpenDuration: 8 * time.Second,
+			Jitter: -1, HalfOpenProbes: 2, CallTimeout: -1, Logger: discard,
+		})
+		var s store
+		s.set(errRefused)
+		do(b, &s)                                        // trip 1: open 1s
+		time.Sleep(time.Second + 1)                      // half-open
+		straggler, _, err := b.Allow(breaker.FailClosed) // probe 1, still in flight
+		if err != nil {
+			t.Fatalf("Allow in half-open: %v", err)
+		}
+		do(b, &s) // probe 2 fails: trip 2, open 2s
+		if got := retryAfter(t, b); got != 2*time.Second {
+			t.Fatalf("open for %v after the second trip, want 2s", got)
+		}
+		time.Sleep(1200 * time.Millisecond) // past gobreaker's own 1s timer
+		straggler(nil)                      // the slow probe reports now
+		wantState(t, b, breaker.StateOpen)
+		s.set(nil)
+		before := s.calls.Load()
+		if _, src, err := breaker.Do(t.Context(), b, breaker.FailClosed, s.call, nil); src != breaker.Rejected || err == nil {
+			t.Fatalf("Do 1.2s into a 2s open period = %v, %v; want Rejected", src, err)
+		}
+		if s.calls.Load() != before {
+			t.Fatal("a call reached the store during the open period")
+		}
+		time.Sleep(800*time.Millisecond + 1) // open through its last instant, as gobreaker
+		if err := do(b, &s); err != nil {
+			t.Fatalf("probe after the open period: %v", err)
+		}
+	})
+}
