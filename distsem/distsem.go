@@ -30,7 +30,7 @@ type Config struct {
 	CallTimeout time.Duration
 
 	// WaiterTTL is how long a queued caller stays in the queue without a
-	// heartbeat. Waiters heartbeat every WaiterTTL/3; that heartbeat is also the
+	// heartbeat. Waiters heartbeat every min(WaiterTTL, Lease)/3; that heartbeat is also the
 	// poll that covers a lost notification, so it bounds the extra wait a lost
 	// pub/sub message can cause. A waiter that dies is dropped from the queue
 	// within WaiterTTL; if it is granted by hand-off before that, its permit is
@@ -286,7 +286,15 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 		wake = s.register(tok)
 		defer s.unregister(tok)
 	}
-	beat := s.cfg.WaiterTTL / 3
+	// Heartbeat at a third of the shorter of WaiterTTL and Lease: a waiter
+	// granted by hand-off whose message was lost must call (and find itself
+	// held) before that grant's lease runs out, or it would be reaped and queued
+	// again at the back, for ever under load.
+	beat := min(s.cfg.WaiterTTL, s.cfg.Lease) / 3
+	// queuedAt is the Redis time (µs) of the last call that left tok queued. A
+	// hand-off message whose fence is not above it is stale: it is for an
+	// earlier grant of tok that expired unseen before tok was queued again.
+	var queuedAt int64
 	var timer *time.Timer
 	errs := 0
 	sent := false // a call with tok was sent: Redis may know tok
@@ -341,12 +349,15 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 			// token after cleanup: a broken invariant, not a caller error.
 			return nil, fmt.Errorf("distsem: acquire %q: token released while acquiring", s.name)
 		case stQueued:
+			if len(r) > 6 {
+				queuedAt = r[6]
+			}
 		default:
 			s.cleanup(tok)
 			return nil, fmt.Errorf("distsem: acquire %q: unexpected status %d", s.name, r[0])
 		}
 		s.listen()
-		// Heartbeat every WaiterTTL/3. The head of the queue also calls just
+		// Heartbeat every beat. The head of the queue also calls just
 		// after the earliest lease expires, so that a crashed holder's permit is
 		// reaped and handed on at once rather than at the next heartbeat.
 		next := beat
@@ -364,7 +375,7 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 			s.cleanup(tok)
 			return nil, ctx.Err()
 		case fence := <-wake:
-			if fence > 0 {
+			if fence > 0 && fence > queuedAt {
 				// Granted by hand-off with our lease, after our last call
 				// was sent: start is a safe base for the local deadline.
 				return s.newPermit(tok, w, fence, start), nil

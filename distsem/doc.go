@@ -69,11 +69,15 @@
 // token and fence on the notify channel of the waiter's process only: each
 // process has one pub/sub connection per Semaphore, opened when a caller first
 // has to wait. A granted waiter holds its permit without another call. A lost
-// message costs latency, not liveness: waiters heartbeat every WaiterTTL/3 with
-// an idempotent acquire that finds them granted, and the head of the queue also
+// message costs latency, not liveness: waiters heartbeat every
+// min(WaiterTTL, Lease)/3 with an idempotent acquire that finds them granted
+// (before a hand-off grant's lease can run out), and the head of the queue also
 // calls when the earliest lease expires, so a crashed holder's permit is handed
-// on within its lease plus a round trip. There is no broadcast and no
-// fixed-interval polling.
+// on within its lease plus a round trip (plus up to a heartbeat for a waiter
+// that became head since its last call). A message delivered late, after its
+// grant expired unseen and the waiter was queued again, is recognised as stale
+// (its fence predates the waiter's last call) and ignored. There is no broadcast
+// and no fixed-interval polling.
 //
 // # Leases
 //

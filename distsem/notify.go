@@ -14,7 +14,7 @@ import (
 // the waiter's process only (SPUBLISH on Cluster, so the message stays on the
 // shard of the hash tag); the waiter then holds the permit without another call.
 // A lost message (the connection dropped, the subscription was not confirmed
-// yet) costs latency, not liveness: every waiter heartbeats every WaiterTTL/3
+// yet) costs latency, not liveness: every waiter heartbeats every min(WaiterTTL, Lease)/3
 // with an idempotent acquire call that finds it granted, and each
 // (re)subscription wakes every local waiter to check at once.
 

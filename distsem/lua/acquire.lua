@@ -5,11 +5,15 @@
 -- ARGV[6] = weight (1..), ARGV[7] = lease ms, ARGV[8] = 1 to queue when not
 -- granted, 0 to only try, ARGV[9] = waiter heartbeat TTL ms, ARGV[10] = notify
 -- id of the calling process.
--- Returns {status, fence, limit, used, position, next}:
+-- Returns {status, fence, limit, used, position, next[, now_us]}:
 --   status  1 granted (fence set), 0 queued (position = waiters ahead, next = ms
 --           until the earliest holder lease expires, -1 if none: the head waiter
 --           calls again then, so a crashed holder's permit is reaped promptly),
 --           2 no capacity (try only, nothing written but reaping),
+--           now_us (queued only) = Redis time of this call in µs: a fence, which
+--           is never below the Redis time of its grant, above now_us proves the
+--           grant came after this call, so the waiter can tell a fresh hand-off
+--           message from a stale one for an earlier grant of its token,
 --          -1 token tombstoned (released or cancelled before this call ran),
 --          -2 weight exceeds the stored limit (removed from the queue).
 -- Fast path: a new grant with the queue empty (so tok is not queued), no
@@ -106,7 +110,7 @@ if queued then
   touched[QE] = true
   local pos = redis.call('ZRANK', Q, tok)
   finish()
-  return {0, 0, limit, used, pos, next_expiry()}
+  return {0, 0, limit, used, pos, next_expiry(), now_us}
 end
 
 if not queue then
@@ -125,4 +129,4 @@ touched[QE] = true
 touched[D] = true
 local pos = redis.call('ZRANK', Q, tok)
 finish()
-return {0, 0, limit, used, pos, next_expiry()}
+return {0, 0, limit, used, pos, next_expiry(), now_us}

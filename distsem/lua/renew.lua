@@ -34,6 +34,13 @@ if r == 1 or redis.call('ZSCORE', H, tok) then
 end
 reap(true)
 handoff()
+if redis.call('ZSCORE', H, tok) then
+  -- The hand-off just granted tok's own queue entry (possible only if tok was
+  -- queued as well as held by a client): it is held now, so do not add its
+  -- weight a second time by re-adopting it.
+  finish()
+  return {1, limit, used}
+end
 if readopt and (tn == -1 or not redis.call('ZSCORE', T, tok)) and used + w <= limit then
   redis.call('ZADD', H, int(now + lease), tok)
   note_lease(now + lease)

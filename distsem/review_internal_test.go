@@ -1,0 +1,128 @@
+package distsem
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate-go/floodgate/internal/redistest"
+)
+
+// deafen makes s believe its listener runs while none does: hand-off messages
+// to s are lost (or, with deliver, arrive only when the test says so).
+func deafen(s *Semaphore) {
+	s.mu.Lock()
+	s.listening = true
+	s.mu.Unlock()
+}
+
+// A waiter whose hand-off messages are all lost must still be granted when its
+// lease is shorter than WaiterTTL/3: its heartbeat has to find the hand-off
+// grant before that grant expires and is reaped (it was requeued at the back
+// for ever before the heartbeat was tied to the lease).
+func TestLostMessagesShortLeaseStillGranted(t *testing.T) {
+	db := redistest.Connect(t)
+	cfg := Config{Lease: 300 * time.Millisecond, CallTimeout: 50 * time.Millisecond, WaiterTTL: 3 * time.Second}
+	name := db.Prefix + "sem"
+	a := New(db.Client, name, 1, cfg)
+	w := New(db.Client, name, 1, cfg)
+	defer a.Close()
+	defer w.Close()
+	deafen(w)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var grants atomic.Int64
+	for range 3 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				p, err := a.Acquire(ctx, 1)
+				cancel()
+				if err != nil {
+					continue
+				}
+				grants.Add(1)
+				time.Sleep(20 * time.Millisecond)
+				p.Release(context.Background())
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	time.Sleep(200 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	p, err := w.Acquire(ctx, 1)
+	if err != nil {
+		t.Fatalf("deaf waiter under load: %v (others got %d grants): starved", err, grants.Load())
+	}
+	p.Release(context.Background())
+}
+
+// A hand-off message delivered after its grant expired unseen and the waiter
+// was queued again carries a fence from before the waiter's last call. It must
+// be ignored: accepting it made a second holder on a limit of 1. The test
+// delivers such a message by hand: a real fence from an earlier grant, for the
+// token of a waiter that is queued now.
+func TestStaleHandoffMessageIgnored(t *testing.T) {
+	db := redistest.Connect(t)
+	cfg := Config{Lease: 2 * time.Second, CallTimeout: 100 * time.Millisecond, WaiterTTL: 3 * time.Second}
+	name := db.Prefix + "sem"
+	a := New(db.Client, name, 1, cfg)
+	w := New(db.Client, name, 1, cfg)
+	defer a.Close()
+	defer w.Close()
+	deafen(w) // no real hand-off message reaches w
+	old, err := a.Acquire(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldFence := old.Fence()
+	old.Release(context.Background())
+	holder, err := a.Acquire(context.Background(), 1) // the only unit
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release(context.Background())
+
+	type res struct {
+		p   *Permit
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+		defer cancel()
+		p, err := w.Acquire(ctx, 1)
+		ch <- res{p, err}
+	}()
+	var tok string
+	for deadline := time.Now().Add(2 * time.Second); tok == "" && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond) // polling for the waiter to register
+		w.mu.Lock()
+		for k := range w.waiters {
+			tok = k
+		}
+		w.mu.Unlock()
+	}
+	if tok == "" {
+		t.Fatal("the waiter never registered")
+	}
+	time.Sleep(100 * time.Millisecond) // its first call has queued it
+	w.wake(tok + ":" + strconv.FormatInt(oldFence, 10))
+	r := <-ch
+	if r.err == nil {
+		r.p.Release(context.Background())
+		t.Fatalf("a stale hand-off message (fence %d) granted a second permit on a limit of 1", oldFence)
+	}
+	if r.err != context.DeadlineExceeded {
+		t.Fatalf("waiter = %v, want context.DeadlineExceeded (the unit stays held)", r.err)
+	}
+}
