@@ -298,12 +298,16 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 	var timer *time.Timer
 	errs := 0
 	sent := false // a call with tok was sent: Redis may know tok
+	calls := 0    // calls with tok sent: more than one means its release needs a tombstone
 	for {
 		start := time.Now()
 		// Through the breaker with FailClosed: the policy is applied here, so
 		// that a queued waiter can ride out a blip before falling back.
 		r, _, ran, err := s.call(ctx, breaker.FailClosed, acquireScript, s.args(tok, w, s.cfg.Lease.Milliseconds(), b2i(wait), s.cfg.WaiterTTL.Milliseconds(), s.id))
 		sent = sent || ran
+		if ran {
+			calls++
+		}
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
 				if sent {
@@ -339,7 +343,9 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 			if timer != nil {
 				timer.Stop()
 			}
-			return s.newPermit(tok, w, r[1], start), nil
+			p := s.newPermit(tok, w, r[1], start)
+			p.tomb = calls > 1
+			return p, nil
 		case stBusy:
 			return nil, &RejectError{Reason: ErrNoCapacity}
 		case stTooHeavy:
@@ -378,7 +384,9 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 			if fence > 0 && fence > queuedAt {
 				// Granted by hand-off with our lease, after our last call
 				// was sent: start is a safe base for the local deadline.
-				return s.newPermit(tok, w, fence, start), nil
+				p := s.newPermit(tok, w, fence, start)
+				p.tomb = calls > 1
+				return p, nil
 			}
 		case <-timer.C:
 		}

@@ -36,9 +36,10 @@
 // the same token arriving after it. An Acquire that fails or is cancelled
 // releases its token in the background, detached from the caller's context, so
 // it leaves no orphan permit even if its call ran late. (Permit.Release of a
-// grant the client saw writes no tombstone, unless Config.Readopt is set: no
-// acquire of that token can still be pending, and it saves a write and memory
-// per release.)
+// grant made by the token's only acquire call writes no tombstone, unless
+// Config.Readopt is set: no acquire of that token can still be pending, and it
+// saves a write and memory per release. A token sent more than once, by a
+// retry or a waiter's heartbeat, is tombstoned on release.)
 //
 // All keys of a semaphore share the hash tag {name} and are passed in KEYS, so
 // the scripts run on Redis Cluster; notifications use SPUBLISH there. Every key

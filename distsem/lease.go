@@ -23,6 +23,10 @@ type Permit struct {
 	kind   permitKind
 	// counted: the weight is also held on the local fallback share.
 	counted bool
+	// tomb: the release writes a tombstone, because more than one acquire call
+	// carried this token (a retry or a heartbeat), and an earlier one could
+	// still run in Redis after the release and grant the token to no one.
+	tomb bool
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -126,9 +130,10 @@ func (p *Permit) Release(ctx context.Context) error {
 	if p.kind != permitRedis {
 		return nil
 	}
-	// The grant was seen, so no late acquire of the token is pending: no
-	// tombstone is needed, unless a late renewal could re-adopt the token.
-	_, _, _, err := s.call(context.WithoutCancel(ctx), breaker.FailClosed, releaseScript, s.args(p.token, s.cfg.TombstoneTTL.Milliseconds(), 0, b2i(s.cfg.Readopt)))
+	// The grant was seen. If the token's only acquire call was the one that
+	// granted it, no late acquire of it can be pending and no tombstone is
+	// needed, unless a late renewal could re-adopt the token.
+	_, _, _, err := s.call(context.WithoutCancel(ctx), breaker.FailClosed, releaseScript, s.args(p.token, s.cfg.TombstoneTTL.Milliseconds(), 0, b2i(s.cfg.Readopt || p.tomb)))
 	if err != nil {
 		s.cleanup(p.token)
 		return fmt.Errorf("distsem: release %q: %w", s.name, err)

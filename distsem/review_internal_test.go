@@ -126,3 +126,49 @@ func TestStaleHandoffMessageIgnored(t *testing.T) {
 		t.Fatalf("waiter = %v, want context.DeadlineExceeded (the unit stays held)", r.err)
 	}
 }
+
+// A permit whose token was sent in more than one acquire call (here: found by a
+// heartbeat after a lost hand-off message) writes a tombstone on release, so an
+// earlier call running late cannot grant the token again to no one. A token
+// granted by its only call writes none.
+func TestReleaseTombstonesRetriedTokens(t *testing.T) {
+	db := redistest.Connect(t)
+	cfg := Config{Lease: 600 * time.Millisecond, CallTimeout: 100 * time.Millisecond, WaiterTTL: 3 * time.Second}
+	name := db.Prefix + "sem"
+	a := New(db.Client, name, 1, cfg)
+	w := New(db.Client, name, 1, cfg)
+	defer a.Close()
+	defer w.Close()
+	deafen(w)
+	ctx := context.Background()
+	tombKey := a.Keys()[5]
+
+	first, err := a.Acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *Permit, 1)
+	go func() {
+		p, err := w.Acquire(ctx, 1) // queued; granted by hand-off; learns it at a heartbeat
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+		done <- p
+	}()
+	time.Sleep(50 * time.Millisecond)
+	first.Release(ctx)
+	if n, _ := db.Client.ZScore(ctx, tombKey, first.token).Result(); n != 0 {
+		t.Fatalf("a token granted by its only call left a tombstone")
+	}
+	p := <-done
+	if p == nil {
+		t.FailNow()
+	}
+	if !p.tomb {
+		t.Fatal("a token found by a heartbeat is not marked for a tombstone")
+	}
+	p.Release(ctx)
+	if _, err := db.Client.ZScore(ctx, tombKey, p.token).Result(); err != nil {
+		t.Fatalf("release of a token sent twice left no tombstone: %v", err)
+	}
+}
