@@ -427,7 +427,10 @@ func (s *Semaphore) cleanup(tok string) {
 	s.mu.Unlock()
 	go func() {
 		defer s.bg.Done()
-		deadline := time.Now().Add(s.cfg.Lease)
+		// Retry while the token can still matter: a holder lives for Lease, a
+		// queued entry for WaiterTTL, and either could otherwise be granted
+		// later and held by no one.
+		deadline := time.Now().Add(max(s.cfg.Lease, s.cfg.WaiterTTL))
 		backoff := 20 * time.Millisecond
 		for {
 			_, _, _, err := s.call(s.stopCtx, breaker.FailClosed, releaseScript, args)
