@@ -59,3 +59,24 @@ local function ints(v, k)
   if i ~= k then return nil end
   return out
 end
+
+-- gcra_debt reads the GCRA state "tat rem" at KEYS[1] (gcra.lua, lease.lua) and
+-- returns d, the scaled debt at now: (tat - now)·C + min(rem, C-1), clamped to
+-- [0, tau] (meter.go's formula; the clamp also applies a lowered limit at once).
+local function gcra_debt(tau)
+  local v = redis.call('GET', KEYS[1])
+  if not v then
+    return 0
+  end
+  local tat, rem = pair(v)
+  if not tat then
+    return 0
+  end
+  local dt = tat - now
+  if dt < 0 then
+    return 0
+  elseif dt >= math.floor(tau / C) + 1 then
+    return tau
+  end
+  return math.min(dt * C + math.min(rem, C - 1), tau)
+end

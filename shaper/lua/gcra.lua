@@ -5,22 +5,7 @@
 -- A denial or n = 0 writes nothing. An admission writes the new state with a TTL
 -- that ends just after the theoretical arrival time, when the key is idle.
 local tau = B * P
-local tauMicros = math.floor(tau / C) + 1
-local d = 0
-local v = redis.call('GET', KEYS[1])
-if v then
-  local tat, rem = pair(v)
-  if tat then
-    local dt = tat - now
-    if dt < 0 then
-      d = 0
-    elseif dt >= tauMicros then
-      d = tau
-    else
-      d = math.min(dt * C + math.min(rem, C - 1), tau)
-    end
-  end
-end
+local d = gcra_debt(tau)
 local nd = d + n * P
 if nd > tau then
   return {0, idiv(tau - d, P), ceildiv(nd - tau, C), ceildiv(d, C)}

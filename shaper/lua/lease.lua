@@ -13,22 +13,7 @@ if not giveback or not least or giveback < 0 or giveback % 1 ~= 0 or giveback > 
   return redis.error_reply('ERR shaper: invalid arguments')
 end
 local tau = B * P
-local tauMicros = math.floor(tau / C) + 1
-local d = 0
-local v = redis.call('GET', KEYS[1])
-if v then
-  local tat, rem = pair(v)
-  if tat then
-    local dt = tat - now
-    if dt < 0 then
-      d = 0
-    elseif dt >= tauMicros then
-      d = tau
-    else
-      d = math.min(dt * C + math.min(rem, C - 1), tau)
-    end
-  end
-end
+local d = gcra_debt(tau)
 if giveback > 0 then d = math.max(0, d - giveback * P) end
 local k = math.min(n, idiv(tau - d, P))
 if k < least or k < 0 then k = 0 end
