@@ -45,7 +45,8 @@ type Config struct {
 
 	// Readopt makes a holder whose token vanished from Redis (expiry during a
 	// pause, data loss after a restart or failover) insert it again, with its old
-	// fence, when capacity is free after the queue has been served. Re-adoption is
+	// fence, when capacity is free and no waiter is left queued once the queue has
+	// been served (it never overtakes a waiter). Re-adoption is
 	// counted in Stats.Readopted. If false, such a permit is lost: Lost is closed
 	// and its context cancelled.
 	Readopt bool

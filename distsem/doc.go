@@ -87,7 +87,8 @@
 // renewal plus Lease); if no renewal succeeds before it, or Redis answers that the
 // token is gone, the permit is lost: Permit.Lost is closed and Permit.Context is
 // cancelled with ErrLeaseLost. With Config.Readopt a holder whose token vanished
-// (data loss) puts it back when capacity allows, and Stats.Readopted counts it.
+// (data loss) puts it back when capacity allows and no waiter is queued (it
+// never overtakes the queue), and Stats.Readopted counts it.
 // Release stops the renewal goroutine before it sends the release, so an
 // intentional release is never reported as lost.
 //

@@ -489,3 +489,32 @@ func TestFastPathsMatchGeneralPaths(t *testing.T) {
 		ttlsOK(t, db, rs[0].s, "step "+strconv.Itoa(step))
 	}
 }
+
+// Re-adoption never overtakes the queue: with a heavy waiter blocked at the
+// head, a holder whose lease expired (a pause) is not put back even though its
+// own weight would fit.
+func TestRenewDoesNotReadoptPastQueuedWaiter(t *testing.T) {
+	r, _ := newRaw(t, 3) // Lease 1s, WaiterTTL 600ms
+	a := r.acquire("a", 1, false)
+	b := r.acquire("b", 1, false)
+	if got := r.acquire("heavy", 3, true); got[0] != stQueued {
+		t.Fatalf("acquire(heavy, 3) = %v, want queued", got)
+	}
+	// Let a's lease run out while heavy keeps heartbeating (real time: Redis's
+	// clock decides).
+	for range 2 {
+		time.Sleep(550 * time.Millisecond)
+		if got := r.renew("b", 1, b[1], false); got[0] != stRenewed { // b stays held
+			t.Fatalf("renew(b) = %v", got)
+		}
+		if got := r.acquire("heavy", 3, true); got[0] != stQueued {
+			t.Fatalf("heartbeat of heavy = %v, want still queued", got)
+		}
+	}
+	if got := r.renew("a", 1, a[1], true); got[0] == stReadopted {
+		t.Fatalf("renew(a, readopt) with a heavy waiter queued = %v: re-adopted past the queue", got)
+	}
+	if got := r.used(); got != 1 {
+		t.Fatalf("used = %d, want 1 (b only)", got)
+	}
+}

@@ -1,8 +1,8 @@
 -- renew.lua: extend the lease of a held token.
 -- KEYS, ARGV[1..5]: see common.lua.
 -- ARGV[6] = weight, ARGV[7] = lease ms, ARGV[8] = fence of the permit,
--- ARGV[9] = 1 to re-adopt a missing token when capacity is free after the queue
--- was served, else 0.
+-- ARGV[9] = 1 to re-adopt a missing token when capacity is free and no waiter is
+-- left queued after the queue was served, else 0.
 -- Returns {status, limit, used}: 1 renewed, 2 re-adopted (the token was missing and
 -- was inserted again with its old fence), 0 lost (missing, or tombstoned).
 -- Fast path: the renewal of a held token with the queue empty, as below.
@@ -33,7 +33,7 @@ if r == 1 or redis.call('ZSCORE', H, tok) then
   return {1, limit, used}
 end
 reap(true)
-handoff()
+local served = handoff() -- true when no waiter is left queued
 if redis.call('ZSCORE', H, tok) then
   -- The hand-off just granted tok's own queue entry (possible only if tok was
   -- queued as well as held by a client): it is held now, so do not add its
@@ -41,7 +41,9 @@ if redis.call('ZSCORE', H, tok) then
   finish()
   return {1, limit, used}
 end
-if readopt and (tn == -1 or not redis.call('ZSCORE', T, tok)) and used + w <= limit then
+-- Re-adopt only when no waiter is left queued: a waiter blocked at the head
+-- must not be overtaken (FIFO, no starvation of heavy waiters).
+if readopt and served and (tn == -1 or not redis.call('ZSCORE', T, tok)) and used + w <= limit then
   redis.call('ZADD', H, int(now + lease), tok)
   note_lease(now + lease)
   redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, fence)
