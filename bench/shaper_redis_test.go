@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/floodgate-go/floodgate/internal/servertest"
 	"github.com/floodgate-go/floodgate/shaper"
 	"github.com/go-redis/redis_rate/v10"
@@ -21,22 +22,8 @@ import (
 	"github.com/throttled/throttled/v2/store/goredisstore.v9"
 )
 
-// roundTrips is a go-redis hook counting round trips (commands and pipelines).
-type roundTrips struct{ n atomic.Int64 }
-
-func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmds)
-	}
-}
+// roundTrips counts round trips (commands and pipelines).
+type roundTrips = redistest.RoundTrips
 
 // redisClient returns a client for REDIS_ADDR with a round-trip counter, or skips.
 func redisClient(b *testing.B) (*redis.Client, *roundTrips) {
@@ -217,7 +204,7 @@ func benchDecider(b *testing.B, rdb *redis.Client, rt *roundTrips, d decider, co
 	if _, err := d(ctx, "warm"); err != nil {
 		b.Fatal(err)
 	}
-	cpu0, rt0, proc0 := meterRedisCPU(b, rdb), rt.n.Load(), redisProcessCPU(b, rdb)
+	cpu0, rt0, proc0 := meterRedisCPU(b, rdb), rt.N.Load(), redisProcessCPU(b, rdb)
 	start := time.Now()
 	var ops atomic.Int64
 	if conc == 1 {
@@ -249,7 +236,7 @@ func benchDecider(b *testing.B, rdb *redis.Client, rt *roundTrips, d decider, co
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
-	cpu1, rt1, proc1 := meterRedisCPU(b, rdb), rt.n.Load(), redisProcessCPU(b, rdb)
+	cpu1, rt1, proc1 := meterRedisCPU(b, rdb), rt.N.Load(), redisProcessCPU(b, rdb)
 	n := float64(ops.Load())
 	b.ReportMetric(n/elapsed.Seconds(), "ops/s")
 	b.ReportMetric(float64(rt1-rt0-2)/n, "roundtrips/op") // -2: the INFO calls

@@ -38,7 +38,7 @@ func TestLeaseServesLocally(t *testing.T) {
 	if served != 301 {
 		t.Errorf("served %d of 301 from a batch of 500", served)
 	}
-	if n := rt.n.Load(); n > 2 {
+	if n := rt.N.Load(); n > 2 {
 		t.Errorf("%d round trips for 301 calls, want 1", n)
 	}
 	if perCall > time.Microsecond {

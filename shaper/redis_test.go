@@ -15,22 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// roundTrips is a go-redis hook counting round trips: commands and pipelines.
-type roundTrips struct{ n atomic.Int64 }
-
-func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmds)
-	}
-}
+// roundTrips counts round trips (commands and pipelines).
+type roundTrips = redistest.RoundTrips
 
 type newFunc func(redis.UniversalClient, shaper.Limit, shaper.RedisConfig) *shaper.RedisMeter
 
@@ -75,7 +61,7 @@ func TestRedisMeterRefusesInvalidBeforeRoundTrip(t *testing.T) {
 		}
 		mustPanic(t, a.name+" negative cost", func() { m.AllowN(context.Background(), "k", -1) })
 	}
-	if n := rt.n.Load(); n != 0 {
+	if n := rt.N.Load(); n != 0 {
 		t.Errorf("%d round trips for refused calls, want 0", n)
 	}
 	mustPanic(t, "nil client", func() { shaper.NewRedisMeter(nil, shaper.Limit{Rate: shaper.PerSecond(1)}, shaper.RedisConfig{}) })
@@ -126,7 +112,7 @@ func TestRedisMeterGCRABurst(t *testing.T) {
 			firstDenial = d
 		}
 	}
-	if n := rt.n.Load(); n != 20 {
+	if n := rt.N.Load(); n != 20 {
 		t.Errorf("%d round trips for 20 decisions, want 20", n)
 	}
 	// On a loaded machine a few ms may pass during the 20 calls; each 10ms
