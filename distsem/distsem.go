@@ -487,16 +487,24 @@ func (s *Semaphore) Stats(ctx context.Context) (Stats, error) {
 		Lost:            s.lost.Load(),
 		Degraded:        s.fail.degraded.Load(),
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-	defer cancel()
+	// Through the breaker like every other call: while it is open, Stats
+	// returns ErrUnavailable at once instead of waiting on the network.
 	var hm *redis.SliceCmd
 	var hc, qc *redis.IntCmd
-	_, err := s.client.TxPipelined(cctx, func(p redis.Pipeliner) error {
-		hm = p.HMGet(cctx, s.keys[0], "limit", "used")
-		hc = p.ZCard(cctx, s.keys[1])
-		qc = p.ZCard(cctx, s.keys[2])
-		return nil
-	})
+	_, _, err := breaker.Do(ctx, s.fail.brk, breaker.FailClosed, func(ctx context.Context) (struct{}, error) {
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+		defer cancel()
+		_, err := s.client.TxPipelined(cctx, func(p redis.Pipeliner) error {
+			hm = p.HMGet(cctx, s.keys[0], "limit", "used")
+			hc = p.ZCard(cctx, s.keys[1])
+			qc = p.ZCard(cctx, s.keys[2])
+			return nil
+		})
+		if err != nil && ctx.Err() == nil && cctx.Err() != nil {
+			err = errCallTimeout
+		}
+		return struct{}{}, err
+	}, nil)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return st, cerr

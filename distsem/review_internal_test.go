@@ -11,6 +11,16 @@ import (
 	"github.com/floodgate-go/floodgate/internal/redistest"
 )
 
+// twoProcesses returns two Semaphores on one name with limit 1, standing for two
+// processes, closed when the test ends.
+func twoProcesses(t *testing.T, cfg Config) (*redistest.DB, *Semaphore, *Semaphore) {
+	db := redistest.Connect(t)
+	a := New(db.Client, db.Prefix+"sem", 1, cfg)
+	w := New(db.Client, db.Prefix+"sem", 1, cfg)
+	t.Cleanup(func() { a.Close(); w.Close() })
+	return db, a, w
+}
+
 // deafen makes s believe its listener runs while none does: hand-off messages
 // to s are lost (or, with deliver, arrive only when the test says so).
 func deafen(s *Semaphore) {
@@ -24,13 +34,7 @@ func deafen(s *Semaphore) {
 // grant before that grant expires and is reaped (it was requeued at the back
 // for ever before the heartbeat was tied to the lease).
 func TestLostMessagesShortLeaseStillGranted(t *testing.T) {
-	db := redistest.Connect(t)
-	cfg := Config{Lease: 300 * time.Millisecond, CallTimeout: 50 * time.Millisecond, WaiterTTL: 3 * time.Second}
-	name := db.Prefix + "sem"
-	a := New(db.Client, name, 1, cfg)
-	w := New(db.Client, name, 1, cfg)
-	defer a.Close()
-	defer w.Close()
+	_, a, w := twoProcesses(t, Config{Lease: 300 * time.Millisecond, CallTimeout: 50 * time.Millisecond, WaiterTTL: 3 * time.Second})
 	deafen(w)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -72,13 +76,7 @@ func TestLostMessagesShortLeaseStillGranted(t *testing.T) {
 // delivers such a message by hand: a real fence from an earlier grant, for the
 // token of a waiter that is queued now.
 func TestStaleHandoffMessageIgnored(t *testing.T) {
-	db := redistest.Connect(t)
-	cfg := Config{Lease: 2 * time.Second, CallTimeout: 100 * time.Millisecond, WaiterTTL: 3 * time.Second}
-	name := db.Prefix + "sem"
-	a := New(db.Client, name, 1, cfg)
-	w := New(db.Client, name, 1, cfg)
-	defer a.Close()
-	defer w.Close()
+	_, a, w := twoProcesses(t, Config{Lease: 2 * time.Second, CallTimeout: 100 * time.Millisecond, WaiterTTL: 3 * time.Second})
 	deafen(w) // no real hand-off message reaches w
 	old, err := a.Acquire(context.Background(), 1)
 	if err != nil {
@@ -132,13 +130,7 @@ func TestStaleHandoffMessageIgnored(t *testing.T) {
 // earlier call running late cannot grant the token again to no one. A token
 // granted by its only call writes none.
 func TestReleaseTombstonesRetriedTokens(t *testing.T) {
-	db := redistest.Connect(t)
-	cfg := Config{Lease: 600 * time.Millisecond, CallTimeout: 100 * time.Millisecond, WaiterTTL: 3 * time.Second}
-	name := db.Prefix + "sem"
-	a := New(db.Client, name, 1, cfg)
-	w := New(db.Client, name, 1, cfg)
-	defer a.Close()
-	defer w.Close()
+	db, a, w := twoProcesses(t, Config{Lease: 600 * time.Millisecond, CallTimeout: 100 * time.Millisecond, WaiterTTL: 3 * time.Second})
 	deafen(w)
 	ctx := context.Background()
 	tombKey := a.Keys()[5]
