@@ -419,9 +419,10 @@ func (s *Semaphore) cleanup(tok string) {
 	args := s.args(tok, s.cfg.TombstoneTTL.Milliseconds(), 0, 1) // always tombstone
 	s.mu.Lock()
 	if s.closed {
-		// No background work after Close: one attempt, bounded by CallTimeout.
+		// No background work after Close: one attempt, bounded by CallTimeout,
+		// and none at all while the breaker is open.
 		s.mu.Unlock()
-		s.eval(context.Background(), releaseScript, args)
+		s.call(context.Background(), breaker.FailClosed, releaseScript, args)
 		return
 	}
 	s.bg.Add(1) // under mu, so never concurrent with Close's Wait
