@@ -223,7 +223,9 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) error {
 		}
 	}
 	if ok, _ := s.tryFast(n); ok {
-		s.acquiredHook(n, 0)
+		if s.cfg.OnAcquire != nil { // checked here so the hot path makes no call
+			s.acquiredHook(n, 0)
+		}
 		return nil
 	}
 	return s.acquireSlow(ctx, done, n)
@@ -463,7 +465,7 @@ func (s *Weighted) TryAcquire(n int64) bool {
 		}
 		s.unlock()
 	}
-	if ok {
+	if ok && s.cfg.OnAcquire != nil {
 		s.acquiredHook(n, 0)
 	}
 	return ok
