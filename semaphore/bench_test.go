@@ -119,8 +119,15 @@ func BenchmarkAcquireParallel(b *testing.B) {
 	}
 }
 
-// BenchmarkBlocked: 64 goroutines on 4 permits, so nearly every Acquire blocks;
-// with gosched=true each holder yields while holding. ns/op is per acquisition.
+// BenchmarkBlocked: 64 goroutines on 4 permits, so every Acquire blocks; with
+// gosched=true each holder yields while holding. ns/op is per acquisition.
+//
+// The permits are held until all 64 goroutines have started, so the run begins
+// with a queue, and it keeps one: a goroutine that releases joins the back of
+// the queue on its next Acquire, behind those still waiting. Without this the
+// benchmark is bimodal: when b.N is small enough for each goroutine to finish its
+// share within one scheduler time slice, the goroutines run one after another,
+// nobody ever waits, and it measures the uncontended path instead.
 func BenchmarkBlocked(b *testing.B) {
 	const goroutines, permits = 64, 4
 	for _, gosched := range []bool{false, true} {
@@ -128,12 +135,15 @@ func BenchmarkBlocked(b *testing.B) {
 			b.Run("impl="+impl.name+"/gosched="+map[bool]string{false: "false", true: "true"}[gosched], func(b *testing.B) {
 				s := impl.new(permits)
 				ctx := context.Background()
+				if err := s.Acquire(ctx, permits); err != nil {
+					b.Fatal(err)
+				}
 				per := b.N/goroutines + 1
-				b.ReportAllocs()
-				b.ResetTimer()
-				var wg sync.WaitGroup
+				var started, wg sync.WaitGroup
+				started.Add(goroutines)
 				for range goroutines {
 					wg.Go(func() {
+						started.Done()
 						for range per {
 							s.Acquire(ctx, 1)
 							if gosched {
@@ -143,6 +153,10 @@ func BenchmarkBlocked(b *testing.B) {
 						}
 					})
 				}
+				started.Wait()
+				b.ReportAllocs()
+				b.ResetTimer()
+				s.Release(permits)
 				wg.Wait()
 			})
 		}
