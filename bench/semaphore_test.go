@@ -79,17 +79,25 @@ func BenchmarkSemaphoreTryAcquireFull(b *testing.B) {
 }
 
 // BenchmarkSemaphoreBlocked: 64 goroutines on 4 permits; ns/op per acquisition.
+// The permits are held until every goroutine has started, so the run begins with
+// a queue and keeps it (see semaphore's BenchmarkBlocked: without this the result
+// is bimodal, as the goroutines may run one after another and never wait).
 func BenchmarkSemaphoreBlocked(b *testing.B) {
 	for _, impl := range semImpls {
 		b.Run("impl="+impl.name, func(b *testing.B) {
 			p := impl.new(4)
 			ctx := context.Background()
+			for range 4 {
+				if err := p.acquire(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
 			per := b.N/64 + 1
-			b.ReportAllocs()
-			b.ResetTimer()
-			var wg sync.WaitGroup
+			var started, wg sync.WaitGroup
+			started.Add(64)
 			for range 64 {
 				wg.Go(func() {
+					started.Done()
 					for range per {
 						if err := p.acquire(ctx); err != nil {
 							b.Error(err)
@@ -98,6 +106,12 @@ func BenchmarkSemaphoreBlocked(b *testing.B) {
 						p.release()
 					}
 				})
+			}
+			started.Wait()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range 4 {
+				p.release()
 			}
 			wg.Wait()
 		})
