@@ -89,14 +89,21 @@ type Semaphore struct {
 	sharded bool
 	id      string // notify id of this Semaphore: its channel is prefix+id
 	keyTTL  int64  // ms
-	seq     atomic.Uint64
-	fail    failure
+	// cmdHead is the start of every script command: "evalsha", the digest
+	// (set per call), the keys and the common ARGV (see lua/head.lua), the
+	// token at argTok (set per call). The constant arguments below are boxed
+	// once, so that a call does not allocate them again.
+	cmdHead                           []any
+	leaseArg, waitArg, tombArg, idArg any
+	seq                               atomic.Uint64
+	fail                              failure
 
 	stopCtx  context.Context // cancelled by Close: background cleanups give up
 	stopFn   context.CancelFunc
 	bg       sync.WaitGroup // background cleanups and the listener
 	readopts atomic.Int64
 	lost     atomic.Int64
+	renewals renewals // the renewal schedule of this Semaphore's permits
 
 	mu sync.Mutex
 	// mu guards:
@@ -188,6 +195,15 @@ func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Se
 		s.pub = "spublish"
 	}
 	s.keyTTL = 2*max(cfg.Lease, cfg.WaiterTTL, cfg.TombstoneTTL).Milliseconds() + 10_000
+	s.cmdHead = []any{"evalsha", nil, len(s.keys)}
+	for _, k := range s.keys {
+		s.cmdHead = append(s.cmdHead, k)
+	}
+	s.cmdHead = append(s.cmdHead, nil, s.limit, s.keyTTL, s.pub, s.prefix)
+	s.leaseArg = cfg.Lease.Milliseconds()
+	s.waitArg = cfg.WaiterTTL.Milliseconds()
+	s.tombArg = cfg.TombstoneTTL.Milliseconds()
+	s.idArg = s.id
 	s.stopCtx, s.stopFn = context.WithCancel(context.Background())
 	s.fail.init(name, cfg)
 	return s
@@ -197,13 +213,14 @@ func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Se
 // The notify channels of waiting processes are "{name}:n:<id>".
 func (s *Semaphore) Keys() []string { return append([]string(nil), s.keys...) }
 
-func (s *Semaphore) newToken() string {
-	return s.id + "." + strconv.FormatUint(s.seq.Add(1), 36)
-}
+// argTok is the index of the token (ARGV[1]) in a script command.
+const argTok = 9
 
-// args returns the ARGV common to all scripts (see lua/common.lua).
-func (s *Semaphore) args(tok string, extra ...any) []any {
-	return append([]any{tok, s.limit, s.keyTTL, s.pub, s.prefix}, extra...)
+// newToken returns a new token "<id>.<seq>", with one allocation.
+func (s *Semaphore) newToken() string {
+	var b [40]byte
+	t := append(append(b[:0], s.id...), '.')
+	return string(strconv.AppendUint(t, s.seq.Add(1), 36))
 }
 
 func parseReply(v any) ([]int64, error) {
@@ -280,6 +297,7 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 		return s.fallback(ctx, w, wait)
 	}
 	tok := s.newToken()
+	tokArg := any(tok) // boxed once for every call with it
 	var wake chan int64
 	if wait {
 		// Registered before the first call, so a hand-off notification that
@@ -304,7 +322,7 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 		start := time.Now()
 		// Through the breaker with FailClosed: the policy is applied here, so
 		// that a queued waiter can ride out a blip before falling back.
-		r, _, ran, err := s.call(ctx, breaker.FailClosed, acquireScript, s.args(tok, w, s.cfg.Lease.Milliseconds(), b2i(wait), s.cfg.WaiterTTL.Milliseconds(), s.id))
+		r, _, ran, err := s.call(ctx, breaker.FailClosed, acquireScript, tokArg, w, s.leaseArg, b2i(wait), s.waitArg, s.idArg)
 		sent = sent || ran
 		if ran {
 			calls++
@@ -313,7 +331,7 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 			if cerr := ctx.Err(); cerr != nil {
 				if sent {
 					// The outcome is unknown: the call may still run in Redis.
-					s.cleanup(tok)
+					s.cleanup(tokArg)
 				}
 				return nil, cerr
 			}
@@ -325,13 +343,13 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 				// lives for WaiterTTL without a heartbeat).
 				errs++
 				if !sleepCtx(ctx, beat/8) {
-					s.cleanup(tok)
+					s.cleanup(tokArg)
 					return nil, ctx.Err()
 				}
 				continue
 			}
 			if sent {
-				s.cleanup(tok)
+				s.cleanup(tokArg)
 			}
 			if down && s.fail.policy != breaker.FailClosed {
 				return s.fallback(ctx, w, wait)
@@ -344,7 +362,7 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 			if timer != nil {
 				timer.Stop()
 			}
-			p := s.newPermit(tok, w, r[1], start)
+			p := s.newPermit(tokArg, w, r[1], start)
 			p.tomb = calls > 1
 			return p, nil
 		case stBusy:
@@ -360,7 +378,7 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 				queuedAt = r[6]
 			}
 		default:
-			s.cleanup(tok)
+			s.cleanup(tokArg)
 			return nil, fmt.Errorf("distsem: acquire %q: unexpected status %d", s.name, r[0])
 		}
 		s.listen()
@@ -379,13 +397,13 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 		}
 		select {
 		case <-ctx.Done():
-			s.cleanup(tok)
+			s.cleanup(tokArg)
 			return nil, ctx.Err()
 		case fence := <-wake:
 			if fence > 0 && fence > queuedAt {
 				// Granted by hand-off with our lease, after our last call
 				// was sent: start is a safe base for the local deadline.
-				p := s.newPermit(tok, w, fence, start)
+				p := s.newPermit(tokArg, w, fence, start)
 				p.tomb = calls > 1
 				return p, nil
 			}
@@ -415,14 +433,14 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // cleanup releases tok in the background, detached from the caller's context,
 // retrying store failures until it succeeds, the lease has passed (the permit
 // is then gone anyway) or the Semaphore is closed.
-func (s *Semaphore) cleanup(tok string) {
-	args := s.args(tok, s.cfg.TombstoneTTL.Milliseconds(), 0, 1) // always tombstone
+func (s *Semaphore) cleanup(tok any) {
+	// The release always writes a tombstone (ARGV[8] = 1).
 	s.mu.Lock()
 	if s.closed {
 		// No background work after Close: one attempt, bounded by CallTimeout,
 		// and none at all while the breaker is open.
 		s.mu.Unlock()
-		s.call(context.Background(), breaker.FailClosed, releaseScript, args)
+		s.call(context.Background(), breaker.FailClosed, releaseScript, tok, s.tombArg, 0, 1)
 		return
 	}
 	s.bg.Add(1) // under mu, so never concurrent with Close's Wait
@@ -435,7 +453,7 @@ func (s *Semaphore) cleanup(tok string) {
 		deadline := time.Now().Add(max(s.cfg.Lease, s.cfg.WaiterTTL))
 		backoff := 20 * time.Millisecond
 		for {
-			_, _, _, err := s.call(s.stopCtx, breaker.FailClosed, releaseScript, args)
+			_, _, _, err := s.call(s.stopCtx, breaker.FailClosed, releaseScript, tok, s.tombArg, 0, 1)
 			if err == nil || s.stopCtx.Err() != nil || time.Now().Add(backoff).After(deadline) {
 				return
 			}
@@ -455,7 +473,7 @@ func (s *Semaphore) SetLimit(ctx context.Context, limit int64) error {
 	if limit < 1 {
 		panic("distsem: limit < 1")
 	}
-	_, _, _, err := s.call(ctx, breaker.FailClosed, releaseScript, s.args("", s.cfg.TombstoneTTL.Milliseconds(), limit, 0))
+	_, _, _, err := s.call(ctx, breaker.FailClosed, releaseScript, "", s.tombArg, limit, 0)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr

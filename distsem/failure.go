@@ -3,6 +3,7 @@ package distsem
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -47,30 +48,77 @@ func (callTimeoutError) Error() string   { return "distsem: redis call timed out
 func (callTimeoutError) Timeout() bool   { return true }
 func (callTimeoutError) Temporary() bool { return true }
 
-// eval runs one script bounded by CallTimeout and parses its integer reply. It
-// does not go through the breaker; see call.
-func (s *Semaphore) eval(ctx context.Context, sc *redis.Script, args []any) ([]int64, error) {
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-	defer cancel()
-	v, err := sc.Run(cctx, s.client, s.keys, args...).Result()
+// command returns the EVALSHA command of sc for token tok with the
+// script-specific ARGV extra: the command name, the keys and the common ARGV
+// are boxed once in New (cmdHead), so a call allocates one slice and boxes
+// only what varies per call, instead of go-redis's Script.Run boxing every key
+// and argument again.
+func (s *Semaphore) command(sc *redis.Script, tok any, extra ...any) []any {
+	a := make([]any, len(s.cmdHead), len(s.cmdHead)+len(extra))
+	copy(a, s.cmdHead)
+	a[1] = digest(sc)
+	a[argTok] = tok
+	return append(a, extra...)
+}
+
+// eval runs sc with tok and extra (see command) bounded by CallTimeout; see
+// run. It does not go through the breaker; see call.
+func (s *Semaphore) eval(ctx context.Context, sc *redis.Script, tok any, extra ...any) ([]int64, error) {
+	return s.run(ctx, sc, s.command(sc, tok, extra...))
+}
+
+// run runs the command args of sc (from command) bounded by CallTimeout, and
+// returns its integer reply. Like go-redis's Script.Run, it sends EVALSHA and
+// falls back to EVAL on NOSCRIPT.
+//
+// The reply is read by an IntSliceCmd, straight into []int64 (the scripts
+// return arrays of integers only; anything else is an error). No timer is
+// made when ctx already ends within CallTimeout: the breaker's own call
+// deadline (CallTimeout, when the Semaphore made the breaker) or the caller's
+// deadline then bounds the call already, and go-redis
+// (ContextTimeoutEnabled) turns it into socket deadlines.
+func (s *Semaphore) run(ctx context.Context, sc *redis.Script, args []any) ([]int64, error) {
+	cctx := ctx
+	if d, ok := ctx.Deadline(); !ok || time.Until(d) > s.cfg.CallTimeout {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(ctx, s.cfg.CallTimeout)
+		defer cancel()
+	}
+	cmd := redis.NewIntSliceCmd(cctx, args...)
+	cmd.SetFirstKeyPos(3) // the keys route the call on Cluster
+	err := s.client.Process(cctx, cmd)
+	r := cmd.Val()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") { // HasErrorPrefix allocates
+		// Not cached on this node (flushed, restarted, failed over): EVAL
+		// caches it, as Script.Run does.
+		var v any
+		v, err = sc.Eval(cctx, s.client, s.keys, args[argTok:]...).Result()
+		if err == nil {
+			r, err = parseReply(v)
+		}
+	}
 	if err != nil {
 		if ctx.Err() == nil && cctx.Err() != nil {
 			return nil, errCallTimeout
 		}
 		return nil, err
 	}
-	return parseReply(v)
+	if len(r) < 3 {
+		return nil, fmt.Errorf("distsem: unexpected reply length %d", len(r))
+	}
+	return r, nil
 }
 
-// call runs a script through the breaker with policy p. ran reports whether
-// the script was sent (its outcome may then be unknown on error). With
-// FailOpen or FailLocal and no answer from Redis, it returns a nil reply, a
-// nil error and the breaker's Source.
-func (s *Semaphore) call(ctx context.Context, p breaker.Policy, sc *redis.Script, args []any) (r []int64, src breaker.Source, ran bool, err error) {
+// call runs a script through the breaker with policy p (see eval for sc, tok
+// and extra). ran reports whether the script was sent (its outcome may then be
+// unknown on error). With FailOpen or FailLocal and no answer from Redis, it
+// returns a nil reply, a nil error and the breaker's Source.
+func (s *Semaphore) call(ctx context.Context, p breaker.Policy, sc *redis.Script, tok any, extra ...any) (r []int64, src breaker.Source, ran bool, err error) {
+	args := s.command(sc, tok, extra...) // built here: extra does not escape
 	r, src, err = breaker.Do(ctx, s.fail.brk, p,
 		func(ctx context.Context) ([]int64, error) {
 			ran = true
-			return s.eval(ctx, sc, args)
+			return s.run(ctx, sc, args)
 		},
 		func(context.Context) ([]int64, error) { return nil, nil })
 	return r, src, ran, err
