@@ -440,7 +440,7 @@ func (s *Semaphore) cleanup(tok any) {
 		// No background work after Close: one attempt, bounded by CallTimeout,
 		// and none at all while the breaker is open.
 		s.mu.Unlock()
-		s.call(context.Background(), breaker.FailClosed, releaseScript, tok, s.tombArg, 0, 1)
+		s.call(context.Background(), breaker.FailClosed, releaseScript, tok, s.tombArg, 0, 1, 0)
 		return
 	}
 	s.bg.Add(1) // under mu, so never concurrent with Close's Wait
@@ -453,7 +453,7 @@ func (s *Semaphore) cleanup(tok any) {
 		deadline := time.Now().Add(max(s.cfg.Lease, s.cfg.WaiterTTL))
 		backoff := 20 * time.Millisecond
 		for {
-			_, _, _, err := s.call(s.stopCtx, breaker.FailClosed, releaseScript, tok, s.tombArg, 0, 1)
+			_, _, _, err := s.call(s.stopCtx, breaker.FailClosed, releaseScript, tok, s.tombArg, 0, 1, 0)
 			if err == nil || s.stopCtx.Err() != nil || time.Now().Add(backoff).After(deadline) {
 				return
 			}
@@ -473,7 +473,7 @@ func (s *Semaphore) SetLimit(ctx context.Context, limit int64) error {
 	if limit < 1 {
 		panic("distsem: limit < 1")
 	}
-	_, _, _, err := s.call(ctx, breaker.FailClosed, releaseScript, "", s.tombArg, limit, 0)
+	_, _, _, err := s.call(ctx, breaker.FailClosed, releaseScript, "", s.tombArg, limit, 0, 0)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr

@@ -176,7 +176,7 @@ func (p *Permit) Release(ctx context.Context) error {
 	// The grant was seen. If the token's only acquire call was the one that
 	// granted it, no late acquire of it can be pending and no tombstone is
 	// needed, unless a late renewal could re-adopt the token.
-	_, _, _, err := s.call(ctx, breaker.FailClosed, releaseScript, p.tokArg, s.tombArg, 0, b2i(s.cfg.Readopt || p.tomb))
+	_, _, _, err := s.call(ctx, breaker.FailClosed, releaseScript, p.tokArg, s.tombArg, 0, b2i(s.cfg.Readopt || p.tomb), p.weight)
 	if err != nil {
 		s.cleanup(p.tokArg)
 		return fmt.Errorf("distsem: release %q: %w", s.name, err)

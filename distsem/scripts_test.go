@@ -55,7 +55,7 @@ func (r *raw) acquire(tok string, w int64, queue bool) []int64 {
 func (r *raw) release(tok string) []int64 {
 	r.t.Helper()
 	s := r.s
-	v, err := s.eval(context.Background(), releaseScript, tok, s.cfg.TombstoneTTL.Milliseconds(), 0, 1)
+	v, err := s.eval(context.Background(), releaseScript, tok, s.cfg.TombstoneTTL.Milliseconds(), 0, 1, 0)
 	if err != nil {
 		r.t.Fatalf("release(%s): %v", tok, err)
 	}
@@ -152,7 +152,7 @@ func TestReleaseOfHeldTokenTombstonesOnlyWhenAsked(t *testing.T) {
 		always int
 		want   bool
 	}{{"a", 0, false}, {"b", 1, true}, {"never-held", 0, true}} {
-		if _, err := s.eval(context.Background(), releaseScript, tc.tok, 1000, 0, tc.always); err != nil {
+		if _, err := s.eval(context.Background(), releaseScript, tc.tok, 1000, 0, tc.always, 0); err != nil {
 			t.Fatal(err)
 		}
 		_, err := db.Client.ZScore(t.Context(), s.keys[5], tc.tok).Result()
@@ -431,6 +431,12 @@ func TestFastPathsMatchGeneralPaths(t *testing.T) {
 		if op == 0 && next(3) != 0 {
 			flag = 0 // mostly try: a long queue would keep the fast paths off
 		}
+		// The weight a release passes: the one tok holds (as a Permit knows
+		// it), or 0 (unknown) one time in three.
+		var held int64
+		if op == 1 && next(3) != 0 {
+			held, _ = db.Client.HGet(ctx, rs[0].s.keys[4], "w:"+tok).Int64()
+		}
 		var got [2][]int64
 		for i, r := range rs {
 			s := r.s
@@ -439,7 +445,7 @@ func TestFastPathsMatchGeneralPaths(t *testing.T) {
 			case 0:
 				args = []any{w, s.cfg.Lease.Milliseconds(), flag, s.cfg.WaiterTTL.Milliseconds(), s.id}
 			case 1:
-				args = []any{s.cfg.TombstoneTTL.Milliseconds(), 0, flag}
+				args = []any{s.cfg.TombstoneTTL.Milliseconds(), 0, flag, held}
 			case 2:
 				args = []any{w, s.cfg.Lease.Milliseconds(), fences[i][tok], flag}
 			}
