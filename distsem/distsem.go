@@ -103,7 +103,8 @@ type Semaphore struct {
 	bg       sync.WaitGroup // background cleanups and the listener
 	readopts atomic.Int64
 	lost     atomic.Int64
-	renewals renewals // the renewal schedule of this Semaphore's permits
+	renewals renewals     // the renewal schedule of this Semaphore's permits
+	hold     atomic.Int64 // mean hold time of this Semaphore's released permits (ns, EWMA); 0 if none yet
 
 	mu sync.Mutex
 	// mu guards:
@@ -259,8 +260,9 @@ func (s *Semaphore) Acquire(ctx context.Context, weight int64) (*Permit, error) 
 }
 
 // TryAcquire takes weight if it is free and no one is queued, with one Redis
-// call, and otherwise returns a *RejectError matching ErrNoCapacity. It never
-// queues. Other errors are as for Acquire.
+// call, and otherwise returns a *RejectError matching ErrNoCapacity, with an
+// estimated RetryAfter (see RejectError.Delay). It never queues. Other errors
+// are as for Acquire.
 func (s *Semaphore) TryAcquire(ctx context.Context, weight int64) (*Permit, error) {
 	return s.acquire(ctx, weight, false)
 }
@@ -366,7 +368,7 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 			p.tomb = calls > 1
 			return p, nil
 		case stBusy:
-			return nil, &RejectError{Reason: ErrNoCapacity}
+			return nil, &RejectError{Reason: ErrNoCapacity, Delay: s.retryAfter(w, r)}
 		case stTooHeavy:
 			return nil, &RejectError{Reason: ErrWeightExceedsLimit}
 		case stTomb:
@@ -410,6 +412,34 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 		case <-timer.C:
 		}
 	}
+}
+
+// observeHold folds the hold time of a released permit into s.hold, an
+// exponentially weighted mean (weight 1/8). Concurrent updates may lose one
+// another's sample: it is an estimate.
+func (s *Semaphore) observeHold(d time.Duration) {
+	old := time.Duration(s.hold.Load())
+	if old > 0 {
+		d = old + (d-old)/8
+	}
+	s.hold.Store(int64(max(d, 1)))
+}
+
+// retryAfter estimates when a TryAcquire of w refused with the busy reply r
+// ({2, 0, limit, used, waiters}) could succeed: the weight short (what is held,
+// plus one per waiter queued ahead, plus w, minus the limit) divided by the
+// rate at which held weight is released, taken as used / the mean hold time
+// this Semaphore observed. An estimate from this process's own permits (0
+// before it released any), never negative, at most an hour.
+func (s *Semaphore) retryAfter(w int64, r []int64) time.Duration {
+	hold := time.Duration(s.hold.Load())
+	if hold <= 0 || len(r) < 5 {
+		return 0
+	}
+	limit, used, waiters := r[2], r[3], r[4]
+	short := max(used+waiters+w-limit, 1)
+	d := float64(hold) * float64(short) / float64(max(used, 1))
+	return time.Duration(min(d, float64(time.Hour)))
 }
 
 func b2i(b bool) int {

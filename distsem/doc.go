@@ -64,7 +64,10 @@
 // Waiters of all processes form one FIFO queue with head-of-line blocking: a
 // heavy waiter at the head is never overtaken by lighter ones, so it is not
 // starved, at the cost of idle capacity while it waits for enough to free up.
-// TryAcquire never overtakes the queue either. The script that frees capacity
+// TryAcquire never overtakes the queue either; its ErrNoCapacity rejection
+// carries RetryAfter, an estimate (never negative, 0 while unknown) from the
+// weight short and the mean hold time of the Semaphore's own released permits.
+// The script that frees capacity
 // (a release, a renewal or acquire that reaps expired holders, SetLimit) grants
 // it to the head of the queue, with the waiter's own lease, and publishes the
 // token and fence on the notify channel of the waiter's process only: each

@@ -41,6 +41,7 @@ type Permit struct {
 	cancel   context.CancelCauseFunc
 	lost     chan struct{}
 	deadline time.Time // local deadline: last successful renewal's send time + Lease
+	granted  time.Time // when the grant was seen (hold-time estimates)
 	inflight chan struct{}
 	stopCall context.CancelFunc // cancels the renewal in flight
 
@@ -69,7 +70,8 @@ func (s *Semaphore) newPermit(tok any, w, fence int64, sent time.Time) *Permit {
 	p.token, _ = tok.(string)
 	p.counted = s.fail.countRedis(w)
 	p.deadline = sent.Add(s.cfg.Lease)
-	s.renewals.add(p, time.Now().Add(s.cfg.Lease/3))
+	p.granted = time.Now()
+	s.renewals.add(p, p.granted.Add(s.cfg.Lease/3))
 	return p
 }
 
@@ -150,6 +152,9 @@ func (p *Permit) Release(ctx context.Context) error {
 	p.released = true
 	var inflight chan struct{}
 	if p.kind == permitRedis {
+		if !p.isLost {
+			p.s.observeHold(time.Since(p.granted))
+		}
 		p.s.renewals.remove(p)
 		inflight = p.inflight
 		if p.stopCall != nil {
