@@ -106,9 +106,16 @@ type Semaphore struct {
 	renewals renewals     // the renewal schedule of this Semaphore's permits
 	hold     atomic.Int64 // mean hold time of this Semaphore's released permits (ns, EWMA); 0 if none yet
 
+	// isClosed: closed, readable without mu (every acquire checks it).
+	isClosedFlag atomic.Bool
+
+	// wmu guards waiters (apart from mu: every Acquire registers and
+	// unregisters).
+	wmu     sync.Mutex
+	waiters map[string]chan int64
+
 	mu sync.Mutex
 	// mu guards:
-	waiters   map[string]chan int64
 	ps        *redis.PubSub
 	listening bool
 	closed    bool
@@ -584,6 +591,7 @@ func (s *Semaphore) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.isClosedFlag.Store(true)
 	ps := s.ps
 	s.mu.Unlock()
 	s.stopFn()
@@ -594,8 +602,4 @@ func (s *Semaphore) Close() error {
 	return nil
 }
 
-func (s *Semaphore) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
+func (s *Semaphore) isClosed() bool { return s.isClosedFlag.Load() }
