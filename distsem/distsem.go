@@ -26,7 +26,9 @@ type Config struct {
 	Lease time.Duration
 
 	// CallTimeout bounds every Redis call (the caller's context deadline bounds it
-	// further). A call that hits it counts as a store failure. If zero, 250ms.
+	// further). A call that hits it counts as a store failure. Calls whose
+	// context cannot be cancelled share one deadline per CallTimeout/16, so
+	// such a call may be bounded by 15/16 of CallTimeout. If zero, 250ms.
 	CallTimeout time.Duration
 
 	// WaiterTTL is how long a queued caller stays in the queue without a
@@ -54,8 +56,9 @@ type Config struct {
 	// Breaker guards every Redis call of the Semaphore: failures (timeouts,
 	// refused connections, LOADING, ...) are counted, caller cancellation is
 	// not, and while it is open no call waits on the network. Share one Breaker
-	// per Redis endpoint. If nil, the Semaphore makes its own with CallTimeout
-	// and Policy.
+	// per Redis endpoint. If nil, the Semaphore makes its own with Policy and
+	// no call timeout of its own (the Semaphore applies CallTimeout to every
+	// call, and the breaker counts its expiry as a failure).
 	Breaker *breaker.Breaker
 
 	// Policy decides what Acquire and TryAcquire do when Redis cannot answer
@@ -103,7 +106,8 @@ type Semaphore struct {
 	bg       sync.WaitGroup // background cleanups and the listener
 	readopts atomic.Int64
 	lost     atomic.Int64
-	renewals renewals     // the renewal schedule of this Semaphore's permits
+	renewals renewals // the renewal schedule of this Semaphore's permits
+	shared   atomic.Pointer[sharedDeadline]
 	hold     atomic.Int64 // mean hold time of this Semaphore's released permits (ns, EWMA); 0 if none yet
 
 	// isClosed: closed, readable without mu (every acquire checks it).

@@ -25,7 +25,11 @@ func (f *failure) init(name string, cfg Config) {
 	f.policy = cfg.Policy
 	f.brk = cfg.Breaker
 	if f.brk == nil {
-		f.brk = breaker.New("distsem:"+name, breaker.Config{CallTimeout: cfg.CallTimeout, Policy: cfg.Policy})
+		// No per-call context from the breaker: run bounds every call by
+		// CallTimeout itself, often with a context shared by many calls,
+		// and reports its expiry as errCallTimeout, which the breaker
+		// counts as a failure.
+		f.brk = breaker.New("distsem:"+name, breaker.Config{CallTimeout: -1, Policy: cfg.Policy})
 	}
 	if cfg.Policy == breaker.FailLocal {
 		share := cfg.LocalShare
@@ -38,8 +42,8 @@ func (f *failure) init(name string, cfg Config) {
 
 // errCallTimeout is returned when the Semaphore's own CallTimeout expired
 // before the caller's deadline. It is a timeout net.Error, and not a context
-// error, so that the breaker counts it as a store failure even when the
-// breaker's own CallTimeout is longer (a shared breaker).
+// error, so that the breaker counts it as a store failure (the Semaphore's own
+// breaker applies no CallTimeout; a shared breaker's may be longer).
 var errCallTimeout error = callTimeoutError{}
 
 type callTimeoutError struct{}
@@ -72,14 +76,22 @@ func (s *Semaphore) eval(ctx context.Context, sc *redis.Script, tok any, extra .
 // falls back to EVAL on NOSCRIPT.
 //
 // The reply is read by an IntSliceCmd, straight into []int64 (the scripts
-// return arrays of integers only; anything else is an error). No timer is
-// made when ctx already ends within CallTimeout: the breaker's own call
-// deadline (CallTimeout, when the Semaphore made the breaker) or the caller's
-// deadline then bounds the call already, and go-redis
-// (ContextTimeoutEnabled) turns it into socket deadlines.
+// return arrays of integers only; anything else is an error).
+//
+// The call is bounded by CallTimeout, and go-redis (ContextTimeoutEnabled)
+// turns the context's deadline into socket deadlines. No timer is made when
+// ctx already ends within CallTimeout (the caller's deadline, or a shared
+// breaker's call deadline), and none per call when ctx can never end (a
+// Background context, a release detached from its caller): those calls share
+// a context (see sharedCallContext). Only a cancellable ctx without an
+// earlier deadline gets a context.WithTimeout of its own.
 func (s *Semaphore) run(ctx context.Context, sc *redis.Script, args []any) ([]int64, error) {
 	cctx := ctx
-	if d, ok := ctx.Deadline(); !ok || time.Until(d) > s.cfg.CallTimeout {
+	switch d, ok := ctx.Deadline(); {
+	case ok && time.Until(d) <= s.cfg.CallTimeout:
+	case !ok && ctx.Done() == nil:
+		cctx = s.sharedCallContext()
+	default:
 		var cancel context.CancelFunc
 		cctx, cancel = context.WithTimeout(ctx, s.cfg.CallTimeout)
 		defer cancel()
@@ -107,6 +119,31 @@ func (s *Semaphore) run(ctx context.Context, sc *redis.Script, args []any) ([]in
 		return nil, fmt.Errorf("distsem: unexpected reply length %d", len(r))
 	}
 	return r, nil
+}
+
+// A sharedDeadline is a context with a deadline CallTimeout after it was made,
+// used by every call that cannot be cancelled otherwise and starts before
+// reuseUntil.
+type sharedDeadline struct {
+	ctx        context.Context
+	cancel     context.CancelFunc // never called: the deadline's timer frees it
+	reuseUntil time.Time
+}
+
+// sharedCallContext returns a context that ends at most CallTimeout (and at
+// least 15/16 of it) from now, shared with the calls that start within
+// CallTimeout/16: one timer for all of them instead of one per call (a
+// context.WithTimeout costs four allocations and a runtime timer, a
+// noticeable part of an uncontended acquire).
+func (s *Semaphore) sharedCallContext() context.Context {
+	now := time.Now()
+	if d := s.shared.Load(); d != nil && now.Before(d.reuseUntil) {
+		return d.ctx
+	}
+	d := &sharedDeadline{reuseUntil: now.Add(s.cfg.CallTimeout / 16)}
+	d.ctx, d.cancel = context.WithDeadline(context.Background(), now.Add(s.cfg.CallTimeout))
+	s.shared.Store(d) // a racing caller may make its own: harmless
+	return d.ctx
 }
 
 // call runs a script through the breaker with policy p (see eval for sc, tok
