@@ -85,15 +85,20 @@
 //
 // # Leases
 //
-// A Permit renews its lease every Lease/3 from a goroutine it owns. It keeps a
+// A Permit's lease is renewed every Lease/3: the Semaphore keeps one schedule
+// of its permits' renewals with one timer, and a renewal call runs in a
+// goroutine of its own while it is in flight. A Permit keeps a
 // local deadline on the monotonic clock (the send time of the last successful
 // renewal plus Lease); if no renewal succeeds before it, or Redis answers that the
 // token is gone, the permit is lost: Permit.Lost is closed and Permit.Context is
 // cancelled with ErrLeaseLost. With Config.Readopt a holder whose token vanished
 // (data loss) puts it back when capacity allows and no waiter is queued (it
 // never overtakes the queue), and Stats.Readopted counts it.
-// Release stops the renewal goroutine before it sends the release, so an
-// intentional release is never reported as lost.
+// A renewal call is bounded by the local deadline, and a permit whose renewals
+// fail is due again at its deadline at the latest, so a loss is signalled at the
+// deadline. Release takes the permit off the schedule, and cancels and waits for
+// a renewal in flight, before it sends the release, so an intentional release is
+// never reported as lost.
 //
 // # When Redis fails
 //
@@ -139,6 +144,7 @@
 //
 // A Semaphore and its Permits are safe for simultaneous use by multiple
 // goroutines. A Semaphore starts no goroutine in New: the pub/sub reader starts
-// with the first waiter and stops in Close; each Permit's renewal goroutine
-// stops in Release or when the lease is lost.
+// with the first waiter and stops in Close; a renewal goroutine lives only while
+// its call is in flight, and the renewal schedule keeps renewing held permits
+// after Close, until they are released or lost.
 package distsem
