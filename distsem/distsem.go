@@ -26,7 +26,9 @@ type Config struct {
 	Lease time.Duration
 
 	// CallTimeout bounds every Redis call (the caller's context deadline bounds it
-	// further). A call that hits it counts as a store failure. If zero, 250ms.
+	// further). A call that hits it counts as a store failure. Calls whose
+	// context cannot be cancelled share one deadline per CallTimeout/16, so
+	// such a call may be bounded by 15/16 of CallTimeout. If zero, 250ms.
 	CallTimeout time.Duration
 
 	// WaiterTTL is how long a queued caller stays in the queue without a
@@ -54,8 +56,9 @@ type Config struct {
 	// Breaker guards every Redis call of the Semaphore: failures (timeouts,
 	// refused connections, LOADING, ...) are counted, caller cancellation is
 	// not, and while it is open no call waits on the network. Share one Breaker
-	// per Redis endpoint. If nil, the Semaphore makes its own with CallTimeout
-	// and Policy.
+	// per Redis endpoint. If nil, the Semaphore makes its own with Policy and
+	// no call timeout of its own (the Semaphore applies CallTimeout to every
+	// call, and the breaker counts its expiry as a failure).
 	Breaker *breaker.Breaker
 
 	// Policy decides what Acquire and TryAcquire do when Redis cannot answer
@@ -89,18 +92,34 @@ type Semaphore struct {
 	sharded bool
 	id      string // notify id of this Semaphore: its channel is prefix+id
 	keyTTL  int64  // ms
-	seq     atomic.Uint64
-	fail    failure
+	// cmdHead is the start of every script command: "evalsha", the digest
+	// (set per call), the keys and the common ARGV (see lua/head.lua), the
+	// token at argTok (set per call). The constant arguments below are boxed
+	// once, so that a call does not allocate them again.
+	cmdHead                           []any
+	leaseArg, waitArg, tombArg, idArg any
+	seq                               atomic.Uint64
+	fail                              failure
 
 	stopCtx  context.Context // cancelled by Close: background cleanups give up
 	stopFn   context.CancelFunc
 	bg       sync.WaitGroup // background cleanups and the listener
 	readopts atomic.Int64
 	lost     atomic.Int64
+	renewals renewals // the renewal schedule of this Semaphore's permits
+	shared   atomic.Pointer[sharedDeadline]
+	hold     atomic.Int64 // mean hold time of this Semaphore's released permits (ns, EWMA); 0 if none yet
+
+	// isClosed: closed, readable without mu (every acquire checks it).
+	isClosedFlag atomic.Bool
+
+	// wmu guards waiters (apart from mu: every Acquire registers and
+	// unregisters).
+	wmu     sync.Mutex
+	waiters map[string]chan int64
 
 	mu sync.Mutex
 	// mu guards:
-	waiters   map[string]chan int64
 	ps        *redis.PubSub
 	listening bool
 	closed    bool
@@ -188,6 +207,15 @@ func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Se
 		s.pub = "spublish"
 	}
 	s.keyTTL = 2*max(cfg.Lease, cfg.WaiterTTL, cfg.TombstoneTTL).Milliseconds() + 10_000
+	s.cmdHead = []any{"evalsha", nil, len(s.keys)}
+	for _, k := range s.keys {
+		s.cmdHead = append(s.cmdHead, k)
+	}
+	s.cmdHead = append(s.cmdHead, nil, s.limit, s.keyTTL, s.pub, s.prefix)
+	s.leaseArg = cfg.Lease.Milliseconds()
+	s.waitArg = cfg.WaiterTTL.Milliseconds()
+	s.tombArg = cfg.TombstoneTTL.Milliseconds()
+	s.idArg = s.id
 	s.stopCtx, s.stopFn = context.WithCancel(context.Background())
 	s.fail.init(name, cfg)
 	return s
@@ -197,13 +225,14 @@ func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Se
 // The notify channels of waiting processes are "{name}:n:<id>".
 func (s *Semaphore) Keys() []string { return append([]string(nil), s.keys...) }
 
-func (s *Semaphore) newToken() string {
-	return s.id + "." + strconv.FormatUint(s.seq.Add(1), 36)
-}
+// argTok is the index of the token (ARGV[1]) in a script command.
+const argTok = 9
 
-// args returns the ARGV common to all scripts (see lua/common.lua).
-func (s *Semaphore) args(tok string, extra ...any) []any {
-	return append([]any{tok, s.limit, s.keyTTL, s.pub, s.prefix}, extra...)
+// newToken returns a new token "<id>.<seq>", with one allocation.
+func (s *Semaphore) newToken() string {
+	var b [40]byte
+	t := append(append(b[:0], s.id...), '.')
+	return string(strconv.AppendUint(t, s.seq.Add(1), 36))
 }
 
 func parseReply(v any) ([]int64, error) {
@@ -242,8 +271,9 @@ func (s *Semaphore) Acquire(ctx context.Context, weight int64) (*Permit, error) 
 }
 
 // TryAcquire takes weight if it is free and no one is queued, with one Redis
-// call, and otherwise returns a *RejectError matching ErrNoCapacity. It never
-// queues. Other errors are as for Acquire.
+// call, and otherwise returns a *RejectError matching ErrNoCapacity, with an
+// estimated RetryAfter (see RejectError.Delay). It never queues. Other errors
+// are as for Acquire.
 func (s *Semaphore) TryAcquire(ctx context.Context, weight int64) (*Permit, error) {
 	return s.acquire(ctx, weight, false)
 }
@@ -280,6 +310,7 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 		return s.fallback(ctx, w, wait)
 	}
 	tok := s.newToken()
+	tokArg := any(tok) // boxed once for every call with it
 	var wake chan int64
 	if wait {
 		// Registered before the first call, so a hand-off notification that
@@ -304,7 +335,7 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 		start := time.Now()
 		// Through the breaker with FailClosed: the policy is applied here, so
 		// that a queued waiter can ride out a blip before falling back.
-		r, _, ran, err := s.call(ctx, breaker.FailClosed, acquireScript, s.args(tok, w, s.cfg.Lease.Milliseconds(), b2i(wait), s.cfg.WaiterTTL.Milliseconds(), s.id))
+		r, _, ran, err := s.call(ctx, breaker.FailClosed, acquireScript, tokArg, w, s.leaseArg, b2i(wait), s.waitArg, s.idArg)
 		sent = sent || ran
 		if ran {
 			calls++
@@ -313,7 +344,7 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 			if cerr := ctx.Err(); cerr != nil {
 				if sent {
 					// The outcome is unknown: the call may still run in Redis.
-					s.cleanup(tok)
+					s.cleanup(tokArg)
 				}
 				return nil, cerr
 			}
@@ -325,13 +356,13 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 				// lives for WaiterTTL without a heartbeat).
 				errs++
 				if !sleepCtx(ctx, beat/8) {
-					s.cleanup(tok)
+					s.cleanup(tokArg)
 					return nil, ctx.Err()
 				}
 				continue
 			}
 			if sent {
-				s.cleanup(tok)
+				s.cleanup(tokArg)
 			}
 			if down && s.fail.policy != breaker.FailClosed {
 				return s.fallback(ctx, w, wait)
@@ -344,11 +375,11 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 			if timer != nil {
 				timer.Stop()
 			}
-			p := s.newPermit(tok, w, r[1], start)
+			p := s.newPermit(tokArg, w, r[1], start)
 			p.tomb = calls > 1
 			return p, nil
 		case stBusy:
-			return nil, &RejectError{Reason: ErrNoCapacity}
+			return nil, &RejectError{Reason: ErrNoCapacity, Delay: s.retryAfter(w, r)}
 		case stTooHeavy:
 			return nil, &RejectError{Reason: ErrWeightExceedsLimit}
 		case stTomb:
@@ -360,7 +391,7 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 				queuedAt = r[6]
 			}
 		default:
-			s.cleanup(tok)
+			s.cleanup(tokArg)
 			return nil, fmt.Errorf("distsem: acquire %q: unexpected status %d", s.name, r[0])
 		}
 		s.listen()
@@ -379,19 +410,47 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 		}
 		select {
 		case <-ctx.Done():
-			s.cleanup(tok)
+			s.cleanup(tokArg)
 			return nil, ctx.Err()
 		case fence := <-wake:
 			if fence > 0 && fence > queuedAt {
 				// Granted by hand-off with our lease, after our last call
 				// was sent: start is a safe base for the local deadline.
-				p := s.newPermit(tok, w, fence, start)
+				p := s.newPermit(tokArg, w, fence, start)
 				p.tomb = calls > 1
 				return p, nil
 			}
 		case <-timer.C:
 		}
 	}
+}
+
+// observeHold folds the hold time of a released permit into s.hold, an
+// exponentially weighted mean (weight 1/8). Concurrent updates may lose one
+// another's sample: it is an estimate.
+func (s *Semaphore) observeHold(d time.Duration) {
+	old := time.Duration(s.hold.Load())
+	if old > 0 {
+		d = old + (d-old)/8
+	}
+	s.hold.Store(int64(max(d, 1)))
+}
+
+// retryAfter estimates when a TryAcquire of w refused with the busy reply r
+// ({2, 0, limit, used, waiters}) could succeed: the weight short (what is held,
+// plus one per waiter queued ahead, plus w, minus the limit) divided by the
+// rate at which held weight is released, taken as used / the mean hold time
+// this Semaphore observed. An estimate from this process's own permits (0
+// before it released any), never negative, at most an hour.
+func (s *Semaphore) retryAfter(w int64, r []int64) time.Duration {
+	hold := time.Duration(s.hold.Load())
+	if hold <= 0 || len(r) < 5 {
+		return 0
+	}
+	limit, used, waiters := r[2], r[3], r[4]
+	short := max(used+waiters+w-limit, 1)
+	d := float64(hold) * float64(short) / float64(max(used, 1))
+	return time.Duration(min(d, float64(time.Hour)))
 }
 
 func b2i(b bool) int {
@@ -415,14 +474,14 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // cleanup releases tok in the background, detached from the caller's context,
 // retrying store failures until it succeeds, the lease has passed (the permit
 // is then gone anyway) or the Semaphore is closed.
-func (s *Semaphore) cleanup(tok string) {
-	args := s.args(tok, s.cfg.TombstoneTTL.Milliseconds(), 0, 1) // always tombstone
+func (s *Semaphore) cleanup(tok any) {
+	// The release always writes a tombstone (ARGV[8] = 1).
 	s.mu.Lock()
 	if s.closed {
 		// No background work after Close: one attempt, bounded by CallTimeout,
 		// and none at all while the breaker is open.
 		s.mu.Unlock()
-		s.call(context.Background(), breaker.FailClosed, releaseScript, args)
+		s.call(context.Background(), breaker.FailClosed, releaseScript, tok, s.tombArg, 0, 1, 0)
 		return
 	}
 	s.bg.Add(1) // under mu, so never concurrent with Close's Wait
@@ -435,7 +494,7 @@ func (s *Semaphore) cleanup(tok string) {
 		deadline := time.Now().Add(max(s.cfg.Lease, s.cfg.WaiterTTL))
 		backoff := 20 * time.Millisecond
 		for {
-			_, _, _, err := s.call(s.stopCtx, breaker.FailClosed, releaseScript, args)
+			_, _, _, err := s.call(s.stopCtx, breaker.FailClosed, releaseScript, tok, s.tombArg, 0, 1, 0)
 			if err == nil || s.stopCtx.Err() != nil || time.Now().Add(backoff).After(deadline) {
 				return
 			}
@@ -455,7 +514,7 @@ func (s *Semaphore) SetLimit(ctx context.Context, limit int64) error {
 	if limit < 1 {
 		panic("distsem: limit < 1")
 	}
-	_, _, _, err := s.call(ctx, breaker.FailClosed, releaseScript, s.args("", s.cfg.TombstoneTTL.Milliseconds(), limit, 0))
+	_, _, _, err := s.call(ctx, breaker.FailClosed, releaseScript, "", s.tombArg, limit, 0, 0)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
@@ -536,6 +595,7 @@ func (s *Semaphore) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.isClosedFlag.Store(true)
 	ps := s.ps
 	s.mu.Unlock()
 	s.stopFn()
@@ -546,8 +606,4 @@ func (s *Semaphore) Close() error {
 	return nil
 }
 
-func (s *Semaphore) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
+func (s *Semaphore) isClosed() bool { return s.isClosedFlag.Load() }

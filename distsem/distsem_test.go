@@ -353,6 +353,40 @@ func TestReleaseIsIdempotent(t *testing.T) {
 	b.Release(ctx)
 }
 
+// TestTryAcquireRetryAfter: an ErrNoCapacity rejection carries an estimate
+// from the hold times observed: 0 before any permit was released, then about
+// one mean hold for the one holder of a limit of 1, never negative.
+func TestTryAcquireRetryAfter(t *testing.T) {
+	db := redistest.Connect(t)
+	s := newSem(t, db.Client, db.Prefix+"sem", 1, distsem.Config{})
+	ctx := t.Context()
+	retryAfter := func() time.Duration {
+		t.Helper()
+		_, err := s.TryAcquire(ctx, 1)
+		var re *distsem.RejectError
+		if !errors.As(err, &re) || !errors.Is(err, distsem.ErrNoCapacity) {
+			t.Fatalf("TryAcquire with everything held = %v, want ErrNoCapacity", err)
+		}
+		return re.RetryAfter()
+	}
+	p, err := s.Acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := retryAfter(); d != 0 {
+		t.Errorf("RetryAfter before any hold was observed = %v, want 0", d)
+	}
+	time.Sleep(50 * time.Millisecond)
+	p.Release(ctx)
+	if p, err = s.Acquire(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release(ctx)
+	if d := retryAfter(); d < 40*time.Millisecond || d > 2*time.Second {
+		t.Errorf("RetryAfter after one 50ms hold = %v, want about 50ms", d)
+	}
+}
+
 // TestCancelledWaitersLeaveNothing: waiters that time out leave no queue entry
 // and no holder, and the next waiter is granted when capacity frees.
 func TestCancelledWaitersLeaveNothing(t *testing.T) {

@@ -64,7 +64,10 @@
 // Waiters of all processes form one FIFO queue with head-of-line blocking: a
 // heavy waiter at the head is never overtaken by lighter ones, so it is not
 // starved, at the cost of idle capacity while it waits for enough to free up.
-// TryAcquire never overtakes the queue either. The script that frees capacity
+// TryAcquire never overtakes the queue either; its ErrNoCapacity rejection
+// carries RetryAfter, an estimate (never negative, 0 while unknown) from the
+// weight short and the mean hold time of the Semaphore's own released permits.
+// The script that frees capacity
 // (a release, a renewal or acquire that reaps expired holders, SetLimit) grants
 // it to the head of the queue, with the waiter's own lease, and publishes the
 // token and fence on the notify channel of the waiter's process only: each
@@ -82,15 +85,20 @@
 //
 // # Leases
 //
-// A Permit renews its lease every Lease/3 from a goroutine it owns. It keeps a
+// A Permit's lease is renewed every Lease/3: the Semaphore keeps one schedule
+// of its permits' renewals with one timer, and a renewal call runs in a
+// goroutine of its own while it is in flight. A Permit keeps a
 // local deadline on the monotonic clock (the send time of the last successful
 // renewal plus Lease); if no renewal succeeds before it, or Redis answers that the
 // token is gone, the permit is lost: Permit.Lost is closed and Permit.Context is
 // cancelled with ErrLeaseLost. With Config.Readopt a holder whose token vanished
 // (data loss) puts it back when capacity allows and no waiter is queued (it
 // never overtakes the queue), and Stats.Readopted counts it.
-// Release stops the renewal goroutine before it sends the release, so an
-// intentional release is never reported as lost.
+// A renewal call is bounded by the local deadline, and a permit whose renewals
+// fail is due again at its deadline at the latest, so a loss is signalled at the
+// deadline. Release takes the permit off the schedule, and cancels and waits for
+// a renewal in flight, before it sends the release, so an intentional release is
+// never reported as lost.
 //
 // # When Redis fails
 //
@@ -136,6 +144,7 @@
 //
 // A Semaphore and its Permits are safe for simultaneous use by multiple
 // goroutines. A Semaphore starts no goroutine in New: the pub/sub reader starts
-// with the first waiter and stops in Close; each Permit's renewal goroutine
-// stops in Release or when the lease is lost.
+// with the first waiter and stops in Close; a renewal goroutine lives only while
+// its call is in flight, and the renewal schedule keeps renewing held permits
+// after Close, until they are released or lost.
 package distsem

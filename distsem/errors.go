@@ -40,8 +40,13 @@ var (
 type RejectError struct {
 	// Reason is ErrNoCapacity, ErrWeightExceedsLimit or ErrLocalBusy.
 	Reason error
-	// Delay is the time until a retry could succeed; 0 if unknown or if retrying
-	// cannot help (ErrWeightExceedsLimit).
+	// Delay is an estimate of the time until a retry could succeed, never
+	// negative; 0 if unknown or if retrying cannot help
+	// (ErrWeightExceedsLimit). For ErrNoCapacity it is the weight short
+	// (held + one per queued waiter + asked − limit) over the release rate
+	// estimated from the mean hold time of the Semaphore's own released
+	// permits (0 before it released any); for ErrLocalBusy it comes from the
+	// local share.
 	Delay time.Duration
 }
 

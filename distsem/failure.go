@@ -3,6 +3,7 @@ package distsem
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -24,7 +25,11 @@ func (f *failure) init(name string, cfg Config) {
 	f.policy = cfg.Policy
 	f.brk = cfg.Breaker
 	if f.brk == nil {
-		f.brk = breaker.New("distsem:"+name, breaker.Config{CallTimeout: cfg.CallTimeout, Policy: cfg.Policy})
+		// No per-call context from the breaker: run bounds every call by
+		// CallTimeout itself, often with a context shared by many calls,
+		// and reports its expiry as errCallTimeout, which the breaker
+		// counts as a failure.
+		f.brk = breaker.New("distsem:"+name, breaker.Config{CallTimeout: -1, Policy: cfg.Policy})
 	}
 	if cfg.Policy == breaker.FailLocal {
 		share := cfg.LocalShare
@@ -37,8 +42,8 @@ func (f *failure) init(name string, cfg Config) {
 
 // errCallTimeout is returned when the Semaphore's own CallTimeout expired
 // before the caller's deadline. It is a timeout net.Error, and not a context
-// error, so that the breaker counts it as a store failure even when the
-// breaker's own CallTimeout is longer (a shared breaker).
+// error, so that the breaker counts it as a store failure (the Semaphore's own
+// breaker applies no CallTimeout; a shared breaker's may be longer).
 var errCallTimeout error = callTimeoutError{}
 
 type callTimeoutError struct{}
@@ -47,30 +52,110 @@ func (callTimeoutError) Error() string   { return "distsem: redis call timed out
 func (callTimeoutError) Timeout() bool   { return true }
 func (callTimeoutError) Temporary() bool { return true }
 
-// eval runs one script bounded by CallTimeout and parses its integer reply. It
-// does not go through the breaker; see call.
-func (s *Semaphore) eval(ctx context.Context, sc *redis.Script, args []any) ([]int64, error) {
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-	defer cancel()
-	v, err := sc.Run(cctx, s.client, s.keys, args...).Result()
+// command returns the EVALSHA command of sc for token tok with the
+// script-specific ARGV extra: the command name, the keys and the common ARGV
+// are boxed once in New (cmdHead), so a call allocates one slice and boxes
+// only what varies per call, instead of go-redis's Script.Run boxing every key
+// and argument again.
+func (s *Semaphore) command(sc *redis.Script, tok any, extra ...any) []any {
+	a := make([]any, len(s.cmdHead), len(s.cmdHead)+len(extra))
+	copy(a, s.cmdHead)
+	a[1] = digest(sc)
+	a[argTok] = tok
+	return append(a, extra...)
+}
+
+// eval runs sc with tok and extra (see command) bounded by CallTimeout; see
+// run. It does not go through the breaker; see call.
+func (s *Semaphore) eval(ctx context.Context, sc *redis.Script, tok any, extra ...any) ([]int64, error) {
+	return s.run(ctx, sc, s.command(sc, tok, extra...))
+}
+
+// run runs the command args of sc (from command) bounded by CallTimeout, and
+// returns its integer reply. Like go-redis's Script.Run, it sends EVALSHA and
+// falls back to EVAL on NOSCRIPT.
+//
+// The reply is read by an IntSliceCmd, straight into []int64 (the scripts
+// return arrays of integers only; anything else is an error).
+//
+// The call is bounded by CallTimeout, and go-redis (ContextTimeoutEnabled)
+// turns the context's deadline into socket deadlines. No timer is made when
+// ctx already ends within CallTimeout (the caller's deadline, or a shared
+// breaker's call deadline), and none per call when ctx can never end (a
+// Background context, a release detached from its caller): those calls share
+// a context (see sharedCallContext). Only a cancellable ctx without an
+// earlier deadline gets a context.WithTimeout of its own.
+func (s *Semaphore) run(ctx context.Context, sc *redis.Script, args []any) ([]int64, error) {
+	cctx := ctx
+	switch d, ok := ctx.Deadline(); {
+	case ok && time.Until(d) <= s.cfg.CallTimeout:
+	case !ok && ctx.Done() == nil:
+		cctx = s.sharedCallContext()
+	default:
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(ctx, s.cfg.CallTimeout)
+		defer cancel()
+	}
+	cmd := redis.NewIntSliceCmd(cctx, args...)
+	cmd.SetFirstKeyPos(3) // the keys route the call on Cluster
+	err := s.client.Process(cctx, cmd)
+	r := cmd.Val()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") { // HasErrorPrefix allocates
+		// Not cached on this node (flushed, restarted, failed over): EVAL
+		// caches it, as Script.Run does.
+		var v any
+		v, err = sc.Eval(cctx, s.client, s.keys, args[argTok:]...).Result()
+		if err == nil {
+			r, err = parseReply(v)
+		}
+	}
 	if err != nil {
 		if ctx.Err() == nil && cctx.Err() != nil {
 			return nil, errCallTimeout
 		}
 		return nil, err
 	}
-	return parseReply(v)
+	if len(r) < 3 {
+		return nil, fmt.Errorf("distsem: unexpected reply length %d", len(r))
+	}
+	return r, nil
 }
 
-// call runs a script through the breaker with policy p. ran reports whether
-// the script was sent (its outcome may then be unknown on error). With
-// FailOpen or FailLocal and no answer from Redis, it returns a nil reply, a
-// nil error and the breaker's Source.
-func (s *Semaphore) call(ctx context.Context, p breaker.Policy, sc *redis.Script, args []any) (r []int64, src breaker.Source, ran bool, err error) {
+// A sharedDeadline is a context with a deadline CallTimeout after it was made,
+// used by every call that cannot be cancelled otherwise and starts before
+// reuseUntil.
+type sharedDeadline struct {
+	ctx        context.Context
+	cancel     context.CancelFunc // never called: the deadline's timer frees it
+	reuseUntil time.Time
+}
+
+// sharedCallContext returns a context that ends at most CallTimeout (and at
+// least 15/16 of it) from now, shared with the calls that start within
+// CallTimeout/16: one timer for all of them instead of one per call (a
+// context.WithTimeout costs four allocations and a runtime timer, a
+// noticeable part of an uncontended acquire).
+func (s *Semaphore) sharedCallContext() context.Context {
+	now := time.Now()
+	if d := s.shared.Load(); d != nil && now.Before(d.reuseUntil) {
+		return d.ctx
+	}
+	d := &sharedDeadline{reuseUntil: now.Add(s.cfg.CallTimeout / 16)}
+	d.ctx, d.cancel = context.WithDeadline(context.Background(), now.Add(s.cfg.CallTimeout))
+	s.shared.Store(d) // a racing caller may make its own: harmless
+	return d.ctx
+}
+
+// call runs a script through the breaker with policy p (see eval for sc, tok
+// and extra). ran reports whether the script was sent (its outcome may then be
+// unknown on error). With FailOpen or FailLocal and no answer from Redis, it
+// returns a nil reply, a nil error and the breaker's Source.
+func (s *Semaphore) call(ctx context.Context, p breaker.Policy, sc *redis.Script, tok any, extra ...any) (r []int64, src breaker.Source, ran bool, err error) {
+	args := s.command(sc, tok, extra...) // built here: extra does not escape
 	r, src, err = breaker.Do(ctx, s.fail.brk, p,
 		func(ctx context.Context) ([]int64, error) {
 			ran = true
-			return s.eval(ctx, sc, args)
+			return s.run(ctx, sc, args)
 		},
 		func(context.Context) ([]int64, error) { return nil, nil })
 	return r, src, ran, err

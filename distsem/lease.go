@@ -10,14 +10,16 @@ import (
 )
 
 // A Permit is weight held on a Semaphore, until Release or until its lease is
-// lost. Its lease is renewed every Lease/3 by a timer the Permit owns (a
-// goroutine exists only while a renewal call is in flight); Release stops the
-// timer and waits for a renewal in flight before it sends the release. A Permit
-// is safe for simultaneous use by multiple goroutines. The zero Permit is not
-// usable: get one from Acquire or TryAcquire.
+// lost. Its lease is renewed every Lease/3 by the Semaphore's renewal schedule
+// (one timer for all its permits; a goroutine exists only while a renewal call
+// is in flight); Release takes it off the schedule and waits for a renewal in
+// flight before it sends the release. A Permit is safe for simultaneous use by
+// multiple goroutines. The zero Permit is not usable: get one from Acquire or
+// TryAcquire.
 type Permit struct {
 	s      *Semaphore
 	token  string
+	tokArg any // token, boxed once for the script calls
 	weight int64
 	fence  int64
 	kind   permitKind
@@ -28,19 +30,26 @@ type Permit struct {
 	// still run in Redis after the release and grant the token to no one.
 	tomb bool
 
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	lost   chan struct{}
-
 	mu sync.Mutex
 	// mu guards:
 	released bool
 	isLost   bool
-	deadline time.Time   // local deadline: last successful renewal's send time + Lease
-	renewT   *time.Timer // fires the next renewal
-	expireT  *time.Timer // fires at the local deadline
+	cause    error // ErrLeaseLost or ErrReleased once the permit ended
+	// ctx and lost are made on first use (Context, Lost): most permits never
+	// need them.
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	lost     chan struct{}
+	deadline time.Time // local deadline: last successful renewal's send time + Lease
+	granted  time.Time // when the grant was seen (hold-time estimates)
 	inflight chan struct{}
 	stopCall context.CancelFunc // cancels the renewal in flight
+
+	// Guarded by the Semaphore's renewals.mu: the permit's place in the
+	// renewal schedule.
+	due        time.Time
+	prev, next *Permit
+	scheduled  bool
 }
 
 type permitKind uint8
@@ -51,25 +60,23 @@ const (
 	permitOpen                    // FailOpen: held nowhere
 )
 
-// newPermit returns a Redis permit and starts its renewal. sent is when the
-// acquire call that granted or claimed it was sent: Redis set its expiry to
-// TIME + Lease after that, so sent + Lease is a safe local deadline.
-func (s *Semaphore) newPermit(tok string, w, fence int64, sent time.Time) *Permit {
+// newPermit returns a Redis permit for token tok (a string) and schedules its
+// renewal. sent is when the acquire call that granted or claimed it was sent:
+// Redis set its expiry to TIME + Lease after that, so sent + Lease is a safe
+// local deadline.
+func (s *Semaphore) newPermit(tok any, w, fence int64, sent time.Time) *Permit {
 	p := s.basePermit(w, permitRedis)
-	p.token, p.fence = tok, fence
+	p.tokArg, p.fence = tok, fence
+	p.token, _ = tok.(string)
 	p.counted = s.fail.countRedis(w)
-	p.mu.Lock()
 	p.deadline = sent.Add(s.cfg.Lease)
-	p.renewT = time.AfterFunc(s.cfg.Lease/3, p.renew)
-	p.expireT = time.AfterFunc(time.Until(p.deadline), p.expire)
-	p.mu.Unlock()
+	p.granted = time.Now()
+	s.renewals.add(p, p.granted.Add(s.cfg.Lease/3))
 	return p
 }
 
 func (s *Semaphore) basePermit(w int64, kind permitKind) *Permit {
-	p := &Permit{s: s, weight: w, kind: kind, lost: make(chan struct{})}
-	p.ctx, p.cancel = context.WithCancelCause(context.Background())
-	return p
+	return &Permit{s: s, weight: w, kind: kind}
 }
 
 // Fence returns the permit's fencing number: unique per grant and increasing
@@ -89,13 +96,45 @@ func (p *Permit) Degraded() bool { return p.kind != permitRedis }
 // token when renewing (and Config.Readopt could not re-adopt it), or no renewal
 // succeeded before the local deadline (the send time of the last successful
 // renewal plus Lease, on the monotonic clock). It is never closed by Release.
-func (p *Permit) Lost() <-chan struct{} { return p.lost }
+func (p *Permit) Lost() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lost == nil {
+		p.lost = make(chan struct{})
+		if p.isLost {
+			close(p.lost)
+		}
+	}
+	return p.lost
+}
 
 // Context returns a context cancelled when the lease is lost (cause
 // ErrLeaseLost) or the permit is released (cause ErrReleased). Work that must
 // stop when the permit is no longer held runs under it, or under a context
 // derived from the caller's with context.AfterFunc; Semaphore.Do does that.
-func (p *Permit) Context() context.Context { return p.ctx }
+func (p *Permit) Context() context.Context {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ctx == nil {
+		p.ctx, p.cancel = context.WithCancelCause(context.Background())
+		if p.cause != nil {
+			p.cancel(p.cause)
+		}
+	}
+	return p.ctx
+}
+
+// endLocked records why the permit ended and cancels its context, if made.
+// The first cause wins.
+func (p *Permit) endLocked(cause error) {
+	if p.cause != nil {
+		return
+	}
+	p.cause = cause
+	if p.cancel != nil {
+		p.cancel(cause)
+	}
+}
 
 // Release gives the permit back. Renewal is stopped, and a renewal in flight
 // is cancelled and waited for, before the release is sent, so an intentional
@@ -113,8 +152,10 @@ func (p *Permit) Release(ctx context.Context) error {
 	p.released = true
 	var inflight chan struct{}
 	if p.kind == permitRedis {
-		p.renewT.Stop()
-		p.expireT.Stop()
+		if !p.isLost {
+			p.s.observeHold(time.Since(p.granted))
+		}
+		p.s.renewals.remove(p)
 		inflight = p.inflight
 		if p.stopCall != nil {
 			p.stopCall()
@@ -124,39 +165,57 @@ func (p *Permit) Release(ctx context.Context) error {
 	if inflight != nil {
 		<-inflight
 	}
-	p.cancel(ErrReleased)
+	p.mu.Lock()
+	p.endLocked(ErrReleased)
+	p.mu.Unlock()
 	s := p.s
 	s.fail.release(p)
 	if p.kind != permitRedis {
 		return nil
 	}
+	// Detached from ctx's cancellation (WithoutCancel allocates: skip it when
+	// ctx can never be cancelled).
+	if _, ok := ctx.Deadline(); ok || ctx.Done() != nil {
+		ctx = context.WithoutCancel(ctx)
+	}
 	// The grant was seen. If the token's only acquire call was the one that
 	// granted it, no late acquire of it can be pending and no tombstone is
 	// needed, unless a late renewal could re-adopt the token.
-	_, _, _, err := s.call(context.WithoutCancel(ctx), breaker.FailClosed, releaseScript, s.args(p.token, s.cfg.TombstoneTTL.Milliseconds(), 0, b2i(s.cfg.Readopt || p.tomb)))
+	_, _, _, err := s.call(ctx, breaker.FailClosed, releaseScript, p.tokArg, s.tombArg, 0, b2i(s.cfg.Readopt || p.tomb), p.weight)
 	if err != nil {
-		s.cleanup(p.token)
+		s.cleanup(p.tokArg)
 		return fmt.Errorf("distsem: release %q: %w", s.name, err)
 	}
 	return nil
 }
 
-// renew runs on renewT: one renewal call, then re-arms the timer (Lease/3 after a
-// success, sooner after a failure) unless the permit was released or lost.
-func (p *Permit) renew() {
-	s := p.s
+// renewDue runs when the permit's renewal is due (from the schedule): it loses
+// the permit if its local deadline has passed, and otherwise starts one
+// renewal call, bounded by the local deadline, in a goroutine of its own.
+func (p *Permit) renewDue() {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.released || p.isLost {
-		p.mu.Unlock()
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	if !time.Now().Before(p.deadline) {
+		p.loseLocked()
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), p.deadline)
 	done := make(chan struct{})
 	p.inflight, p.stopCall = done, cancel
-	p.mu.Unlock()
+	go p.renew(ctx, cancel, done)
+}
 
+// renew makes one renewal call, then schedules the next (Lease/3 after a
+// success, sooner after a failure, never after the local deadline) unless the
+// permit was released or lost. The call's context ends at the local deadline,
+// so that a hung call cannot delay the loss past it.
+func (p *Permit) renew(ctx context.Context, cancel context.CancelFunc, done chan struct{}) {
+	s := p.s
 	sent := time.Now()
-	r, _, _, err := s.call(ctx, breaker.FailClosed, renewScript, s.args(p.token, p.weight, s.cfg.Lease.Milliseconds(), p.fence, b2i(s.cfg.Readopt)))
+	r, _, _, err := s.call(ctx, breaker.FailClosed, renewScript, p.tokArg, p.weight, s.leaseArg, p.fence, b2i(s.cfg.Readopt))
 	cancel()
 
 	p.mu.Lock()
@@ -166,42 +225,139 @@ func (p *Permit) renew() {
 	if p.released || p.isLost {
 		return
 	}
+	now := time.Now()
+	if !now.Before(p.deadline) {
+		// Past the local deadline whatever the answer: the lease may have
+		// run out at the store before the call ran.
+		p.loseLocked()
+		return
+	}
 	interval := s.cfg.Lease / 3
 	switch {
 	case err != nil:
 		// Try again sooner; the local deadline decides when it is lost.
-		p.renewT.Reset(interval / 3)
+		next := now.Add(interval / 3)
+		if next.After(p.deadline) {
+			next = p.deadline
+		}
+		s.renewals.add(p, next)
 	case r[0] == stRenewed || r[0] == stReadopted:
 		if r[0] == stReadopted {
 			s.readopts.Add(1)
 		}
 		p.deadline = sent.Add(s.cfg.Lease)
-		p.expireT.Reset(time.Until(p.deadline))
-		p.renewT.Reset(interval)
+		s.renewals.add(p, now.Add(interval))
 	default:
 		p.loseLocked()
 	}
 }
 
-// expire runs on expireT at the local deadline.
-func (p *Permit) expire() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.released || p.isLost {
-		return
-	}
-	if d := time.Until(p.deadline); d > 0 { // renewed while the timer fired
-		p.expireT.Reset(d)
-		return
-	}
-	p.loseLocked()
-}
-
 func (p *Permit) loseLocked() {
 	p.isLost = true
-	p.renewT.Stop()
-	p.expireT.Stop()
+	p.s.renewals.remove(p)
 	p.s.lost.Add(1)
-	p.cancel(ErrLeaseLost) // before Lost closes: its readers see the cause
-	close(p.lost)
+	p.endLocked(ErrLeaseLost) // before Lost closes: its readers see the cause
+	if p.lost != nil {
+		close(p.lost)
+	}
+}
+
+// renewals is the renewal schedule of a Semaphore's permits: a list sorted by
+// due time and one timer for its head, instead of two timers per Permit (a
+// renewal timer and a local-deadline timer: together most of the cost of an
+// uncontended acquire and release in the client). A permit is on the list
+// while it waits for its next renewal, and off it while a renewal is in
+// flight or once it is released or lost. Due times are mostly increasing (now +
+// Lease/3), so a permit is inserted from the tail in a step or two; the timer
+// is only moved when a new head is due before it fires. A permit whose
+// renewals fail is due again at its local deadline at the latest, where it is
+// lost.
+//
+// Lock order: a Permit's mu, then renewals.mu.
+type renewals struct {
+	mu         sync.Mutex
+	head, tail *Permit
+	timer      *time.Timer
+	armed      time.Time // when timer fires; zero if it is not armed
+}
+
+// add schedules p (not on the list) for due.
+func (rs *renewals) add(p *Permit, due time.Time) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	p.due = due
+	at := rs.tail // p goes after at
+	for at != nil && at.due.After(due) {
+		at = at.prev
+	}
+	p.prev = at
+	if at == nil {
+		p.next, rs.head = rs.head, p
+	} else {
+		p.next, at.next = at.next, p
+	}
+	if p.next == nil {
+		rs.tail = p
+	} else {
+		p.next.prev = p
+	}
+	p.scheduled = true
+	if rs.armed.IsZero() || due.Before(rs.armed) {
+		rs.arm(due)
+	}
+}
+
+// remove takes p off the list, if it is on it.
+func (rs *renewals) remove(p *Permit) {
+	rs.mu.Lock()
+	rs.unlinkLocked(p)
+	rs.mu.Unlock()
+}
+
+func (rs *renewals) unlinkLocked(p *Permit) {
+	if !p.scheduled {
+		return
+	}
+	if p.prev == nil {
+		rs.head = p.next
+	} else {
+		p.prev.next = p.next
+	}
+	if p.next == nil {
+		rs.tail = p.prev
+	} else {
+		p.next.prev = p.prev
+	}
+	p.prev, p.next, p.scheduled = nil, nil, false
+}
+
+func (rs *renewals) arm(t time.Time) {
+	rs.armed = t
+	if rs.timer == nil {
+		rs.timer = time.AfterFunc(time.Until(t), rs.fire)
+	} else {
+		rs.timer.Reset(time.Until(t))
+	}
+}
+
+// fire runs on the timer: it takes every due permit off the list, re-arms the
+// timer for the new head, and then starts the due permits' renewals. A fire
+// with nothing due (the timer was moved) only re-arms.
+func (rs *renewals) fire() {
+	rs.mu.Lock()
+	now := time.Now()
+	var due []*Permit
+	for rs.head != nil && !rs.head.due.After(now) {
+		p := rs.head
+		rs.unlinkLocked(p)
+		due = append(due, p)
+	}
+	rs.armed = time.Time{}
+	if rs.head != nil {
+		rs.arm(rs.head.due)
+	}
+	rs.mu.Unlock()
+	for _, p := range due {
+		p.renewDue()
+	}
 }

@@ -22,16 +22,16 @@ import (
 // A value received is the fence of a hand-off grant, or 0: check with a call.
 func (s *Semaphore) register(tok string) chan int64 {
 	ch := make(chan int64, 1)
-	s.mu.Lock()
+	s.wmu.Lock()
 	s.waiters[tok] = ch
-	s.mu.Unlock()
+	s.wmu.Unlock()
 	return ch
 }
 
 func (s *Semaphore) unregister(tok string) {
-	s.mu.Lock()
+	s.wmu.Lock()
 	delete(s.waiters, tok)
-	s.mu.Unlock()
+	s.wmu.Unlock()
 }
 
 // wake delivers a hand-off message "<token>:<fence>" to its local waiter.
@@ -44,9 +44,9 @@ func (s *Semaphore) wake(payload string) {
 	if err != nil || fence <= 0 {
 		fence = 0 // unreadable: the waiter checks with a call
 	}
-	s.mu.Lock()
+	s.wmu.Lock()
 	ch := s.waiters[payload[:i]]
-	s.mu.Unlock()
+	s.wmu.Unlock()
 	if ch != nil {
 		select {
 		case ch <- fence:
@@ -65,8 +65,8 @@ func (s *Semaphore) wake(payload string) {
 }
 
 func (s *Semaphore) wakeAll() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	for _, ch := range s.waiters {
 		select {
 		case ch <- 0:

@@ -104,11 +104,11 @@ func TestStaleHandoffMessageIgnored(t *testing.T) {
 	var tok string
 	for deadline := time.Now().Add(2 * time.Second); tok == "" && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond) // polling for the waiter to register
-		w.mu.Lock()
+		w.wmu.Lock()
 		for k := range w.waiters {
 			tok = k
 		}
-		w.mu.Unlock()
+		w.wmu.Unlock()
 	}
 	if tok == "" {
 		t.Fatal("the waiter never registered")

@@ -37,7 +37,25 @@ var (
 	acquireScript = redis.NewScript(acquireSource)
 	renewScript   = redis.NewScript(renewSource)
 	releaseScript = redis.NewScript(releaseSource)
+
+	// The digests, boxed once for the commands (see Semaphore.command).
+	acquireDigest any = acquireScript.Hash()
+	renewDigest   any = renewScript.Hash()
+	releaseDigest any = releaseScript.Hash()
 )
+
+// digest returns the EVALSHA digest of sc as an argument.
+func digest(sc *redis.Script) any {
+	switch sc {
+	case acquireScript:
+		return acquireDigest
+	case renewScript:
+		return renewDigest
+	case releaseScript:
+		return releaseDigest
+	}
+	return sc.Hash()
+}
 
 // assemble returns head.lua + the fast path of script + common.lua + the rest
 // of script. It panics if script has no "-- @common" line.

@@ -33,8 +33,14 @@ if fast and (tn0 == -1 or not redis.call('ZSCORE', T, tok)) then
     else
       redis.call('HSET', S, 'used', int(used), 'fence', fence_s)
     end
-    redis.call('PEXPIRE', H, key_ttl_s) -- not proven to exist (no read of it)
-    redis.call('PEXPIRE', D, key_ttl_s)
+    if used0 == 0 then
+      -- Not proven to exist (no read of them). With weight in use they
+      -- are: used is the weight of the holders in H, whose fields are in
+      -- D, and neither key expires before S (a refresh gives all keys one
+      -- expiry; a key created later gets a later one).
+      redis.call('PEXPIRE', H, key_ttl_s)
+      redis.call('PEXPIRE', D, key_ttl_s)
+    end
     return {1, fence, limit0, used, 0}
   end
 end

@@ -9,14 +9,20 @@
 -- Idempotent: a second release changes nothing but the tombstone's expiry.
 -- KEYS, ARGV[1..5]: see common.lua (ARGV[1] may be "" to only set the limit).
 -- ARGV[6] = tombstone TTL ms, ARGV[7] = new limit to store, or 0 to keep it,
--- ARGV[8] = 1 to always write the tombstone, 0 to write it unless held.
+-- ARGV[8] = 1 to always write the tombstone, 0 to write it unless held,
+-- ARGV[9] = the weight the token was granted with, or 0 if unknown (the fast
+-- path then reads it).
 -- Returns {was, limit, used}: was = 1 held, 2 queued, 0 neither.
 -- Fast path: the release of a held token with the queue empty, no tombstone
 -- to write or reap and the limit kept, as below.
 if fast and tok ~= '' and ARGV[8] ~= '1' and tonumber(ARGV[7]) <= 0 and (tn0 == -1 or tn0 > now)
   and redis.call('ZREM', H, tok) == 1 then
   local wk = 'w:' .. tok
-  local used = used0 - tonumber(redis.call('HGET', D, wk) or '0')
+  local w = tonumber(ARGV[9] or '0') or 0
+  if w < 1 then
+    w = tonumber(redis.call('HGET', D, wk) or '0')
+  end
+  local used = used0 - w
   redis.call('HDEL', D, wk, 'f:' .. tok)
   if used < 0 then
     used = 0 -- self-heal
