@@ -93,7 +93,7 @@ func TestRedisDifferential(t *testing.T) {
 				lim := randomLimit(r, algoKind(kind))
 				local := newLocal(algoKind(kind), lim)
 				var now int64 = 1_700_000_000_000_000 + r.Int64N(1e12)
-				rm := newRedisMeter(algoKind(kind), db.Client, lim, RedisConfig{Prefix: db.Prefix + kindNames[kind] + ":"})
+				rm := newRedisMeter(algoKind(kind), db.Client, lim, RedisConfig{Prefix: db.Prefix + kindNames[kind] + ":", CallTimeout: time.Second})
 				rm.now = func() int64 { return now }
 				key := fmt.Sprintf("k%d", s)
 				max := lim.burst()
@@ -274,17 +274,15 @@ func TestSeedTokenBucketFloatDefect(t *testing.T) {
 }
 
 // FuzzParseReply: the reply parser never panics and accepts only arrays of four
-// integers with allowed ∈ {0, 1} and non-negative waits.
+// integers with allowed ∈ {0, 1} and non-negative waits. (That every element is
+// an integer is checked by go-redis's IntSliceCmd, see TestMeterRejectsBadReply.)
 func FuzzParseReply(f *testing.F) {
 	f.Add(int64(1), int64(4), int64(0), int64(10), 4)
 	f.Add(int64(0), int64(0), int64(-1), int64(0), 3)
 	f.Add(int64(2), int64(0), int64(0), int64(0), 5)
 	f.Fuzz(func(t *testing.T, a, b, c, d int64, n int) {
-		vals := []any{a, b, c, d, "x", nil}
-		var v any = vals[:max(0, min(n, len(vals)))]
-		if n < 0 {
-			v = "OK"
-		}
+		vals := []int64{a, b, c, d, 0, 0}
+		v := vals[:max(0, min(n, len(vals)))]
 		r, err := parseReply(v)
 		valid := n == 4 && (a == 0 || a == 1) && c >= 0 && d >= 0
 		if valid != (err == nil) {
@@ -364,6 +362,31 @@ func TestReserveScriptContract(t *testing.T) {
 		now += tc.dt
 		if got := reserve(tc.n, 150_000); got != tc.out {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.out)
+		}
+	}
+}
+
+// TestMeterRejectsBadReply: a script reply that is not an array of integers is
+// an error before parseReply (go-redis's IntSliceCmd), and a NOSCRIPT is
+// answered with EVAL of the source.
+func TestMeterRejectsBadReply(t *testing.T) {
+	db := redistest.Connect(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		src string
+		ok  bool
+	}{
+		{"return {1, 2, 3, 4}", true},
+		{"return {1, 'x', 3, 4}", false},
+		{"return 'OK'", false},
+		{"return {1, {2}, 3, 4}", false},
+	} {
+		h := newEvalHead(register(tc.src + " -- " + t.Name()))
+		buf := new(evalBuf)
+		args := h.fill(buf, db.Prefix+"{k}", newRedisLimit("t", Limit{Rate: PerSecond(1)}, false), 1, nil)
+		v, err := h.evalInts(ctx, db.Client, args) // a fresh script: NOSCRIPT, then EVAL
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: evalInts = %v, %v", tc.src, v, err)
 		}
 	}
 }

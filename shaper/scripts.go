@@ -38,9 +38,33 @@ var unreserveLua string
 //go:embed lua/lease.lua
 var leaseLua string
 
+//go:embed lua/batch.lua
+var batchLua string
+
+// scriptSrc maps each script to its source, for EVAL after NOSCRIPT when the
+// command is built by hand (evalHead).
+var scriptSrc = map[*redis.Script]string{}
+
 // newScript returns the script prelude + body, where the body takes nargs ARGV.
+// The prelude's first line declares NARGS and TIME0 (see common.lua).
 func newScript(nargs int, body string) *redis.Script {
-	return redis.NewScript("local NARGS = " + strconv.Itoa(nargs) + "\n" + commonLua + body)
+	return register(scriptHeader(nargs) + commonLua + body)
+}
+
+// newBatchScript returns the batch form of a meter script (see batch.lua): the
+// prelude and body become a function called once per key.
+func newBatchScript(nargs int, body string) *redis.Script {
+	return register(scriptHeader(nargs) + "local function decide(KEYS, ARGV)\n" + commonLua + body + "\nend\n" + batchLua)
+}
+
+func scriptHeader(nargs int) string {
+	return "local NARGS, TIME0 = " + strconv.Itoa(nargs) + ", nil\n"
+}
+
+func register(src string) *redis.Script {
+	s := redis.NewScript(src)
+	scriptSrc[s] = src
+	return s
 }
 
 var (
@@ -52,4 +76,10 @@ var (
 	reserveScript        = newScript(5, reserveLua)
 	unreserveScript      = newScript(8, unreserveLua)
 	leaseScript          = newScript(6, leaseLua)
+
+	gcraBatchScript           = newBatchScript(4, gcraLua)
+	tokenBucketBatchScript    = newBatchScript(4, tokenBucketLua)
+	fixedWindowBatchScript    = newBatchScript(4, fixedWindowLua)
+	slidingCounterBatchScript = newBatchScript(4, slidingCounterLua)
+	slidingLogBatchScript     = newBatchScript(4, slidingLogLua)
 )

@@ -4,10 +4,12 @@
 -- ARGV[2] = C, the rate's count per period       (integer ≥ 1)
 -- ARGV[3] = B, the burst / capacity / count      (integer ≥ 1)
 -- ARGV[4] = n, the cost of this call             (integer, 0 ≤ n ≤ B; 0 = peek)
--- ARGV[5..NARGS] = the script's own arguments, if any (NARGS is set by the line
---           "local NARGS = k" that precedes this prelude)
+-- ARGV[5..NARGS] = the script's own arguments, if any
 -- ARGV[NARGS+1] = (tests only) the time in Unix µs to use instead of TIME; when
 --           given, keys get a TTL of at least one hour, as test time is not real
+-- The line before this prelude is "local NARGS, TIME0 = k, nil": NARGS is the
+-- script's own ARGV count, and TIME0 caches TIME for the batch form (batch.lua),
+-- which runs the prelude once per key.
 -- Every script replies {allowed (0|1), remaining, retry_after µs, reset_after µs}.
 -- All arithmetic is on integers below 2^53, so Lua's doubles are exact; the Go
 -- side (shaper/*.go) runs the same lines and must give the same answers.
@@ -26,8 +28,11 @@ if #ARGV > NARGS then
   now = tonumber(ARGV[NARGS + 1])
   ttlfloor = 3600000
 else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if not TIME0 then
+    local t = redis.call('TIME')
+    TIME0 = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  now = TIME0
   ttlfloor = 1
 end
 -- idiv is Go's integer division (truncated toward zero).
