@@ -191,8 +191,7 @@ func (b *batcher) exec(ctx context.Context, batch []*bcall) {
 		c.v, c.err = b.single.evalInts(ctx, b.client, c.args)
 		return
 	}
-	if b.multi != nil {
-		b.execMulti(ctx, batch)
+	if b.multi != nil && b.execMulti(ctx, batch) {
 		return
 	}
 	pipe := b.client.Pipeline()
@@ -210,20 +209,32 @@ func (b *batcher) exec(ctx context.Context, batch []*bcall) {
 	}
 }
 
-// execMulti decides batch with one call of the batch script: KEYS are the
-// calls' keys, ARGV their ARGV one after the other, and the reply their replies
-// (4 integers each) one after the other.
-func (b *batcher) execMulti(ctx context.Context, batch []*bcall) {
-	per := len(batch[0].args) - 4 // ARGV of one call
-	args := make([]any, 3+len(batch)*(1+per))
-	args[0], args[1], args[2] = evalshaName, b.multi.sha, len(batch)
-	keys, argv := args[3:3+len(batch)], args[3+len(batch):]
+// execMulti decides batch with one call of the batch script (see batch.lua):
+// KEYS are the calls' keys, ARGV the limit's P, C and B, each call's cost [and
+// the first call's test time], and the reply the calls' replies (4 integers
+// each) one after the other. A batch whose calls were made under different
+// limits (SetLimit in between) is sent as a pipeline instead.
+func (b *batcher) execMulti(ctx context.Context, batch []*bcall) bool {
+	first := batch[0].args // "evalsha", sha, 1, key, P, C, B, n [, now]
+	for _, c := range batch[1:] {
+		if c.args[4] != first[4] || c.args[5] != first[5] || c.args[6] != first[6] {
+			return false
+		}
+	}
+	k := len(batch)
+	args := make([]any, 3+k+3+k+len(first)-8)
+	args[0], args[1], args[2] = evalshaName, b.multi.sha, k
+	keys, argv := args[3:3+k], args[3+k:]
+	copy(argv, first[4:7])
 	for i, c := range batch {
 		keys[i] = c.args[3]
-		copy(argv[i*per:(i+1)*per], c.args[4:])
+		argv[3+i] = c.args[7]
+	}
+	if len(first) > 8 {
+		argv[3+k] = first[8]
 	}
 	v, err := b.multi.evalInts(ctx, b.client, args)
-	if err == nil && len(v) != 4*len(batch) {
+	if err == nil && len(v) != 4*k {
 		err = fmt.Errorf("shaper: unexpected reply of %d elements", len(v))
 	}
 	for i, c := range batch {
@@ -233,4 +244,5 @@ func (b *batcher) execMulti(ctx context.Context, batch []*bcall) {
 			c.v = v[4*i : 4*i+4 : 4*i+4]
 		}
 	}
+	return true
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -388,5 +389,62 @@ func TestMeterRejectsBadReply(t *testing.T) {
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: evalInts = %v, %v", tc.src, v, err)
 		}
+	}
+}
+
+// TestBatchScriptMatchesSingle: one call of a meter's batch script (keys
+// repeated, costs varied, at one test time) returns what the single-key script
+// returns called once per key in the same order at that time, for every
+// algorithm; a cost above the burst fails the batch.
+func TestBatchScriptMatchesSingle(t *testing.T) {
+	db := redistest.Connect(t)
+	ctx := context.Background()
+	keys := []string{"a", "a", "b", "a", "b", "c", "a"}
+	costs := []int64{1, 2, 0, 3, 5, 1, 4}
+	for kind := range kinds {
+		t.Run("algo="+kindNames[kind], func(t *testing.T) {
+			k := kinds[kind]
+			lim := Limit{Rate: Rate{Count: 8, Period: time.Second}}
+			rl := newRedisLimit("t", lim, k.window)
+			single, multi := newEvalHead(k.script), newEvalHead(k.batch)
+			for step, now := range []int64{1_700_000_000_000_000, 1_700_000_000_250_000, 1_700_000_002_000_000} {
+				var want []int64
+				for i, key := range keys {
+					buf := new(evalBuf)
+					v, err := single.evalInts(ctx, db.Client, single.fill(buf, db.Prefix+kindNames[kind]+":s:{"+key+"}", rl, costs[i], func() int64 { return now }))
+					if err != nil {
+						t.Fatal(err)
+					}
+					want = append(want, v...)
+				}
+				b := newBatcher(db.Client, 0, &single, &multi)
+				var batch []*bcall
+				for i, key := range keys {
+					buf := new(evalBuf)
+					batch = append(batch, &bcall{args: single.fill(buf, db.Prefix+kindNames[kind]+":m:{"+key+"}", rl, costs[i], func() int64 { return now })})
+				}
+				if !b.execMulti(ctx, batch) {
+					t.Fatal("execMulti refused a batch of one limit")
+				}
+				var got []int64
+				for _, c := range batch {
+					if c.err != nil {
+						t.Fatal(c.err)
+					}
+					got = append(got, c.v...)
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("step %d: batch %v, single calls %v", step, got, want)
+				}
+			}
+			bad := []*bcall{
+				{args: single.fill(new(evalBuf), db.Prefix+kindNames[kind]+":x:{a}", rl, 1, nil)},
+				{args: single.fill(new(evalBuf), db.Prefix+kindNames[kind]+":x:{b}", rl, rl.max+1, nil)},
+			}
+			newBatcher(db.Client, 0, &single, &multi).execMulti(ctx, bad)
+			if err := bad[1].err; err == nil || !strings.Contains(err.Error(), "invalid arguments") {
+				t.Errorf("batch with cost %d > burst: %v", rl.max+1, err)
+			}
+		})
 	}
 }

@@ -46,19 +46,24 @@ var batchLua string
 var scriptSrc = map[*redis.Script]string{}
 
 // newScript returns the script prelude + body, where the body takes nargs ARGV.
-// The prelude's first line declares NARGS and TIME0 (see common.lua).
 func newScript(nargs int, body string) *redis.Script {
-	return register(scriptHeader(nargs) + commonLua + body)
+	return register("local NARGS = " + strconv.Itoa(nargs) + "\n" + commonLua + body)
 }
 
-// newBatchScript returns the batch form of a meter script (see batch.lua): the
-// prelude and body become a function called once per key.
-func newBatchScript(nargs int, body string) *redis.Script {
-	return register(scriptHeader(nargs) + "local function decide(KEYS, ARGV)\n" + commonLua + body + "\nend\n" + batchLua)
+// decideFunc wraps a meter script's body as the function decide(key, n) (see
+// common.lua).
+func decideFunc(body string) string {
+	return "local function decide(key, n)\nlocal now = now\n" + body + "\nend\n"
 }
 
-func scriptHeader(nargs int) string {
-	return "local NARGS, TIME0 = " + strconv.Itoa(nargs) + ", nil\n"
+// newMeterScript returns a meter script: the prelude, decide, and one call of it.
+func newMeterScript(body string) *redis.Script {
+	return newScript(4, decideFunc(body)+"return {decide(KEYS[1], n)}\n")
+}
+
+// newBatchScript returns the batch form of a meter script (see batch.lua).
+func newBatchScript(body string) *redis.Script {
+	return register("local NARGS = 3 + #KEYS\n" + commonLua + decideFunc(body) + batchLua)
 }
 
 func register(src string) *redis.Script {
@@ -68,18 +73,18 @@ func register(src string) *redis.Script {
 }
 
 var (
-	gcraScript           = newScript(4, gcraLua)
-	tokenBucketScript    = newScript(4, tokenBucketLua)
-	fixedWindowScript    = newScript(4, fixedWindowLua)
-	slidingCounterScript = newScript(4, slidingCounterLua)
-	slidingLogScript     = newScript(4, slidingLogLua)
+	gcraScript           = newMeterScript(gcraLua)
+	tokenBucketScript    = newMeterScript(tokenBucketLua)
+	fixedWindowScript    = newMeterScript(fixedWindowLua)
+	slidingCounterScript = newMeterScript(slidingCounterLua)
+	slidingLogScript     = newMeterScript(slidingLogLua)
 	reserveScript        = newScript(5, reserveLua)
 	unreserveScript      = newScript(8, unreserveLua)
 	leaseScript          = newScript(6, leaseLua)
 
-	gcraBatchScript           = newBatchScript(4, gcraLua)
-	tokenBucketBatchScript    = newBatchScript(4, tokenBucketLua)
-	fixedWindowBatchScript    = newBatchScript(4, fixedWindowLua)
-	slidingCounterBatchScript = newBatchScript(4, slidingCounterLua)
-	slidingLogBatchScript     = newBatchScript(4, slidingLogLua)
+	gcraBatchScript           = newBatchScript(gcraLua)
+	tokenBucketBatchScript    = newBatchScript(tokenBucketLua)
+	fixedWindowBatchScript    = newBatchScript(fixedWindowLua)
+	slidingCounterBatchScript = newBatchScript(slidingCounterLua)
+	slidingLogBatchScript     = newBatchScript(slidingLogLua)
 )
