@@ -382,7 +382,8 @@ func TestMeterRejectsBadReply(t *testing.T) {
 		{"return 'OK'", false},
 		{"return {1, {2}, 3, 4}", false},
 	} {
-		h := newEvalHead(register(tc.src + " -- " + t.Name()))
+		src := tc.src + " -- " + t.Name()
+		h := evalHead{sha: redis.NewScript(src).Hash(), src: src}
 		buf := new(evalBuf)
 		args := h.fill(buf, db.Prefix+"{k}", newRedisLimit("t", Limit{Rate: PerSecond(1)}, false), 1, nil)
 		v, err := h.evalInts(ctx, db.Client, args) // a fresh script: NOSCRIPT, then EVAL

@@ -42,7 +42,8 @@ var leaseLua string
 var batchLua string
 
 // scriptSrc maps each script to its source, for EVAL after NOSCRIPT when the
-// command is built by hand (evalHead).
+// command is built by hand (evalHead). It is written only by the package's
+// variable initialisers (register), so reading it needs no lock.
 var scriptSrc = map[*redis.Script]string{}
 
 // newScript returns the script prelude + body, where the body takes nargs ARGV.
