@@ -2,6 +2,7 @@ package shaper
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -427,6 +428,11 @@ func (m *RedisMeter) AllowN(ctx context.Context, key string, n int64) (Decision,
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return Decision{}, cerr
+		}
+		if oe, ok := errors.AsType[*breaker.OpenError](err); ok && oe.State == breaker.StateHalfOpen && oe.Delay == 0 {
+			// The meter's own breaker has no CallTimeout (the meter applies
+			// it): its probe in flight ends within m.timeout.
+			oe.Delay = m.timeout
 		}
 		return Decision{}, err
 	}

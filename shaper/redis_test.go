@@ -561,3 +561,39 @@ func TestRedisQueuePolicies(t *testing.T) {
 		t.Errorf("FailLocal: 3 calls at a local 20/s took %v, want ≥ 100ms", el)
 	}
 }
+
+// TestRedisHalfOpenRetryAfter: with the meter's own breaker (whose call timeout
+// the meter applies), a call refused while the half-open probe is in flight
+// says to retry after the call timeout, as a shared breaker's refusal does.
+func TestRedisHalfOpenRetryAfter(t *testing.T) {
+	srv := redistest.Start(t)
+	m := shaper.NewRedisMeter(srv.Client(), shaper.Limit{Rate: shaper.PerSecond(1000), Burst: 100},
+		shaper.RedisConfig{CallTimeout: 100 * time.Millisecond})
+	ctx := context.Background()
+	if _, err := m.Allow(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	defer srv.Resume()
+	for range 5 { // breaker.DefaultConsecutiveFailures
+		if _, err := m.Allow(ctx, "k"); !errors.Is(err, breaker.ErrUnavailable) {
+			t.Fatalf("Allow with Redis paused: %v", err)
+		}
+	}
+	time.Sleep(1300 * time.Millisecond) // past the open period (1s + 10% jitter)
+	probe := make(chan error, 1)
+	go func() {
+		_, err := m.Allow(ctx, "k")
+		probe <- err
+	}()
+	time.Sleep(30 * time.Millisecond) // the probe is waiting on the paused Redis
+	_, err := m.Allow(ctx, "k")
+	oe, ok := errors.AsType[*breaker.OpenError](err)
+	if !ok || oe.State != breaker.StateHalfOpen {
+		t.Fatalf("Allow while the probe is in flight: %v, want a half-open *breaker.OpenError", err)
+	}
+	if oe.RetryAfter() != 100*time.Millisecond {
+		t.Errorf("half-open RetryAfter = %v, want the call timeout 100ms", oe.RetryAfter())
+	}
+	<-probe
+}
