@@ -302,9 +302,9 @@ const sharedSlack = 16
 // callContext bounds one call of the meter by its own per-call timeout (when it
 // has no Breaker from RedisConfig; else it returns ctx). It returns ctx itself
 // if ctx's deadline is not later than the timeout's; a shared context (see
-// sharedDeadline, with ctx's values) if ctx can never be done; and otherwise a child of ctx with
-// the deadline, which cancel releases. deadline is zero when ctx is returned:
-// whatever ends the call then is the caller's.
+// sharedDeadline, with ctx's values) if ctx can never be done; and otherwise a
+// child of ctx with the deadline, which cancel releases. deadline is zero when
+// ctx is returned: whatever ends the call then is the caller's.
 func (m *RedisMeter) callContext(ctx context.Context) (cctx context.Context, deadline time.Time, cancel context.CancelFunc) {
 	if m.timeout <= 0 {
 		return ctx, time.Time{}, nil

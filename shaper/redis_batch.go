@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// maxLeaders is the number of pipelines a batcher keeps in flight at once: while
+// maxLeaders is the number of batches a batcher keeps in flight at once: while
 // one is on the wire or in Redis, the next one fills.
 const maxLeaders = 2
 
@@ -18,11 +18,12 @@ const maxLeaders = 2
 // failover), as one call of the script's batch form (batch.lua), which decides
 // every key of the batch, so that Redis parses one command and reads TIME once;
 // on a Cluster, a Ring or any other client, whose keys may live on different
-// nodes, as one pipeline of single-key calls (go-redis splits it by node). It starts no goroutine: a caller that finds fewer than
-// maxLeaders pipelines in flight becomes a leader and sends everything pending
-// (its own call included); the others wait. A leader that finds calls pending
-// after its pipeline returns hands the lead to the oldest of them and returns
-// with its own answer, so no caller serves others for longer than one round trip.
+// nodes, as one pipeline of single-key calls (go-redis splits it by node). It
+// starts no goroutine: a caller that finds fewer than maxLeaders batches in
+// flight becomes a leader and sends everything pending (its own call included);
+// the others wait. A leader that finds calls pending after its batch returns
+// hands the lead to the oldest of them and returns with its own answer, so no
+// caller serves others for longer than one round trip.
 type batcher struct {
 	client redis.UniversalClient
 	max    int
@@ -61,9 +62,9 @@ func newBatcher(client redis.UniversalClient, max int, single, multi *evalHead) 
 }
 
 // run runs the single-key command args (see evalHead.fill) together with
-// whatever other calls are pending, and returns its reply. If ctx ends while the call waits to be sent,
-// it is withdrawn and run returns ctx.Err(); once sent, run waits for its answer
-// (bounded by the leader's deadline).
+// whatever other calls are pending, and returns its reply. If ctx ends while the
+// call waits to be sent, it is withdrawn and run returns ctx.Err(); once sent,
+// run waits for its answer (bounded by the leader's deadline).
 func (b *batcher) run(ctx context.Context, args []any) ([]int64, error) {
 	c := bcallPool.Get().(*bcall)
 	c.args = args
@@ -111,7 +112,7 @@ func (b *batcher) put(c *bcall) {
 	bcallPool.Put(c)
 }
 
-// lead sends one pipeline of own and pending calls, and wakes their callers; then,
+// lead sends one batch of own and pending calls, and wakes their callers; then,
 // if calls are still pending, hands the lead to the oldest (which it removes from
 // pending). b.mu must be held; lead unlocks it.
 func (b *batcher) lead(ctx context.Context, own *bcall) {
@@ -137,8 +138,8 @@ func (b *batcher) lead(ctx context.Context, own *bcall) {
 func (b *batcher) execShared(ctx context.Context, batch []*bcall) {
 	// The calls of other callers must not fail because the leader's context
 	// is cancelled or its deadline passed (a leader may be a caller that gave
-	// up): the pipeline's deadline is the latest of the batch's (each is the
-	// breaker's per-call timeout of its call), or none if one has none.
+	// up): the batch gets the latest of its calls' deadlines (each is the
+	// per-call timeout of its call), or none if one has none.
 	var dl time.Time
 	for _, c := range batch {
 		if c.deadline.IsZero() {
