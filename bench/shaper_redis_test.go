@@ -173,7 +173,8 @@ func redisImpls(b *testing.B, rdb *redis.Client, prefix string) []struct {
 }
 
 // BenchmarkRedisMeter compares one rate-limit decision in Redis: floodgate's GCRA
-// meter (plain, and with Batch: concurrent decisions sent in pipelines) beside
+// meter (plain, and with Batch: concurrent decisions sent together, here in one
+// call of the batch script, as rdb is a *redis.Client) beside
 // go-redis/redis_rate and throttled (GCRA, go-redis store), on the same Redis,
 // with a bare EVALSHA of a trivial script as the floor. Every call is admitted
 // and written (see benchRate). conc=1 is one goroutine; conc=32 and conc=128

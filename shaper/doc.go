@@ -71,6 +71,13 @@
 // what a decision is while Redis cannot answer: fail closed, fail open (most rate
 // limits should), or decide locally with RedisConfig.LocalLimit.
 //
+// A decision makes 6 client allocations (go-redis's own EvalSha of a trivial
+// script makes 11) when its context has a deadline within the call timeout or can
+// never be done (one more if it carries values); any other context adds
+// context.WithDeadline's 5. With RedisConfig.Batch, the decisions that goroutines
+// ask for at once share one round trip: one call of a script that decides every
+// key (on a Cluster or Ring client, a pipeline).
+//
 //	exports := shaper.NewRedisMeter(rdb, shaper.Limit{Rate: shaper.PerMinute(5), Burst: 5},
 //		shaper.RedisConfig{Prefix: "exports:", Policy: breaker.FailOpen})
 //	d, err := exports.Allow(ctx, "tenant:acme")

@@ -326,9 +326,13 @@ func (l *Lease) leaseCall(ctx context.Context, want, least, giveback int64) ([4]
 	}
 	r, _, err := breaker.Do(ctx, m.brk, breaker.FailClosed, func(ctx context.Context) ([4]int64, error) {
 		var out [4]int64
-		v, err := leaseScript.Run(ctx, m.client, []string{m.Key(l.key)}, args...).Result()
+		cctx, deadline, cancel := m.callContext(ctx)
+		v, err := leaseScript.Run(cctx, m.client, []string{m.Key(l.key)}, args...).Result()
+		if cancel != nil {
+			cancel()
+		}
 		if err != nil {
-			return out, err
+			return out, callError(ctx, deadline, err)
 		}
 		if err := parseInts(v, out[:]); err != nil {
 			return out, err

@@ -2,6 +2,7 @@ package shaper
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -36,7 +37,13 @@ type RedisConfig struct {
 	Breaker *breaker.Breaker
 
 	// CallTimeout bounds each Redis call of the meter's own breaker. It is used
-	// only when Breaker is nil. If zero, DefaultCallTimeout (100ms).
+	// only when Breaker is nil. If zero, DefaultCallTimeout (100ms). A meter
+	// applies it itself, so that it costs no allocation and no timer per call
+	// when the caller's context can never be done (context.Background, or
+	// values on it): calls starting within CallTimeout/16 of each other then
+	// share one deadline, and each gets between 15/16 of CallTimeout and all of
+	// it. (A context with a sooner deadline is used as it is; any other is
+	// given a deadline of its own, with context.WithDeadline.)
 	CallTimeout time.Duration
 
 	// Policy says what a decision is when Redis cannot answer (the breaker is
@@ -60,14 +67,18 @@ type RedisConfig struct {
 	LocalLimit Limit
 
 	// Batch, if true, sends the decisions that goroutines of this process ask
-	// for at the same time in one pipeline (up to MaxBatch per round trip), so
-	// that at high concurrency a decision costs a fraction of a round trip and
-	// of a Redis syscall. A lone decision is sent at once, as without Batch.
-	// The decisions are the same; only their latency under load changes.
+	// for at the same time in one round trip (up to MaxBatch), so that at high
+	// concurrency a decision costs a fraction of a round trip and of a Redis
+	// syscall. On a *redis.Client (one Redis, or a Sentinel failover client)
+	// the batch is one call of a script that decides every key in turn, at one
+	// Redis TIME; on a Cluster or Ring client, whose keys may be on different
+	// nodes, it is a pipeline of single-key calls. A lone decision is sent at
+	// once, as without Batch. The decisions are the same; only their latency
+	// under load changes, and a batch holds Redis for up to MaxBatch decisions.
 	Batch bool
 
-	// MaxBatch bounds the decisions sent in one pipeline when Batch is set. If
-	// zero, 128.
+	// MaxBatch bounds the decisions sent in one round trip when Batch is set.
+	// If zero, 128.
 	MaxBatch int
 }
 
@@ -83,15 +94,15 @@ const (
 )
 
 var kinds = [...]struct {
-	name, prefix string
-	window       bool
-	script       *redis.Script
+	name, prefix  string
+	window        bool
+	script, batch *redis.Script // single-key script and its batch form
 }{
-	kindGCRA:           {"NewRedisMeter", "shaper:gcra:", false, gcraScript},
-	kindTokenBucket:    {"NewRedisTokenBucket", "shaper:tb:", false, tokenBucketScript},
-	kindFixedWindow:    {"NewRedisFixedWindow", "shaper:fw:", true, fixedWindowScript},
-	kindSlidingLog:     {"NewRedisSlidingLog", "shaper:sl:", true, slidingLogScript},
-	kindSlidingCounter: {"NewRedisSlidingCounter", "shaper:sc:", true, slidingCounterScript},
+	kindGCRA:           {"NewRedisMeter", "shaper:gcra:", false, gcraScript, gcraBatchScript},
+	kindTokenBucket:    {"NewRedisTokenBucket", "shaper:tb:", false, tokenBucketScript, tokenBucketBatchScript},
+	kindFixedWindow:    {"NewRedisFixedWindow", "shaper:fw:", true, fixedWindowScript, fixedWindowBatchScript},
+	kindSlidingLog:     {"NewRedisSlidingLog", "shaper:sl:", true, slidingLogScript, slidingLogBatchScript},
+	kindSlidingCounter: {"NewRedisSlidingCounter", "shaper:sc:", true, slidingCounterScript, slidingCounterBatchScript},
 }
 
 // A localMeter is an in-process meter: the fallback under breaker.FailLocal.
@@ -133,13 +144,19 @@ func newLocal(kind algoKind, lim Limit) localMeter {
 type RedisMeter struct {
 	client redis.UniversalClient
 	kind   algoKind
-	script *redis.Script
+	head   evalHead
 	prefix string
 	brk    *breaker.Breaker
 	policy breaker.Policy
 	local  localMeter // FailLocal only
 	batch  *batcher   // Batch only
 	lim    atomic.Pointer[redisLimit]
+
+	// timeout, if positive, is the per-call timeout the meter applies itself
+	// (its own breaker, made with no CallTimeout; see callContext); zero when
+	// RedisConfig.Breaker applies its CallTimeout.
+	timeout time.Duration
+	shared  atomic.Pointer[sharedDeadline]
 
 	// now, if set (by tests in this package only), supplies the time passed to
 	// the scripts instead of Redis TIME.
@@ -206,7 +223,7 @@ func newRedisMeter(kind algoKind, client redis.UniversalClient, lim Limit, cfg R
 	m := &RedisMeter{
 		client: client,
 		kind:   kind,
-		script: k.script,
+		head:   newEvalHead(k.script),
 		prefix: cfg.Prefix,
 		policy: cfg.Policy,
 	}
@@ -214,7 +231,14 @@ func newRedisMeter(kind algoKind, client redis.UniversalClient, lim Limit, cfg R
 	if m.prefix == "" {
 		m.prefix = k.prefix
 	}
-	m.brk = cfg.breaker(m.prefix)
+	if cfg.Breaker == nil {
+		// The meter bounds its calls itself (callContext), which costs no
+		// allocation for callers that cannot be cancelled.
+		m.timeout = cfg.callTimeout()
+		m.brk = breaker.New("shaper:"+m.prefix, breaker.Config{CallTimeout: -1, Policy: cfg.Policy})
+	} else {
+		m.brk = cfg.Breaker
+	}
 	if cfg.Policy == breaker.FailLocal {
 		ll := cfg.LocalLimit
 		if ll == (Limit{}) {
@@ -225,7 +249,8 @@ func newRedisMeter(kind algoKind, client redis.UniversalClient, lim Limit, cfg R
 		panic("shaper: " + k.name + ": invalid Policy")
 	}
 	if cfg.Batch {
-		m.batch = newBatcher(client, cfg.MaxBatch)
+		multi := newEvalHead(k.batch)
+		m.batch = newBatcher(client, cfg.MaxBatch, &m.head, &multi)
 	}
 	return m
 }
@@ -234,15 +259,95 @@ func (cfg RedisConfig) breaker(prefix string) *breaker.Breaker {
 	if cfg.Breaker != nil {
 		return cfg.Breaker
 	}
+	return breaker.New("shaper:"+prefix, breaker.Config{CallTimeout: cfg.callTimeout(), Policy: cfg.Policy})
+}
+
+func (cfg RedisConfig) callTimeout() time.Duration {
 	if cfg.CallTimeout < 0 {
 		panic("shaper: negative CallTimeout")
 	}
-	ct := cfg.CallTimeout
-	if ct == 0 {
-		ct = DefaultCallTimeout
+	if cfg.CallTimeout == 0 {
+		return DefaultCallTimeout
 	}
-	return breaker.New("shaper:"+prefix, breaker.Config{CallTimeout: ct, Policy: cfg.Policy})
+	return cfg.CallTimeout
 }
+
+// A sharedDeadline is a context that ends at a deadline, shared by the calls of
+// a meter that start within timeout/sharedSlack of each other and whose own
+// context can never be done (context.Background, WithoutCancel): they need a
+// Done channel that closes at their deadline (go-redis waits on it for a pooled
+// connection) and the deadline itself (go-redis sets the socket deadlines from
+// it), and one timer serves them all.
+type sharedDeadline struct {
+	ctx      context.Context
+	cancel   context.CancelFunc // never called: the deadline releases the timer
+	deadline time.Time
+}
+
+// A boundCtx is a caller's context that can never be done, bounded by a shared
+// deadline: its values are the caller's, its deadline and Done the shared ones.
+type boundCtx struct {
+	context.Context
+	s *sharedDeadline
+}
+
+func (c *boundCtx) Deadline() (time.Time, bool) { return c.s.deadline, true }
+func (c *boundCtx) Done() <-chan struct{}       { return c.s.ctx.Done() }
+func (c *boundCtx) Err() error                  { return c.s.ctx.Err() }
+
+// sharedSlack divides the call timeout into the window in which calls share a
+// deadline: a call gets between 15/16 of the timeout and all of it.
+const sharedSlack = 16
+
+// callContext bounds one call of the meter by its own per-call timeout (when it
+// has no Breaker from RedisConfig; else it returns ctx). It returns ctx itself
+// if ctx's deadline is not later than the timeout's; a shared context (see
+// sharedDeadline, with ctx's values) if ctx can never be done; and otherwise a
+// child of ctx with the deadline, which cancel releases. deadline is zero when
+// ctx is returned: whatever ends the call then is the caller's.
+func (m *RedisMeter) callContext(ctx context.Context) (cctx context.Context, deadline time.Time, cancel context.CancelFunc) {
+	if m.timeout <= 0 {
+		return ctx, time.Time{}, nil
+	}
+	now := time.Now()
+	dl := now.Add(m.timeout)
+	if pd, ok := ctx.Deadline(); ok && !pd.After(dl) {
+		return ctx, time.Time{}, nil
+	}
+	if ctx.Done() == nil {
+		s := m.shared.Load()
+		if s == nil || s.deadline.After(dl) || s.deadline.Before(dl.Add(-m.timeout/sharedSlack)) {
+			s = &sharedDeadline{deadline: dl}
+			s.ctx, s.cancel = context.WithDeadline(context.Background(), dl)
+			m.shared.Store(s) // a racing store of another fresh one is as good
+		}
+		if ctx == context.Background() {
+			return s.ctx, s.deadline, nil
+		}
+		return &boundCtx{ctx, s}, s.deadline, nil // keeps ctx's values
+	}
+	cctx, cancel = context.WithDeadline(ctx, dl)
+	return cctx, dl, cancel
+}
+
+// callError turns err, the error of a call bounded by callContext's deadline,
+// into a store failure if that deadline has passed and the caller's ctx is not
+// done: the store was too slow, and the breaker must count it (its own
+// CallTimeout is off, and it would take a bare context error for the caller's).
+func callError(ctx context.Context, deadline time.Time, err error) error {
+	if err == nil || deadline.IsZero() || ctx.Err() != nil || time.Now().Before(deadline) {
+		return err
+	}
+	return &timeoutError{err}
+}
+
+// A timeoutError is a Redis call that outlived the meter's call timeout. It is a
+// timeout net.Error, which breaker.IsStoreFailure counts as a store failure.
+type timeoutError struct{ err error }
+
+func (e *timeoutError) Error() string   { return "shaper: redis call timed out: " + e.err.Error() }
+func (e *timeoutError) Timeout() bool   { return true }
+func (e *timeoutError) Temporary() bool { return true }
 
 func checkClient(what string, client redis.UniversalClient) {
 	ok := true
@@ -324,6 +429,11 @@ func (m *RedisMeter) AllowN(ctx context.Context, key string, n int64) (Decision,
 		if cerr := ctx.Err(); cerr != nil {
 			return Decision{}, cerr
 		}
+		if oe, ok := errors.AsType[*breaker.OpenError](err); ok && oe.State == breaker.StateHalfOpen && oe.Delay == 0 {
+			// The meter's own breaker has no CallTimeout (the meter applies
+			// it): its probe in flight ends within m.timeout.
+			oe.Delay = m.timeout
+		}
 		return Decision{}, err
 	}
 	return r.d, nil
@@ -340,36 +450,86 @@ type call struct {
 // result wraps a Decision so that breaker.Do's zero value is distinguishable.
 type result struct{ d Decision }
 
-// evalBuf holds the KEYS and ARGV of one script call. go-redis copies them into
-// its command, so they are reused (from evalPool) once the call has returned.
+// evalBuf holds the command of one script call: "evalsha", the script's SHA-1,
+// 1 (numkeys), the key, P, C, B, n [, now]. The constants are boxed once per
+// meter (evalHead) and limit (redisLimit.args); the key, n and now are passed by
+// pointer (go-redis writes *string and *int64 arguments, and Cluster reads the
+// key through them), so building the command allocates nothing. A buffer is
+// reused (from evalPool) once its call has returned: go-redis is done with the
+// arguments when Process returns.
 type evalBuf struct {
-	keys [1]string
-	args [5]any
+	args   [9]any
+	key    string
+	n, now int64
 }
 
 var evalPool = sync.Pool{New: func() any { return new(evalBuf) }}
 
+// evalHead is the start of a script command: "evalsha", the SHA-1 and numkeys,
+// boxed once.
+type evalHead struct {
+	sha, src any // the script's SHA-1 and source, boxed
+}
+
+var (
+	evalshaName any = "evalsha"
+	evalName    any = "eval"
+	oneKey      any = 1
+)
+
+func newEvalHead(s *redis.Script) evalHead {
+	return evalHead{sha: s.Hash(), src: scriptSrc[s]}
+}
+
+// fill sets buf's arguments for a call of n for key under rl, and returns them.
+func (h *evalHead) fill(buf *evalBuf, key string, rl *redisLimit, n int64, now func() int64) []any {
+	buf.key, buf.n = key, n
+	a := &buf.args
+	a[0], a[1], a[2], a[3] = evalshaName, h.sha, oneKey, &buf.key
+	a[4], a[5], a[6], a[7] = rl.args[0], rl.args[1], rl.args[2], &buf.n
+	if now != nil {
+		buf.now = now()
+		a[8] = &buf.now
+		return a[:9]
+	}
+	return a[:8]
+}
+
+// evalInts runs a script command built by evalHead.fill (EVALSHA; EVAL with the
+// source if Redis answers NOSCRIPT, as redis.Script.Run does) and returns its
+// reply, which must be an array of integers.
+func (h *evalHead) evalInts(ctx context.Context, client redis.UniversalClient, args []any) ([]int64, error) {
+	cmd := redis.NewIntSliceCmd(ctx, args...)
+	_ = client.Process(ctx, cmd)
+	v, err := cmd.Result()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		args[0], args[1] = evalName, h.src
+		cmd = redis.NewIntSliceCmd(ctx, args...)
+		_ = client.Process(ctx, cmd)
+		v, err = cmd.Result()
+	}
+	return v, err
+}
+
 func (c call) run(ctx context.Context) (result, error) {
 	m := c.m
 	buf := evalPool.Get().(*evalBuf)
-	buf.args[0], buf.args[1], buf.args[2], buf.args[3] = c.rl.args[0], c.rl.args[1], c.rl.args[2], c.n
-	args := buf.args[:4]
-	if m.now != nil {
-		buf.args[4] = m.now()
-		args = buf.args[:5]
-	}
-	var v any
+	args := m.head.fill(buf, m.Key(c.key), c.rl, c.n, m.now)
+	cctx, deadline, cancel := m.callContext(ctx)
+	var v []int64
 	var err error
 	if m.batch != nil {
-		v, err = m.batch.run(ctx, m.script, m.Key(c.key), args)
+		v, err = m.batch.run(cctx, args)
 	} else {
-		buf.keys[0] = m.Key(c.key)
-		v, err = m.script.Run(ctx, m.client, buf.keys[:], args...).Result()
+		v, err = m.head.evalInts(cctx, m.client, args)
+	}
+	if cancel != nil {
+		cancel()
 	}
 	*buf = evalBuf{}
 	evalPool.Put(buf)
 	if err != nil {
-		return result{}, err
+		return result{}, callError(ctx, deadline, err)
 	}
 	r, err := parseReply(v)
 	if err != nil {
@@ -390,12 +550,14 @@ func (c call) fallback(context.Context) (result, error) {
 }
 
 // parseReply checks a meter script's reply: {allowed 0|1, remaining, retry ≥ 0,
-// reset ≥ 0}.
-func parseReply(v any) ([4]int64, error) {
+// reset ≥ 0}. (go-redis has already checked that every element is an integer;
+// it reads a nil element as 0, which the scripts never return.)
+func parseReply(v []int64) ([4]int64, error) {
 	var out [4]int64
-	if err := parseInts(v, out[:]); err != nil {
-		return out, err
+	if len(v) != len(out) {
+		return out, fmt.Errorf("shaper: unexpected reply of %d elements", len(v))
 	}
+	copy(out[:], v)
 	if out[0] != 0 && out[0] != 1 || out[2] < 0 || out[3] < 0 {
 		return out, fmt.Errorf("shaper: unexpected reply %v", out)
 	}

@@ -2,25 +2,33 @@ package shaper
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// maxLeaders is the number of pipelines a batcher keeps in flight at once: while
+// maxLeaders is the number of batches a batcher keeps in flight at once: while
 // one is on the wire or in Redis, the next one fills.
 const maxLeaders = 2
 
 // A batcher sends the script calls that goroutines make at the same time in one
-// pipeline (group commit). It starts no goroutine: a caller that finds fewer than
-// maxLeaders pipelines in flight becomes a leader and sends everything pending
-// (its own call included); the others wait. A leader that finds calls pending
-// after its pipeline returns hands the lead to the oldest of them and returns
-// with its own answer, so no caller serves others for longer than one round trip.
+// round trip (group commit): on a *redis.Client (single Redis, or Sentinel
+// failover), as one call of the script's batch form (batch.lua), which decides
+// every key of the batch, so that Redis parses one command and reads TIME once;
+// on a Cluster, a Ring or any other client, whose keys may live on different
+// nodes, as one pipeline of single-key calls (go-redis splits it by node). It
+// starts no goroutine: a caller that finds fewer than maxLeaders batches in
+// flight becomes a leader and sends everything pending (its own call included);
+// the others wait. A leader that finds calls pending after its batch returns
+// hands the lead to the oldest of them and returns with its own answer, so no
+// caller serves others for longer than one round trip.
 type batcher struct {
 	client redis.UniversalClient
 	max    int
+	single *evalHead // the single-key script
+	multi  *evalHead // its batch form; nil to pipeline single-key calls
 
 	mu sync.Mutex
 	// mu guards:
@@ -29,11 +37,9 @@ type batcher struct {
 }
 
 type bcall struct {
-	script   *redis.Script
 	deadline time.Time // of the caller's context; zero if none
-	keys     [1]string
-	args     []any
-	v        any
+	args     []any     // the single-key command (evalHead.fill)
+	v        []int64
 	err      error
 	lead     bool          // woken to lead, not with an answer
 	done     chan struct{} // closed when v/err are set or lead is set
@@ -41,23 +47,27 @@ type bcall struct {
 
 var bcallPool = sync.Pool{New: func() any { return &bcall{done: make(chan struct{}, 1)} }}
 
-func newBatcher(client redis.UniversalClient, max int) *batcher {
+func newBatcher(client redis.UniversalClient, max int, single, multi *evalHead) *batcher {
 	if max < 0 {
 		panic("shaper: negative MaxBatch")
 	}
 	if max == 0 {
 		max = 128
 	}
-	return &batcher{client: client, max: max}
+	b := &batcher{client: client, max: max, single: single}
+	if _, ok := client.(*redis.Client); ok {
+		b.multi = multi
+	}
+	return b
 }
 
-// run runs script with one key and args, in a pipeline with whatever other calls
-// are pending, and returns its reply. If ctx ends while the call waits to be sent,
-// it is withdrawn and run returns ctx.Err(); once sent, run waits for its answer
-// (bounded by the leader's deadline).
-func (b *batcher) run(ctx context.Context, script *redis.Script, key string, args []any) (any, error) {
+// run runs the single-key command args (see evalHead.fill) together with
+// whatever other calls are pending, and returns its reply. If ctx ends while the
+// call waits to be sent, it is withdrawn and run returns ctx.Err(); once sent,
+// run waits for its answer (bounded by the leader's deadline).
+func (b *batcher) run(ctx context.Context, args []any) ([]int64, error) {
 	c := bcallPool.Get().(*bcall)
-	c.script, c.keys[0], c.args = script, key, args
+	c.args = args
 	c.deadline, _ = ctx.Deadline()
 	b.mu.Lock()
 	if b.leaders < maxLeaders {
@@ -102,7 +112,7 @@ func (b *batcher) put(c *bcall) {
 	bcallPool.Put(c)
 }
 
-// lead sends one pipeline of own and pending calls, and wakes their callers; then,
+// lead sends one batch of own and pending calls, and wakes their callers; then,
 // if calls are still pending, hands the lead to the oldest (which it removes from
 // pending). b.mu must be held; lead unlocks it.
 func (b *batcher) lead(ctx context.Context, own *bcall) {
@@ -115,10 +125,21 @@ func (b *batcher) lead(ctx context.Context, own *bcall) {
 	b.pending = b.pending[:rest]
 	b.mu.Unlock()
 
+	if len(batch) == 1 { // the leader's own call only: its own context
+		b.exec(ctx, batch)
+	} else {
+		b.execShared(ctx, batch)
+	}
+	b.finish(batch)
+}
+
+// execShared sends a batch of calls of several callers with a context that none
+// of them can cancel, bounded by the latest of their deadlines.
+func (b *batcher) execShared(ctx context.Context, batch []*bcall) {
 	// The calls of other callers must not fail because the leader's context
 	// is cancelled or its deadline passed (a leader may be a caller that gave
-	// up): the pipeline's deadline is the latest of the batch's (each is the
-	// breaker's per-call timeout of its call), or none if one has none.
+	// up): the batch gets the latest of its calls' deadlines (each is the
+	// per-call timeout of its call), or none if one has none.
 	var dl time.Time
 	for _, c := range batch {
 		if c.deadline.IsZero() {
@@ -136,7 +157,10 @@ func (b *batcher) lead(ctx context.Context, own *bcall) {
 		defer cancel()
 	}
 	b.exec(sctx, batch)
+}
 
+// finish hands the lead on if calls are pending and wakes the callers of batch.
+func (b *batcher) finish(batch []*bcall) {
 	b.mu.Lock()
 	var next *bcall
 	if len(b.pending) > 0 {
@@ -158,25 +182,68 @@ func (b *batcher) lead(ctx context.Context, own *bcall) {
 	}
 }
 
-// exec sends batch in one pipeline (EVALSHA each) and stores each answer. Calls
-// answered NOSCRIPT (Redis lost its script cache) are run again one by one with
-// Script.Run, which loads the script with EVAL.
+// exec sends batch in one round trip and stores each answer. A lone call is
+// sent as it is; a batch, as one call of the batch script (multi), or else as a
+// pipeline of single-key calls. Calls answered NOSCRIPT (Redis lost its script
+// cache) are sent again with EVAL (evalHead.evalInts), as redis.Script.Run does.
 func (b *batcher) exec(ctx context.Context, batch []*bcall) {
 	if len(batch) == 1 {
 		c := batch[0]
-		c.v, c.err = c.script.Run(ctx, b.client, c.keys[:], c.args...).Result()
+		c.v, c.err = b.single.evalInts(ctx, b.client, c.args)
+		return
+	}
+	if b.multi != nil && b.execMulti(ctx, batch) {
 		return
 	}
 	pipe := b.client.Pipeline()
-	cmds := make([]*redis.Cmd, len(batch))
+	cmds := make([]*redis.IntSliceCmd, len(batch))
 	for i, c := range batch {
-		cmds[i] = pipe.EvalSha(ctx, c.script.Hash(), c.keys[:], c.args...)
+		cmds[i] = redis.NewIntSliceCmd(ctx, c.args...)
+		_ = pipe.Process(ctx, cmds[i])
 	}
-	pipe.Exec(ctx) // per-command errors are read below
+	_, _ = pipe.Exec(ctx) // per-command errors are read below
 	for i, c := range batch {
 		c.v, c.err = cmds[i].Result()
 		if c.err != nil && redis.HasErrorPrefix(c.err, "NOSCRIPT") {
-			c.v, c.err = c.script.Run(ctx, b.client, c.keys[:], c.args...).Result()
+			c.v, c.err = b.single.evalInts(ctx, b.client, c.args)
 		}
 	}
+}
+
+// execMulti decides batch with one call of the batch script (see batch.lua):
+// KEYS are the calls' keys, ARGV the limit's P, C and B, each call's cost [and
+// the first call's test time], and the reply the calls' replies (4 integers
+// each) one after the other. A batch whose calls were made under different
+// limits (SetLimit in between) is sent as a pipeline instead.
+func (b *batcher) execMulti(ctx context.Context, batch []*bcall) bool {
+	first := batch[0].args // "evalsha", sha, 1, key, P, C, B, n [, now]
+	for _, c := range batch[1:] {
+		if c.args[4] != first[4] || c.args[5] != first[5] || c.args[6] != first[6] {
+			return false
+		}
+	}
+	k := len(batch)
+	args := make([]any, 3+k+3+k+len(first)-8)
+	args[0], args[1], args[2] = evalshaName, b.multi.sha, k
+	keys, argv := args[3:3+k], args[3+k:]
+	copy(argv, first[4:7])
+	for i, c := range batch {
+		keys[i] = c.args[3]
+		argv[3+i] = c.args[7]
+	}
+	if len(first) > 8 {
+		argv[3+k] = first[8]
+	}
+	v, err := b.multi.evalInts(ctx, b.client, args)
+	if err == nil && len(v) != 4*k {
+		err = fmt.Errorf("shaper: unexpected reply of %d elements", len(v))
+	}
+	for i, c := range batch {
+		if err != nil {
+			c.err = err
+		} else {
+			c.v = v[4*i : 4*i+4 : 4*i+4]
+		}
+	}
+	return true
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -93,7 +94,7 @@ func TestRedisDifferential(t *testing.T) {
 				lim := randomLimit(r, algoKind(kind))
 				local := newLocal(algoKind(kind), lim)
 				var now int64 = 1_700_000_000_000_000 + r.Int64N(1e12)
-				rm := newRedisMeter(algoKind(kind), db.Client, lim, RedisConfig{Prefix: db.Prefix + kindNames[kind] + ":"})
+				rm := newRedisMeter(algoKind(kind), db.Client, lim, RedisConfig{Prefix: db.Prefix + kindNames[kind] + ":", CallTimeout: time.Second})
 				rm.now = func() int64 { return now }
 				key := fmt.Sprintf("k%d", s)
 				max := lim.burst()
@@ -274,17 +275,15 @@ func TestSeedTokenBucketFloatDefect(t *testing.T) {
 }
 
 // FuzzParseReply: the reply parser never panics and accepts only arrays of four
-// integers with allowed ∈ {0, 1} and non-negative waits.
+// integers with allowed ∈ {0, 1} and non-negative waits. (That every element is
+// an integer is checked by go-redis's IntSliceCmd, see TestMeterRejectsBadReply.)
 func FuzzParseReply(f *testing.F) {
 	f.Add(int64(1), int64(4), int64(0), int64(10), 4)
 	f.Add(int64(0), int64(0), int64(-1), int64(0), 3)
 	f.Add(int64(2), int64(0), int64(0), int64(0), 5)
 	f.Fuzz(func(t *testing.T, a, b, c, d int64, n int) {
-		vals := []any{a, b, c, d, "x", nil}
-		var v any = vals[:max(0, min(n, len(vals)))]
-		if n < 0 {
-			v = "OK"
-		}
+		vals := []int64{a, b, c, d, 0, 0}
+		v := vals[:max(0, min(n, len(vals)))]
 		r, err := parseReply(v)
 		valid := n == 4 && (a == 0 || a == 1) && c >= 0 && d >= 0
 		if valid != (err == nil) {
@@ -365,5 +364,88 @@ func TestReserveScriptContract(t *testing.T) {
 		if got := reserve(tc.n, 150_000); got != tc.out {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.out)
 		}
+	}
+}
+
+// TestMeterRejectsBadReply: a script reply that is not an array of integers is
+// an error before parseReply (go-redis's IntSliceCmd), and a NOSCRIPT is
+// answered with EVAL of the source.
+func TestMeterRejectsBadReply(t *testing.T) {
+	db := redistest.Connect(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		src string
+		ok  bool
+	}{
+		{"return {1, 2, 3, 4}", true},
+		{"return {1, 'x', 3, 4}", false},
+		{"return 'OK'", false},
+		{"return {1, {2}, 3, 4}", false},
+	} {
+		src := tc.src + " -- " + t.Name()
+		h := evalHead{sha: redis.NewScript(src).Hash(), src: src}
+		buf := new(evalBuf)
+		args := h.fill(buf, db.Prefix+"{k}", newRedisLimit("t", Limit{Rate: PerSecond(1)}, false), 1, nil)
+		v, err := h.evalInts(ctx, db.Client, args) // a fresh script: NOSCRIPT, then EVAL
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: evalInts = %v, %v", tc.src, v, err)
+		}
+	}
+}
+
+// TestBatchScriptMatchesSingle: one call of a meter's batch script (keys
+// repeated, costs varied, at one test time) returns what the single-key script
+// returns called once per key in the same order at that time, for every
+// algorithm; a cost above the burst fails the batch.
+func TestBatchScriptMatchesSingle(t *testing.T) {
+	db := redistest.Connect(t)
+	ctx := context.Background()
+	keys := []string{"a", "a", "b", "a", "b", "c", "a"}
+	costs := []int64{1, 2, 0, 3, 5, 1, 4}
+	for kind := range kinds {
+		t.Run("algo="+kindNames[kind], func(t *testing.T) {
+			k := kinds[kind]
+			lim := Limit{Rate: Rate{Count: 8, Period: time.Second}}
+			rl := newRedisLimit("t", lim, k.window)
+			single, multi := newEvalHead(k.script), newEvalHead(k.batch)
+			for step, now := range []int64{1_700_000_000_000_000, 1_700_000_000_250_000, 1_700_000_002_000_000} {
+				var want []int64
+				for i, key := range keys {
+					buf := new(evalBuf)
+					v, err := single.evalInts(ctx, db.Client, single.fill(buf, db.Prefix+kindNames[kind]+":s:{"+key+"}", rl, costs[i], func() int64 { return now }))
+					if err != nil {
+						t.Fatal(err)
+					}
+					want = append(want, v...)
+				}
+				b := newBatcher(db.Client, 0, &single, &multi)
+				var batch []*bcall
+				for i, key := range keys {
+					buf := new(evalBuf)
+					batch = append(batch, &bcall{args: single.fill(buf, db.Prefix+kindNames[kind]+":m:{"+key+"}", rl, costs[i], func() int64 { return now })})
+				}
+				if !b.execMulti(ctx, batch) {
+					t.Fatal("execMulti refused a batch of one limit")
+				}
+				var got []int64
+				for _, c := range batch {
+					if c.err != nil {
+						t.Fatal(c.err)
+					}
+					got = append(got, c.v...)
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("step %d: batch %v, single calls %v", step, got, want)
+				}
+			}
+			bad := []*bcall{
+				{args: single.fill(new(evalBuf), db.Prefix+kindNames[kind]+":x:{a}", rl, 1, nil)},
+				{args: single.fill(new(evalBuf), db.Prefix+kindNames[kind]+":x:{b}", rl, rl.max+1, nil)},
+			}
+			newBatcher(db.Client, 0, &single, &multi).execMulti(ctx, bad)
+			if err := bad[1].err; err == nil || !strings.Contains(err.Error(), "invalid arguments") {
+				t.Errorf("batch with cost %d > burst: %v", rl.max+1, err)
+			}
+		})
 	}
 }

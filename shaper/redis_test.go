@@ -461,57 +461,73 @@ func TestRedisCluster(t *testing.T) {
 
 // TestRedisPausedRespectsCallTimeout: with Redis frozen (SIGSTOP), a decision
 // returns within its call timeout (plus scheduling slack), with and without
-// batching, and a caller's cancellation returns ctx.Err() without waiting for
+// batching, with a shared breaker and with the meter's own (whose timeout the
+// meter applies itself, for a context.Background caller through a shared
+// deadline), and a caller's cancellation returns ctx.Err() without waiting for
 // Redis. After SIGCONT, decisions succeed again.
 func TestRedisPausedRespectsCallTimeout(t *testing.T) {
 	srv := redistest.Start(t)
-	for _, batch := range []bool{false, true} {
-		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
-			brk := breaker.New("paused", breaker.Config{CallTimeout: 150 * time.Millisecond, ConsecutiveFailures: 1000})
-			m := shaper.NewRedisMeter(srv.Client(), shaper.Limit{Rate: shaper.PerSecond(1000), Burst: 100},
-				shaper.RedisConfig{Breaker: brk, Batch: batch})
-			ctx := context.Background()
-			if _, err := m.Allow(ctx, "k"); err != nil {
-				t.Fatal(err)
+	for _, own := range []bool{false, true} {
+		for _, batch := range []bool{false, true} {
+			t.Run(fmt.Sprintf("own=%v/batch=%v", own, batch), func(t *testing.T) {
+				testPaused(t, srv, own, batch)
+			})
+		}
+	}
+}
+
+type pausedKey struct{}
+
+func testPaused(t *testing.T, srv *redistest.Server, own, batch bool) {
+	cfg := shaper.RedisConfig{Batch: batch, CallTimeout: 150 * time.Millisecond}
+	if !own {
+		cfg = shaper.RedisConfig{Batch: batch, Breaker: breaker.New("paused", breaker.Config{CallTimeout: 150 * time.Millisecond, ConsecutiveFailures: 1000})}
+	}
+	m := shaper.NewRedisMeter(srv.Client(), shaper.Limit{Rate: shaper.PerSecond(1000), Burst: 100}, cfg)
+	ctx := context.Background()
+	if _, err := m.Allow(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	defer srv.Resume()
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			cx := ctx
+			if i%2 == 1 { // a caller's ctx that cannot be done, with a value
+				cx = context.WithValue(ctx, pausedKey{}, i)
 			}
-			srv.Pause()
-			defer srv.Resume()
-			var wg sync.WaitGroup
-			for range 8 {
-				wg.Go(func() {
-					start := time.Now()
-					_, err := m.Allow(ctx, "k")
-					if !errors.Is(err, breaker.ErrUnavailable) {
-						t.Errorf("Allow with Redis paused: %v, want ErrUnavailable", err)
-					}
-					if el := time.Since(start); el > time.Second {
-						t.Errorf("Allow with Redis paused took %v, call timeout 150ms", el)
-					}
-				})
-			}
-			cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-			defer cancel()
 			start := time.Now()
-			if _, err := m.Allow(cctx, "k"); err != context.DeadlineExceeded {
-				t.Errorf("Allow with a 50ms deadline: %v, want context.DeadlineExceeded", err)
+			_, err := m.Allow(cx, "k")
+			if !errors.Is(err, breaker.ErrUnavailable) {
+				t.Errorf("Allow with Redis paused: %v, want ErrUnavailable", err)
 			}
-			if el := time.Since(start); el > 500*time.Millisecond {
-				t.Errorf("Allow with a 50ms deadline took %v", el)
-			}
-			wg.Wait()
-			srv.Resume()
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				_, err := m.Allow(ctx, "k")
-				if err == nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("after SIGCONT: %v", err)
-				}
-				time.Sleep(20 * time.Millisecond)
+			if el := time.Since(start); el > time.Second {
+				t.Errorf("Allow with Redis paused took %v, call timeout 150ms", el)
 			}
 		})
+	}
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := m.Allow(cctx, "k"); err != context.DeadlineExceeded {
+		t.Errorf("Allow with a 50ms deadline: %v, want context.DeadlineExceeded", err)
+	}
+	if el := time.Since(start); el > 500*time.Millisecond {
+		t.Errorf("Allow with a 50ms deadline took %v", el)
+	}
+	wg.Wait()
+	srv.Resume()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := m.Allow(ctx, "k")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after SIGCONT: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -544,4 +560,40 @@ func TestRedisQueuePolicies(t *testing.T) {
 	if el := time.Since(start); el < 90*time.Millisecond {
 		t.Errorf("FailLocal: 3 calls at a local 20/s took %v, want ≥ 100ms", el)
 	}
+}
+
+// TestRedisHalfOpenRetryAfter: with the meter's own breaker (whose call timeout
+// the meter applies), a call refused while the half-open probe is in flight
+// says to retry after the call timeout, as a shared breaker's refusal does.
+func TestRedisHalfOpenRetryAfter(t *testing.T) {
+	srv := redistest.Start(t)
+	m := shaper.NewRedisMeter(srv.Client(), shaper.Limit{Rate: shaper.PerSecond(1000), Burst: 100},
+		shaper.RedisConfig{CallTimeout: 100 * time.Millisecond})
+	ctx := context.Background()
+	if _, err := m.Allow(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	defer srv.Resume()
+	for range 5 { // breaker.DefaultConsecutiveFailures
+		if _, err := m.Allow(ctx, "k"); !errors.Is(err, breaker.ErrUnavailable) {
+			t.Fatalf("Allow with Redis paused: %v", err)
+		}
+	}
+	time.Sleep(1300 * time.Millisecond) // past the open period (1s + 10% jitter)
+	probe := make(chan error, 1)
+	go func() {
+		_, err := m.Allow(ctx, "k")
+		probe <- err
+	}()
+	time.Sleep(30 * time.Millisecond) // the probe is waiting on the paused Redis
+	_, err := m.Allow(ctx, "k")
+	oe, ok := errors.AsType[*breaker.OpenError](err)
+	if !ok || oe.State != breaker.StateHalfOpen {
+		t.Fatalf("Allow while the probe is in flight: %v, want a half-open *breaker.OpenError", err)
+	}
+	if oe.RetryAfter() != 100*time.Millisecond {
+		t.Errorf("half-open RetryAfter = %v, want the call timeout 100ms", oe.RetryAfter())
+	}
+	<-probe
 }

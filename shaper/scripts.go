@@ -38,18 +38,54 @@ var unreserveLua string
 //go:embed lua/lease.lua
 var leaseLua string
 
+//go:embed lua/batch.lua
+var batchLua string
+
+// scriptSrc maps each script to its source, for EVAL after NOSCRIPT when the
+// command is built by hand (evalHead). It is written only by the package's
+// variable initialisers (register), so reading it needs no lock.
+var scriptSrc = map[*redis.Script]string{}
+
 // newScript returns the script prelude + body, where the body takes nargs ARGV.
 func newScript(nargs int, body string) *redis.Script {
-	return redis.NewScript("local NARGS = " + strconv.Itoa(nargs) + "\n" + commonLua + body)
+	return register("local NARGS = " + strconv.Itoa(nargs) + "\n" + commonLua + body)
+}
+
+// decideFunc wraps a meter script's body as the function decide(key, n) (see
+// common.lua).
+func decideFunc(body string) string {
+	return "local function decide(key, n)\nlocal now = now\n" + body + "\nend\n"
+}
+
+// newMeterScript returns a meter script: the prelude, decide, and one call of it.
+func newMeterScript(body string) *redis.Script {
+	return newScript(4, decideFunc(body)+"return {decide(KEYS[1], n)}\n")
+}
+
+// newBatchScript returns the batch form of a meter script (see batch.lua).
+func newBatchScript(body string) *redis.Script {
+	return register("local NARGS = 3 + #KEYS\n" + commonLua + decideFunc(body) + batchLua)
+}
+
+func register(src string) *redis.Script {
+	s := redis.NewScript(src)
+	scriptSrc[s] = src
+	return s
 }
 
 var (
-	gcraScript           = newScript(4, gcraLua)
-	tokenBucketScript    = newScript(4, tokenBucketLua)
-	fixedWindowScript    = newScript(4, fixedWindowLua)
-	slidingCounterScript = newScript(4, slidingCounterLua)
-	slidingLogScript     = newScript(4, slidingLogLua)
+	gcraScript           = newMeterScript(gcraLua)
+	tokenBucketScript    = newMeterScript(tokenBucketLua)
+	fixedWindowScript    = newMeterScript(fixedWindowLua)
+	slidingCounterScript = newMeterScript(slidingCounterLua)
+	slidingLogScript     = newMeterScript(slidingLogLua)
 	reserveScript        = newScript(5, reserveLua)
 	unreserveScript      = newScript(8, unreserveLua)
 	leaseScript          = newScript(6, leaseLua)
+
+	gcraBatchScript           = newBatchScript(gcraLua)
+	tokenBucketBatchScript    = newBatchScript(tokenBucketLua)
+	fixedWindowBatchScript    = newBatchScript(fixedWindowLua)
+	slidingCounterBatchScript = newBatchScript(slidingCounterLua)
+	slidingLogBatchScript     = newBatchScript(slidingLogLua)
 )

@@ -4,10 +4,16 @@
 -- ARGV[2] = C, the rate's count per period       (integer ≥ 1)
 -- ARGV[3] = B, the burst / capacity / count      (integer ≥ 1)
 -- ARGV[4] = n, the cost of this call             (integer, 0 ≤ n ≤ B; 0 = peek)
--- ARGV[5..NARGS] = the script's own arguments, if any (NARGS is set by the line
---           "local NARGS = k" that precedes this prelude)
+-- ARGV[5..NARGS] = the script's own arguments, if any
 -- ARGV[NARGS+1] = (tests only) the time in Unix µs to use instead of TIME; when
 --           given, keys get a TTL of at least one hour, as test time is not real
+-- The line before this prelude, "local NARGS = k", sets the script's own ARGV
+-- count. A meter script (gcra, tokenbucket, fixedwindow, slidinglog,
+-- slidingcounter) is this prelude, then its file as the body of
+-- "local function decide(key, n)" (with "local now = now" first, as a body may
+-- move its own now), then "return {decide(KEYS[1], n)}": decide makes one
+-- decision for the state key key at cost n and returns its four integers. The
+-- batch form (batch.lua) calls decide once per key instead.
 -- Every script replies {allowed (0|1), remaining, retry_after µs, reset_after µs}.
 -- All arithmetic is on integers below 2^53, so Lua's doubles are exact; the Go
 -- side (shaper/*.go) runs the same lines and must give the same answers.
@@ -60,11 +66,11 @@ local function ints(v, k)
   return out
 end
 
--- gcra_debt reads the GCRA state "tat rem" at KEYS[1] (gcra.lua, lease.lua) and
+-- gcra_debt reads the GCRA state "tat rem" at key (gcra.lua, lease.lua) and
 -- returns d, the scaled debt at now: (tat - now)·C + min(rem, C-1), clamped to
 -- [0, tau] (meter.go's formula; the clamp also applies a lowered limit at once).
-local function gcra_debt(tau)
-  local v = redis.call('GET', KEYS[1])
+local function gcra_debt(key, tau)
+  local v = redis.call('GET', key)
   if not v then
     return 0
   end

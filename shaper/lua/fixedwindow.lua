@@ -1,14 +1,14 @@
 -- fixedwindow.lua: one fixed-window decision (shaper.FixedWindow's arithmetic, see
 -- window.go). Windows of P µs are aligned to the Unix epoch; B must equal C.
--- KEYS[1] = state: the string "start count"
+-- key     = the state key: the string "start count"
 -- ARGV    = P, C, B (= C), n [, now]  (see common.lua)
--- Returns {allowed, remaining, retry_after_us, reset_after_us}.
+-- decide returns allowed, remaining, retry_after_us, reset_after_us.
 -- Writes when the key existed or n > 0 (never on a denial, which cannot roll the
 -- window); the TTL ends with the window.
 local N = C
 local start, count
 local fresh = true
-local v = redis.call('GET', KEYS[1])
+local v = redis.call('GET', key)
 if v then
   local s = ints(v, 2)
   if s then start, count, fresh = s[1], s[2], false end
@@ -22,11 +22,11 @@ end
 -- The answer is reported at the call's time, clamped to the (new) window start.
 local stop = start + P - math.max(t0, start)
 if count + n > N then
-  return {0, math.max(N - count, 0), stop, stop}
+  return 0, math.max(N - count, 0), stop, stop
 end
 count = count + n
 if count == 0 then stop = 0 end
 if not fresh or n > 0 then
-  redis.call('SET', KEYS[1], string.format('%d %d', start, count), 'PX', ttlms(stop))
+  redis.call('SET', key, string.format('%d %d', start, count), 'PX', ttlms(stop))
 end
-return {1, math.max(N - count, 0), 0, stop}
+return 1, math.max(N - count, 0), 0, stop

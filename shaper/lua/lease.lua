@@ -13,7 +13,7 @@ if not giveback or not least or giveback < 0 or giveback % 1 ~= 0 or giveback > 
   return redis.error_reply('ERR shaper: invalid arguments')
 end
 local tau = B * P
-local d = gcra_debt(tau)
+local d = gcra_debt(KEYS[1], tau)
 if giveback > 0 then d = math.max(0, d - giveback * P) end
 local k = math.min(n, idiv(tau - d, P))
 if k < least or k < 0 then k = 0 end

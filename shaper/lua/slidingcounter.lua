@@ -1,15 +1,15 @@
 -- slidingcounter.lua: one sliding-window-counter decision (shaper.SlidingCounter's
 -- arithmetic, see window.go): counts of the current and previous fixed window,
 -- the previous weighted by the part of it still inside the rolling window.
--- KEYS[1] = state: the string "start prev cur"
+-- key     = the state key: the string "start prev cur"
 -- ARGV    = P, C, B (= C), n [, now]  (see common.lua)
--- Returns {allowed, remaining, retry_after_us, reset_after_us}.
+-- decide returns allowed, remaining, retry_after_us, reset_after_us.
 -- Writes when the key existed or n > 0; the TTL ends when both windows have passed.
 local N = C
 local NP = N * P
 local start, prev, cur
 local fresh = true
-local v = redis.call('GET', KEYS[1])
+local v = redis.call('GET', key)
 if v then
   local s = ints(v, 3)
   if s then start, prev, cur, fresh = s[1], s[2], s[3], false end
@@ -50,6 +50,6 @@ elseif prev > 0 then
   reset = start + P - now
 end
 if not fresh or n > 0 then
-  redis.call('SET', KEYS[1], string.format('%d %d %d', start, prev, cur), 'PX', ttlms(start + 2 * P - now))
+  redis.call('SET', key, string.format('%d %d %d', start, prev, cur), 'PX', ttlms(start + 2 * P - now))
 end
-return {allowed, remaining, retry, reset}
+return allowed, remaining, retry, reset

@@ -1,13 +1,13 @@
 -- slidinglog.lua: one sliding-window-log decision (shaper.SlidingLog's arithmetic,
 -- see slidinglog.go): the admitted events of the last P µs, at most C in total.
--- KEYS[1] = state: a LIST of "ts n" entries, oldest first (events at the same µs
+-- key     = the state key: a LIST of "ts n" entries, oldest first (events at the same µs
 --           share one entry); at most C entries
 -- ARGV    = P, C, B (= C), n [, now]  (see common.lua)
--- Returns {allowed, remaining, retry_after_us, reset_after_us}.
+-- decide returns allowed, remaining, retry_after_us, reset_after_us.
 -- Reads the whole list (O(C)); trims expired entries, appends on admission, and
 -- sets a TTL that ends when the newest entry leaves the window.
 local N = C
-local raw = redis.call('LRANGE', KEYS[1], 0, -1)
+local raw = redis.call('LRANGE', key, 0, -1)
 local ts, cnt, len = {}, {}, 0
 for i = 1, #raw do
   local s = ints(raw[i], 2)
@@ -36,10 +36,10 @@ end
 local dropped = first - 1
 if dropped > 0 or #raw ~= len then
   if dropped >= len or #raw ~= len then
-    redis.call('DEL', KEYS[1])
-    for i = first, len do redis.call('RPUSH', KEYS[1], string.format('%d %d', ts[i], cnt[i])) end
+    redis.call('DEL', key)
+    for i = first, len do redis.call('RPUSH', key, string.format('%d %d', ts[i], cnt[i])) end
   else
-    redis.call('LTRIM', KEYS[1], dropped, -1)
+    redis.call('LTRIM', key, dropped, -1)
   end
 end
 local newest = nil
@@ -47,9 +47,9 @@ if first <= len then newest = ts[len] end
 if allowed == 1 and n > 0 then
   if newest == now then
     cnt[len] = cnt[len] + n
-    redis.call('LSET', KEYS[1], -1, string.format('%d %d', now, cnt[len]))
+    redis.call('LSET', key, -1, string.format('%d %d', now, cnt[len]))
   else
-    redis.call('RPUSH', KEYS[1], string.format('%d %d', now, n))
+    redis.call('RPUSH', key, string.format('%d %d', now, n))
   end
   newest = now
   sum = sum + n
@@ -57,6 +57,6 @@ end
 local reset = 0
 if newest then
   reset = newest + P - now
-  redis.call('PEXPIRE', KEYS[1], ttlms(reset))
+  redis.call('PEXPIRE', key, ttlms(reset))
 end
-return {allowed, N - sum, retry, reset}
+return allowed, N - sum, retry, reset

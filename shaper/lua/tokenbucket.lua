@@ -6,13 +6,13 @@
 -- integer µs instead of float tokens per ms (the seed's repeated float refills
 -- lose tokens: ten refills of 0.1 make 0.9999999999999999, and a call made when
 -- its retry_after said is denied), and a cost of 0 is a peek instead of an error.
--- KEYS[1] = state: the string "tokens last per" (tokens scaled by per = P µs)
+-- key     = the state key: the string "tokens last per" (tokens scaled by per = P µs)
 -- ARGV    = P, C, B (capacity), n [, now]  (see common.lua)
--- Returns {allowed, remaining, retry_after_us, reset_after_us}.
+-- decide returns allowed, remaining, retry_after_us, reset_after_us.
 local full = B * P
 local tokens, last, per
 local fresh = true
-local v = redis.call('GET', KEYS[1])
+local v = redis.call('GET', key)
 if v then
   local s = ints(v, 3)
   if s and s[3] > 0 then
@@ -53,7 +53,7 @@ else
 end
 if not fresh or n > 0 then
   local fill = ceildiv(full, C)
-  redis.call('SET', KEYS[1], string.format('%d %d %d', tokens, last, per),
+  redis.call('SET', key, string.format('%d %d %d', tokens, last, per),
     'PX', math.max(ttlms(0), 60000, 2 * math.ceil(fill / 1000)))
 end
-return {allowed, idiv(tokens, P), retry, ceildiv(full - tokens, C)}
+return allowed, idiv(tokens, P), retry, ceildiv(full - tokens, C)
