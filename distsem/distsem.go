@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/internal/calltimeout"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -106,9 +107,9 @@ type Semaphore struct {
 	bg       sync.WaitGroup // background cleanups and the listener
 	readopts atomic.Int64
 	lost     atomic.Int64
-	renewals renewals // the renewal schedule of this Semaphore's permits
-	shared   atomic.Pointer[sharedDeadline]
-	hold     atomic.Int64 // mean hold time of this Semaphore's released permits (ns, EWMA); 0 if none yet
+	renewals renewals            // the renewal schedule of this Semaphore's permits
+	bound    calltimeout.Bounder // CallTimeout, applied by run
+	hold     atomic.Int64        // mean hold time of this Semaphore's released permits (ns, EWMA); 0 if none yet
 
 	// isClosed: closed, readable without mu (every acquire checks it).
 	isClosedFlag atomic.Bool
@@ -203,6 +204,7 @@ func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Se
 		id:      hex.EncodeToString(id[:]),
 		waiters: make(map[string]chan int64),
 	}
+	s.bound.Timeout = cfg.CallTimeout
 	if sharded {
 		s.pub = "spublish"
 	}
@@ -552,15 +554,17 @@ func (s *Semaphore) Stats(ctx context.Context) (Stats, error) {
 	var hm *redis.SliceCmd
 	var hc, qc *redis.IntCmd
 	_, _, err := breaker.Do(ctx, s.fail.brk, breaker.FailClosed, func(ctx context.Context) (struct{}, error) {
-		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-		defer cancel()
+		cctx, deadline, cancel := s.bound.Bound(ctx)
+		if cancel != nil {
+			defer cancel()
+		}
 		_, err := s.client.TxPipelined(cctx, func(p redis.Pipeliner) error {
 			hm = p.HMGet(cctx, s.keys[0], "limit", "used")
 			hc = p.ZCard(cctx, s.keys[1])
 			qc = p.ZCard(cctx, s.keys[2])
 			return nil
 		})
-		if err != nil && ctx.Err() == nil && cctx.Err() != nil {
+		if calltimeout.Expired(ctx, deadline, err) {
 			err = errCallTimeout
 		}
 		return struct{}{}, err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/internal/calltimeout"
 	"github.com/floodgate-go/floodgate/semaphore"
 	"github.com/redis/go-redis/v9"
 )
@@ -83,17 +84,11 @@ func (s *Semaphore) eval(ctx context.Context, sc *redis.Script, tok any, extra .
 // ctx already ends within CallTimeout (the caller's deadline, or a shared
 // breaker's call deadline), and none per call when ctx can never end (a
 // Background context, a release detached from its caller): those calls share
-// a context (see sharedCallContext). Only a cancellable ctx without an
-// earlier deadline gets a context.WithTimeout of its own.
+// one deadline, keeping their own values (see calltimeout.Bounder). Only a
+// cancellable ctx without an earlier deadline gets a deadline of its own.
 func (s *Semaphore) run(ctx context.Context, sc *redis.Script, args []any) ([]int64, error) {
-	cctx := ctx
-	switch d, ok := ctx.Deadline(); {
-	case ok && time.Until(d) <= s.cfg.CallTimeout:
-	case !ok && ctx.Done() == nil:
-		cctx = s.sharedCallContext()
-	default:
-		var cancel context.CancelFunc
-		cctx, cancel = context.WithTimeout(ctx, s.cfg.CallTimeout)
+	cctx, deadline, cancel := s.bound.Bound(ctx)
+	if cancel != nil {
 		defer cancel()
 	}
 	cmd := redis.NewIntSliceCmd(cctx, args...)
@@ -110,7 +105,7 @@ func (s *Semaphore) run(ctx context.Context, sc *redis.Script, args []any) ([]in
 		}
 	}
 	if err != nil {
-		if ctx.Err() == nil && cctx.Err() != nil {
+		if calltimeout.Expired(ctx, deadline, err) {
 			return nil, errCallTimeout
 		}
 		return nil, err
@@ -119,31 +114,6 @@ func (s *Semaphore) run(ctx context.Context, sc *redis.Script, args []any) ([]in
 		return nil, fmt.Errorf("distsem: unexpected reply length %d", len(r))
 	}
 	return r, nil
-}
-
-// A sharedDeadline is a context with a deadline CallTimeout after it was made,
-// used by every call that cannot be cancelled otherwise and starts before
-// reuseUntil.
-type sharedDeadline struct {
-	ctx        context.Context
-	cancel     context.CancelFunc // never called: the deadline's timer frees it
-	reuseUntil time.Time
-}
-
-// sharedCallContext returns a context that ends at most CallTimeout (and at
-// least 15/16 of it) from now, shared with the calls that start within
-// CallTimeout/16: one timer for all of them instead of one per call (a
-// context.WithTimeout costs four allocations and a runtime timer, a
-// noticeable part of an uncontended acquire).
-func (s *Semaphore) sharedCallContext() context.Context {
-	now := time.Now()
-	if d := s.shared.Load(); d != nil && now.Before(d.reuseUntil) {
-		return d.ctx
-	}
-	d := &sharedDeadline{reuseUntil: now.Add(s.cfg.CallTimeout / 16)}
-	d.ctx, d.cancel = context.WithDeadline(context.Background(), now.Add(s.cfg.CallTimeout))
-	s.shared.Store(d) // a racing caller may make its own: harmless
-	return d.ctx
 }
 
 // call runs a script through the breaker with policy p (see eval for sc, tok

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/internal/calltimeout"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -152,11 +153,10 @@ type RedisMeter struct {
 	batch  *batcher   // Batch only
 	lim    atomic.Pointer[redisLimit]
 
-	// timeout, if positive, is the per-call timeout the meter applies itself
-	// (its own breaker, made with no CallTimeout; see callContext); zero when
-	// RedisConfig.Breaker applies its CallTimeout.
-	timeout time.Duration
-	shared  atomic.Pointer[sharedDeadline]
+	// bound.Timeout, if positive, is the per-call timeout the meter applies
+	// itself (its own breaker, made with no CallTimeout; see callContext); zero
+	// when RedisConfig.Breaker applies its CallTimeout.
+	bound calltimeout.Bounder
 
 	// now, if set (by tests in this package only), supplies the time passed to
 	// the scripts instead of Redis TIME.
@@ -234,7 +234,7 @@ func newRedisMeter(kind algoKind, client redis.UniversalClient, lim Limit, cfg R
 	if cfg.Breaker == nil {
 		// The meter bounds its calls itself (callContext), which costs no
 		// allocation for callers that cannot be cancelled.
-		m.timeout = cfg.callTimeout()
+		m.bound.Timeout = cfg.callTimeout()
 		m.brk = breaker.New("shaper:"+m.prefix, breaker.Config{CallTimeout: -1, Policy: cfg.Policy})
 	} else {
 		m.brk = cfg.Breaker
@@ -272,62 +272,13 @@ func (cfg RedisConfig) callTimeout() time.Duration {
 	return cfg.CallTimeout
 }
 
-// A sharedDeadline is a context that ends at a deadline, shared by the calls of
-// a meter that start within timeout/sharedSlack of each other and whose own
-// context can never be done (context.Background, WithoutCancel): they need a
-// Done channel that closes at their deadline (go-redis waits on it for a pooled
-// connection) and the deadline itself (go-redis sets the socket deadlines from
-// it), and one timer serves them all.
-type sharedDeadline struct {
-	ctx      context.Context
-	cancel   context.CancelFunc // never called: the deadline releases the timer
-	deadline time.Time
-}
-
-// A boundCtx is a caller's context that can never be done, bounded by a shared
-// deadline: its values are the caller's, its deadline and Done the shared ones.
-type boundCtx struct {
-	context.Context
-	s *sharedDeadline
-}
-
-func (c *boundCtx) Deadline() (time.Time, bool) { return c.s.deadline, true }
-func (c *boundCtx) Done() <-chan struct{}       { return c.s.ctx.Done() }
-func (c *boundCtx) Err() error                  { return c.s.ctx.Err() }
-
-// sharedSlack divides the call timeout into the window in which calls share a
-// deadline: a call gets between 15/16 of the timeout and all of it.
-const sharedSlack = 16
-
 // callContext bounds one call of the meter by its own per-call timeout (when it
-// has no Breaker from RedisConfig; else it returns ctx). It returns ctx itself
-// if ctx's deadline is not later than the timeout's; a shared context (see
-// sharedDeadline, with ctx's values) if ctx can never be done; and otherwise a
-// child of ctx with the deadline, which cancel releases. deadline is zero when
-// ctx is returned: whatever ends the call then is the caller's.
+// has no Breaker from RedisConfig; else it returns ctx), with no timer per call
+// when ctx's deadline is sooner or ctx can never be done: see
+// calltimeout.Bounder.Bound. deadline is zero when ctx is returned: whatever
+// ends the call then is the caller's.
 func (m *RedisMeter) callContext(ctx context.Context) (cctx context.Context, deadline time.Time, cancel context.CancelFunc) {
-	if m.timeout <= 0 {
-		return ctx, time.Time{}, nil
-	}
-	now := time.Now()
-	dl := now.Add(m.timeout)
-	if pd, ok := ctx.Deadline(); ok && !pd.After(dl) {
-		return ctx, time.Time{}, nil
-	}
-	if ctx.Done() == nil {
-		s := m.shared.Load()
-		if s == nil || s.deadline.After(dl) || s.deadline.Before(dl.Add(-m.timeout/sharedSlack)) {
-			s = &sharedDeadline{deadline: dl}
-			s.ctx, s.cancel = context.WithDeadline(context.Background(), dl)
-			m.shared.Store(s) // a racing store of another fresh one is as good
-		}
-		if ctx == context.Background() {
-			return s.ctx, s.deadline, nil
-		}
-		return &boundCtx{ctx, s}, s.deadline, nil // keeps ctx's values
-	}
-	cctx, cancel = context.WithDeadline(ctx, dl)
-	return cctx, dl, cancel
+	return m.bound.Bound(ctx)
 }
 
 // callError turns err, the error of a call bounded by callContext's deadline,
@@ -335,10 +286,10 @@ func (m *RedisMeter) callContext(ctx context.Context) (cctx context.Context, dea
 // done: the store was too slow, and the breaker must count it (its own
 // CallTimeout is off, and it would take a bare context error for the caller's).
 func callError(ctx context.Context, deadline time.Time, err error) error {
-	if err == nil || deadline.IsZero() || ctx.Err() != nil || time.Now().Before(deadline) {
-		return err
+	if calltimeout.Expired(ctx, deadline, err) {
+		return &timeoutError{err}
 	}
-	return &timeoutError{err}
+	return err
 }
 
 // A timeoutError is a Redis call that outlived the meter's call timeout. It is a
@@ -431,8 +382,8 @@ func (m *RedisMeter) AllowN(ctx context.Context, key string, n int64) (Decision,
 		}
 		if oe, ok := errors.AsType[*breaker.OpenError](err); ok && oe.State == breaker.StateHalfOpen && oe.Delay == 0 {
 			// The meter's own breaker has no CallTimeout (the meter applies
-			// it): its probe in flight ends within m.timeout.
-			oe.Delay = m.timeout
+			// it): its probe in flight ends within its call timeout.
+			oe.Delay = m.bound.Timeout
 		}
 		return Decision{}, err
 	}
