@@ -28,7 +28,8 @@ var hugeLimit = shaper.Limit{Rate: shaper.PerSecond(hugeRate), Burst: hugeRate}
 var wholeLimit = shaper.Limit{Rate: shaper.PerSecond(1_000_000), Burst: hugeRate}
 
 // BenchmarkRateAllow: the allow path of each local rate limiter, one goroutine, real
-// clock. floodgate's meters are keyed (one key here); the peers are single limiters.
+// clock. floodgate's Meter and TokenBucket are keyed (one key here); its Limiter and
+// the peers are single limiters.
 // uber's Take never sleeps at this rate, so it measures its bookkeeping.
 func BenchmarkRateAllow(b *testing.B) {
 	b.Run("impl=floodgate-gcra", func(b *testing.B) {
@@ -43,6 +44,20 @@ func BenchmarkRateAllow(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			m.Allow("k")
+		}
+	})
+	b.Run("impl=floodgate-limiter", func(b *testing.B) {
+		l := shaper.NewLimiter(wholeLimit)
+		b.ReportAllocs()
+		for b.Loop() {
+			l.Allow()
+		}
+	})
+	b.Run("impl=floodgate-limiter-fractional", func(b *testing.B) {
+		l := shaper.NewLimiter(hugeLimit)
+		b.ReportAllocs()
+		for b.Loop() {
+			l.Allow()
 		}
 	})
 	b.Run("impl=floodgate-tokenbucket", func(b *testing.B) {
@@ -102,6 +117,39 @@ func BenchmarkRateAllowContended(b *testing.B) {
 		if n := errs.Load(); n != 0 {
 			b.Fatalf("%d errors under contention", n)
 		}
+	})
+	b.Run("impl=floodgate-limiter", func(b *testing.B) {
+		l := shaper.NewLimiter(wholeLimit)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				l.Allow()
+			}
+		})
+	})
+	b.Run("impl=floodgate-limiter-allown", func(b *testing.B) {
+		l := shaper.NewLimiter(wholeLimit)
+		var errs atomic.Int64
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := l.AllowN(1); err != nil {
+					errs.Add(1)
+				}
+			}
+		})
+		if n := errs.Load(); n != 0 {
+			b.Fatalf("%d errors under contention", n)
+		}
+	})
+	b.Run("impl=floodgate-limiter-fractional", func(b *testing.B) {
+		l := shaper.NewLimiter(hugeLimit)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				l.Allow()
+			}
+		})
 	})
 	b.Run("impl=xtime", func(b *testing.B) {
 		l := rate.NewLimiter(hugeRate, hugeRate)
