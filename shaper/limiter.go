@@ -16,14 +16,15 @@ import (
 //
 // Concurrency: when the limit's emission interval T = Period/Count is a whole
 // number of microseconds (PerSecond(n) for n dividing 10^6, PerMinute(n) for n
-// dividing 6·10^7, Every(d) for d ≥ 1µs: most limits), the whole state is one
+// dividing 6·10^7, Every(d) for whole µs d: most limits), the whole state is one
 // theoretical arrival time in µs, held in one atomic int64 and updated by
 // compare-and-swap: Allow is lock-free, a failed swap retries with the new state,
 // and no call ever fails because of contention. A fractional interval (3/s is
-// 333333⅓ µs) needs the fraction too, a second int64 (see [Meter]'s arithmetic);
-// then the state moves behind a small mutex, and the atomic word holds a marker
-// that sends every call there, until a decision leaves the fraction at zero under a
-// whole-µs limit again. Both paths run the same decide lines as Meter.
+// 333333⅓ µs) needs the fraction too, a second int64 (see [Meter]'s arithmetic),
+// and every call under such a limit takes a small mutex. While the state has a
+// non-zero fraction it lives behind that mutex and the atomic word holds a marker
+// that sends every call there; a decision that leaves the fraction at zero puts the
+// state back in the word. Both paths run the same decide lines as Meter.
 //
 // The zero Limiter rejects every call with ErrNeverAllowed; use [NewLimiter]. A
 // Limiter is safe for concurrent use by multiple goroutines.
