@@ -37,7 +37,8 @@ const minSlots = 8
 // 1/2 full, smaller if many keys were idle). Each rebuild costs O(slots) and is
 // followed by at least slots/4 insertions, so the sweep is amortised O(1) per new
 // key and memory stays within about twice the number of keys active at once:
-// 64–128 bytes per key for GCRA (a 48-byte slot at a load of 3/8 to 3/4).
+// 64–128 bytes per key for GCRA while a table grows (a 48-byte slot at a load of
+// 3/8 to 3/4), up to 192 just after a sweep dropped many idle keys (1/4).
 type store[S any] struct {
 	shards [numShards]shard[S] // first, so that they start at a cache line
 	seed   maphash.Seed
