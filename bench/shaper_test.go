@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -28,7 +29,8 @@ var hugeLimit = shaper.Limit{Rate: shaper.PerSecond(hugeRate), Burst: hugeRate}
 var wholeLimit = shaper.Limit{Rate: shaper.PerSecond(1_000_000), Burst: hugeRate}
 
 // BenchmarkRateAllow: the allow path of each local rate limiter, one goroutine, real
-// clock. floodgate's meters are keyed (one key here); the peers are single limiters.
+// clock. floodgate's Meter and TokenBucket are keyed (one key here); its Limiter and
+// the peers are single limiters.
 // uber's Take never sleeps at this rate, so it measures its bookkeeping.
 func BenchmarkRateAllow(b *testing.B) {
 	b.Run("impl=floodgate-gcra", func(b *testing.B) {
@@ -43,6 +45,20 @@ func BenchmarkRateAllow(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			m.Allow("k")
+		}
+	})
+	b.Run("impl=floodgate-limiter", func(b *testing.B) {
+		l := shaper.NewLimiter(wholeLimit)
+		b.ReportAllocs()
+		for b.Loop() {
+			l.Allow()
+		}
+	})
+	b.Run("impl=floodgate-limiter-fractional", func(b *testing.B) {
+		l := shaper.NewLimiter(hugeLimit)
+		b.ReportAllocs()
+		for b.Loop() {
+			l.Allow()
 		}
 	})
 	b.Run("impl=floodgate-tokenbucket", func(b *testing.B) {
@@ -103,6 +119,39 @@ func BenchmarkRateAllowContended(b *testing.B) {
 			b.Fatalf("%d errors under contention", n)
 		}
 	})
+	b.Run("impl=floodgate-limiter", func(b *testing.B) {
+		l := shaper.NewLimiter(wholeLimit)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				l.Allow()
+			}
+		})
+	})
+	b.Run("impl=floodgate-limiter-allown", func(b *testing.B) {
+		l := shaper.NewLimiter(wholeLimit)
+		var errs atomic.Int64
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := l.AllowN(1); err != nil {
+					errs.Add(1)
+				}
+			}
+		})
+		if n := errs.Load(); n != 0 {
+			b.Fatalf("%d errors under contention", n)
+		}
+	})
+	b.Run("impl=floodgate-limiter-fractional", func(b *testing.B) {
+		l := shaper.NewLimiter(hugeLimit)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				l.Allow()
+			}
+		})
+	})
 	b.Run("impl=xtime", func(b *testing.B) {
 		l := rate.NewLimiter(hugeRate, hugeRate)
 		b.RunParallel(func(pb *testing.PB) {
@@ -125,7 +174,8 @@ func BenchmarkRateAllowContended(b *testing.B) {
 // creation order (order=sequential), with a large odd stride (order=scattered),
 // or cycling over 4096 of them (order=hot4k: a hot working set inside a 1M-key
 // meter). The first two miss the CPU caches on nearly every call: their cost is
-// the machine's memory latency, not the meter's arithmetic. B/key is the heap growth from creating
+// the machine's memory latency (see BenchmarkMemoryLatency), not the meter's
+// arithmetic. impl=floor is the part of it that is the harness's own. B/key is the heap growth from creating
 // the keys' state divided by the key count; the meter keeps its own copy of each
 // key, so it includes the 24 key bytes.
 func BenchmarkKeyedMeter(b *testing.B) {
@@ -151,7 +201,7 @@ func BenchmarkKeyedMeter(b *testing.B) {
 		name         string
 		stride, mask int
 	}{{"hot4k", 1, 4095}, {"sequential", 1, nkeys - 1}, {"scattered", 786433, nkeys - 1}} {
-		b.Run("order="+order.name, func(b *testing.B) {
+		b.Run("impl=floodgate/order="+order.name, func(b *testing.B) {
 			i := 0
 			b.ReportAllocs()
 			for b.Loop() {
@@ -160,9 +210,25 @@ func BenchmarkKeyedMeter(b *testing.B) {
 			}
 			b.ReportMetric(perKey, "B/key")
 		})
+		// The floor of any keyed meter in this harness: read the clock and hash
+		// the caller's key, which in the scattered order is itself a cache miss
+		// (two: the string header in keys, then its bytes).
+		b.Run("impl=floor/order="+order.name, func(b *testing.B) {
+			seed := maphash.MakeSeed()
+			start := time.Now()
+			var sum uint64
+			i := 0
+			for b.Loop() {
+				sum += maphash.String(seed, keys[i]) + uint64(time.Since(start))
+				i = (i + order.stride) & order.mask
+			}
+			sinkU = sum
+		})
 	}
 	runtime.KeepAlive(m)
 }
+
+var sinkU uint64
 
 // BenchmarkShaperAccuracy: a single worker loop paced at each rate for 300ms of real
 // time; reports achieved/target. floodgate's Queue.Run beside uber's Take (which

@@ -15,7 +15,8 @@ import (
 var benchLimit = shaper.Limit{Rate: shaper.PerSecond(1_000_000), Burst: 1_000_000}
 
 // BenchmarkAllow compares the allow path of the GCRA meter and the token bucket (one
-// key, real clock) with x/time/rate's Limiter.Allow in the same run.
+// key, real clock) and of the unkeyed GCRA Limiter with x/time/rate's Limiter.Allow
+// in the same run.
 func BenchmarkAllow(b *testing.B) {
 	b.Run("impl=gcra", func(b *testing.B) {
 		m := shaper.NewMeter(benchLimit)
@@ -29,6 +30,13 @@ func BenchmarkAllow(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			m.Allow("k")
+		}
+	})
+	b.Run("impl=limiter", func(b *testing.B) {
+		l := shaper.NewLimiter(benchLimit)
+		b.ReportAllocs()
+		for b.Loop() {
+			l.Allow()
 		}
 	})
 	b.Run("impl=xtime", func(b *testing.B) {
@@ -49,6 +57,21 @@ func BenchmarkAllowParallel(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if _, err := m.AllowN("k", 1); err != nil {
+					errs.Add(1)
+				}
+			}
+		})
+		if errs.Load() != 0 {
+			b.Fatalf("%d errors", errs.Load())
+		}
+	})
+	b.Run("impl=limiter", func(b *testing.B) {
+		l := shaper.NewLimiter(benchLimit)
+		var errs atomic.Int64
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := l.AllowN(1); err != nil {
 					errs.Add(1)
 				}
 			}

@@ -2,7 +2,7 @@
 // steady rate (the leaky bucket as a shaper), and meters that admit or reject each
 // call at once with an honest retry-after: [Meter] (GCRA, the leaky bucket as a
 // meter), [TokenBucket], [FixedWindow], [SlidingLog] and [SlidingCounter], the five
-// algorithms of the seed document.
+// algorithms of the seed document, and [Limiter], GCRA for a single limit.
 //
 // # Which one
 //
@@ -17,6 +17,8 @@
 //     [SlidingLog].
 //   - About Count per rolling window in O(1) memory (a weighted estimate):
 //     [SlidingCounter].
+//   - One limit for the whole process, no keys (x/time/rate's use case): [Limiter],
+//     the GCRA of [Meter] on one lock-free atomic word.
 //
 // # Rates and limits
 //
@@ -26,7 +28,7 @@
 //
 // # Meters
 //
-// Every meter is keyed: one value serves millions of keys (tenants, API keys,
+// The five meters are keyed: one value serves millions of keys (tenants, API keys,
 // routes), with state created on first use and forgotten once it is idle again.
 // They share one method set, so callers can declare the small interface they need:
 //
@@ -35,6 +37,15 @@
 //	AllowNAt(key string, t time.Time, n int64) (Decision, error)
 //	SetLimit(lim Limit)
 //	Limit() Limit
+//
+// [Limiter] is the unkeyed GCRA: the same methods without the key, and exactly the
+// decisions a Meter makes for one key, without hashing a key or taking a lock
+// (whole-µs emission intervals; see its documentation for fractional ones):
+//
+//	partnerAPI := shaper.NewLimiter(shaper.Limit{Rate: shaper.PerSecond(100), Burst: 20})
+//	if !partnerAPI.Allow() {
+//		return errSlowDown
+//	}
 //
 // A [Decision] carries Allowed, Remaining, RetryAfter, ResetAfter and the Limit;
 // [Decision.Err] turns a denial into a *[LimitError]. A cost larger than the most the

@@ -124,3 +124,21 @@ func ExampleQueue_Wait() {
 	// <nil>
 	// shaper: rate limited 500ms
 }
+
+// One limit for the whole process, as x/time/rate's Limiter: no keys, and the same
+// decisions as a Meter's single key.
+func ExampleLimiter_AllowNAt() {
+	l := shaper.NewLimiter(shaper.Limit{Rate: shaper.PerSecond(10), Burst: 2})
+	at := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	for i := 1; i <= 3; i++ {
+		d, _ := l.AllowNAt(at, 1)
+		fmt.Printf("call %d: allowed=%v remaining=%d retry-after=%v\n", i, d.Allowed, d.Remaining, d.RetryAfter)
+	}
+	_, err := l.AllowNAt(at, 3)
+	fmt.Println(err)
+	// Output:
+	// call 1: allowed=true remaining=1 retry-after=0s
+	// call 2: allowed=true remaining=0 retry-after=0s
+	// call 3: allowed=false remaining=0 retry-after=100ms
+	// shaper: cost exceeds burst
+}

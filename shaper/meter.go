@@ -48,9 +48,9 @@ type core[S any, A any, PA interface {
 	*A
 	algo[S]
 }] struct {
+	st    store[S] // first: the meters are allocated 64-byte aligned, and so are its shards
 	a     atomic.Pointer[A]
 	clock clock
-	st    store[S]
 }
 
 func (c *core[S, A, PA]) init(a PA) {
@@ -70,13 +70,13 @@ func (c *core[S, A, PA]) allowN(key string, now, n int64) (Decision, error) {
 	if max := a.max(); n > max {
 		return Decision{Limit: a.limit()}, &CostError{Cost: n, Max: max}
 	}
-	sh := c.st.shard(key)
+	sh, tag := c.st.locate(key)
 	sh.mu.Lock()
 	var (
 		ok                          bool
 		remaining, retryUS, resetUS int64
 	)
-	if s := sh.lookupLocked(key); s != nil {
+	if s := sh.lookupLocked(key, tag); s != nil {
 		ok = a.decide(s, false, now, n)
 		remaining, retryUS, resetUS = a.report(s, now, n, ok)
 	} else if n == 0 {
@@ -84,7 +84,7 @@ func (c *core[S, A, PA]) allowN(key string, now, n int64) (Decision, error) {
 		ok = a.decide(&zero, true, now, 0)
 		remaining, retryUS, resetUS = a.report(&zero, now, 0, ok)
 	} else {
-		s := c.insertLocked(sh, a, key, now)
+		s := c.insertLocked(sh, a, key, tag, now)
 		ok = a.decide(s, true, now, n)
 		remaining, retryUS, resetUS = a.report(s, now, n, ok)
 	}
@@ -105,23 +105,25 @@ func (c *core[S, A, PA]) allow1(key string) bool {
 		return false
 	}
 	now := c.clock.nowUS()
-	sh := c.st.shard(key)
+	sh, tag := c.st.locate(key)
 	sh.mu.Lock()
 	var ok bool
-	if s := sh.lookupLocked(key); s != nil {
+	if s := sh.lookupLocked(key, tag); s != nil {
 		ok = a.decide(s, false, now, 1)
 	} else {
-		ok = a.decide(c.insertLocked(sh, a, key, now), true, now, 1)
+		ok = a.decide(c.insertLocked(sh, a, key, tag, now), true, now, 1)
 	}
 	sh.mu.Unlock()
 	return ok
 }
 
-// insertLocked adds a fresh state for key, sweeping the shard if it is due.
-func (c *core[S, A, PA]) insertLocked(sh *shard[S], a PA, key string, now int64) *S {
-	s, _ := sh.getLocked(key)
-	sh.maybeSweepLocked(s, func(s *S) bool { return a.idle(s, now) })
-	return s
+// insertLocked adds a fresh state for key, which is absent, first rebuilding the
+// shard's table without its idle keys if it is full.
+func (c *core[S, A, PA]) insertLocked(sh *shard[S], a PA, key string, tag uint64, now int64) *S {
+	if sh.fullLocked() {
+		sh.rebuildLocked(func(s *S) bool { return a.idle(s, now) })
+	}
+	return sh.insertLocked(key, tag)
 }
 
 func (c *core[S, A, PA]) setLimit(a PA) { c.a.Store((*A)(a)) }

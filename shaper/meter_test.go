@@ -3,6 +3,7 @@ package shaper_test
 import (
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -502,5 +503,32 @@ func TestWindowSetLimit(t *testing.T) {
 	m.SetLimit(shaper.Limit{Rate: shaper.PerSecond(8)})
 	if d, _ := m.AllowNAt("k", t0.Add(2*time.Second), 8); !d.Allowed {
 		t.Errorf("after a new Period: %+v, want a fresh window", d)
+	}
+}
+
+// TestManyKeysConcurrent: goroutines racing over many keys (so tables grow and are
+// rebuilt while others use them) admit exactly Burst per key at one instant.
+func TestManyKeysConcurrent(t *testing.T) {
+	const keys, burst, workers = 20_000, 3, 4
+	m := shaper.NewMeter(shaper.Limit{Rate: shaper.PerHour(1), Burst: burst})
+	admitted := make([]atomic.Int32, keys)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for j := range keys {
+				i := (j*7919 + w*5003) % keys // a different order per worker
+				if d, err := m.AllowNAt("key:"+strconv.Itoa(i), t0, 1); err != nil {
+					t.Errorf("key %d: %v", i, err)
+				} else if d.Allowed {
+					admitted[i].Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i := range admitted {
+		if got := admitted[i].Load(); got != burst {
+			t.Fatalf("key %d: admitted %d of %d calls, want %d", i, got, workers, burst)
+		}
 	}
 }

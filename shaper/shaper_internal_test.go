@@ -1,8 +1,10 @@
 package shaper
 
 import (
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // TestCancelRaceBatchGiveBack: a waiter released in a batch whose context ended at
@@ -87,8 +89,8 @@ func TestSlidingLogBufferBounded(t *testing.T) {
 	for i := range 1000 {
 		m.AllowNAt("k", t0.Add(time.Duration(i)*time.Millisecond), 1)
 	}
-	sh := m.c.st.shard("k")
-	if s := sh.lookupLocked("k"); len(s.ring) > 5 {
+	sh, tag := m.c.st.locate("k")
+	if s := sh.lookupLocked("k", tag); len(s.ring) > 5 {
 		t.Errorf("ring capacity %d, want ≤ Count 5", len(s.ring))
 	}
 }
@@ -123,5 +125,70 @@ func TestPeekDoesNotStore(t *testing.T) {
 	}
 	if n := m.c.st.len(); n != 0 {
 		t.Errorf("%d keys stored after a never-allowed call, want 0", n)
+	}
+}
+
+// TestShardIsOneCacheLine: shards do not share cache lines (the store puts them
+// first in every meter, which the allocator aligns to 64 bytes).
+func TestShardIsOneCacheLine(t *testing.T) {
+	if n := unsafe.Sizeof(shard[gcraState]{}); n != 64 {
+		t.Errorf("shard is %d bytes, want 64", n)
+	}
+	if n := unsafe.Sizeof(slot[gcraState]{}); n != 48 {
+		t.Errorf("GCRA slot is %d bytes, want 48", n)
+	}
+}
+
+// TestStoreKeys: keys of every length, inline and long, survive rebuilds (growth
+// and sweeps) with their own state, and the store never keeps the caller's bytes.
+func TestStoreKeys(t *testing.T) {
+	m := NewFixedWindow(Limit{Rate: PerMinute(3)})
+	t0 := time.UnixMicro(t0US)
+	buf := make([]byte, 64)
+	key := func(i int) string {
+		n := copy(buf, "k"+itoa(i)+strings.Repeat("x", i%50))
+		return unsafe.String(&buf[0], n) // reused: the store must copy it
+	}
+	const n = 5000
+	for i := range n {
+		if d, _ := m.AllowNAt(key(i), t0, 1+int64(i%3)); !d.Allowed {
+			t.Fatalf("first call of key %d denied", i)
+		}
+	}
+	if got := m.c.st.len(); got != n {
+		t.Fatalf("%d keys stored, want %d", got, n)
+	}
+	long := map[string]bool{}
+	for i := range m.c.st.shards {
+		for _, k := range m.c.st.shards[i].long {
+			long[k] = true
+		}
+	}
+	for i := range n {
+		if k := key(i); len(k) > inlineKey && !long[k] {
+			t.Fatalf("long key %q not stored as itself", k)
+		}
+	}
+	for i := range n {
+		want := 3 - 1 - int64(i%3)
+		if d, _ := m.AllowNAt(key(i), t0, 0); d.Remaining != want {
+			t.Fatalf("key %d (%d bytes): remaining %d, want %d", i, len(key(i)), d.Remaining, want)
+		}
+	}
+	// A minute later every key is idle: inserting new ones rebuilds the tables
+	// without them.
+	for i := range n {
+		m.AllowNAt("new"+itoa(i), t0.Add(time.Minute), 1)
+	}
+	if got := m.c.st.len(); got >= 2*n {
+		t.Errorf("%d keys stored after the first %d went idle, want fewer than %d", got, n, 2*n)
+	}
+	for i := range n {
+		if d, _ := m.AllowNAt(key(i), t0.Add(time.Minute), 0); d.Remaining != 3 {
+			t.Fatalf("idle key %d: remaining %d, want 3", i, d.Remaining)
+		}
+		if d, _ := m.AllowNAt("new"+itoa(i), t0.Add(time.Minute), 0); d.Remaining != 2 {
+			t.Fatalf("live key new%d: remaining %d, want 2", i, d.Remaining)
+		}
 	}
 }
