@@ -22,7 +22,9 @@ func guarded(context.Context) (int, error) { return 1, nil }
 // timeout=off is Do when it derives no per-call context: CallTimeout < 0, or
 // (timeout=callerdeadline) the caller's context already has a deadline no
 // later than CallTimeout. timeout=on is the default CallTimeout with a
-// context without deadline: Do pays for a context.WithDeadline per call.
+// context that is never done (Background): calls share one deadline context.
+// timeout=on-cancellable is the default CallTimeout with a cancellable context
+// without deadline: Do pays for a context.WithDeadline per call.
 func BenchmarkBreakerSuccess(b *testing.B) {
 	ctx := context.Background()
 	b.Run("impl=direct", func(b *testing.B) {
@@ -85,6 +87,19 @@ func BenchmarkBreakerSuccess(b *testing.B) {
 		br := breaker.New("bench", breaker.Config{})
 		for b.Loop() {
 			v, _, err := breaker.Do(ctx, br, breaker.FailClosed, guarded, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			breakerSink += v
+		}
+	})
+	b.Run("impl=floodgate/timeout=on-cancellable", func(b *testing.B) {
+		b.ReportAllocs()
+		br := breaker.New("bench", breaker.Config{})
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		for b.Loop() {
+			v, _, err := breaker.Do(cctx, br, breaker.FailClosed, guarded, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -15,10 +15,13 @@ import (
 
 // TestDoSuccessPathAllocs pins the allocation budget of the guarded success
 // path: 0 when Do derives no per-call context (CallTimeout < 0, or the
-// caller's deadline is sooner), and context.WithDeadline's own otherwise.
+// caller's deadline is sooner) or shares one (the caller's ctx is never done),
+// and context.WithDeadline's own for a cancellable ctx without a deadline.
 func TestDoSuccessPathAllocs(t *testing.T) {
 	ctxSooner, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
+	cancellable, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
 	for _, tc := range []struct {
 		name string
 		cfg  breaker.Config
@@ -27,7 +30,8 @@ func TestDoSuccessPathAllocs(t *testing.T) {
 	}{
 		{"timeout off", breaker.Config{CallTimeout: -1}, context.Background(), 0},
 		{"caller deadline sooner", breaker.Config{CallTimeout: 2 * time.Hour}, ctxSooner, 0},
-		{"timeout on", breaker.Config{}, context.Background(), 4},
+		{"timeout on, ctx never done (shared deadline)", breaker.Config{}, context.Background(), 0},
+		{"timeout on, cancellable ctx", breaker.Config{}, cancellable, 4},
 	} {
 		b := breaker.New("t", tc.cfg)
 		got := testing.AllocsPerRun(1000, func() {

@@ -16,7 +16,8 @@ func storeCall(context.Context) (int, error) { return 1, nil }
 // BenchmarkDo compares the guarded success path with a direct call of the same
 // function, in the same run. timeout=off is the path Do takes when no per-call
 // context is needed (CallTimeout < 0, or the caller's deadline is sooner);
-// timeout=on derives a context.WithDeadline per call.
+// timeout=on shares one deadline context between calls (Background);
+// timeout=on-cancellable derives a context.WithDeadline per call.
 func BenchmarkDo(b *testing.B) {
 	b.Run("impl=direct", func(b *testing.B) {
 		b.ReportAllocs()
@@ -48,7 +49,12 @@ func BenchmarkDo(b *testing.B) {
 		{"impl=breaker/timeout=callerdeadline", breaker.Config{CallTimeout: time.Hour}, func() (context.Context, context.CancelFunc) {
 			return context.WithTimeout(context.Background(), 30*time.Minute)
 		}},
+		// Background: calls share one deadline context.
 		{"impl=breaker/timeout=on", breaker.Config{}, bg},
+		// A cancellable caller context without a deadline: a WithDeadline per call.
+		{"impl=breaker/timeout=on-cancellable", breaker.Config{}, func() (context.Context, context.CancelFunc) {
+			return context.WithCancel(context.Background())
+		}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()

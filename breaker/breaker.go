@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
+
+	"github.com/floodgate-go/floodgate/internal/calltimeout"
 )
 
 // A Policy says how a call is answered when the store can't answer it: when
@@ -152,10 +154,11 @@ type Breaker struct {
 	openMax     time.Duration
 	jitter      float64
 
-	state      atomic.Uint32 // gobreaker's state, mirrored by onTransition
-	openUntil  atomic.Int64  // end of the open period, ns since epoch; valid while state is open
-	hasPending atomic.Bool   // pending is not empty
-	seen       atomic.Int64  // a time since epoch observed by callContext: a lower bound of now
+	state      atomic.Uint32       // gobreaker's state, mirrored by onTransition
+	openUntil  atomic.Int64        // end of the open period, ns since epoch; valid while state is open
+	hasPending atomic.Bool         // pending is not empty
+	seen       atomic.Int64        // a time since epoch observed by callContext: a lower bound of now
+	shared     calltimeout.Bounder // the deadline shared by calls whose ctx is never done
 
 	trips, transitions, failures    atomic.Uint64
 	rejections, degraded, fallbacks atomic.Uint64
@@ -209,6 +212,7 @@ func (b *Breaker) setup(name string, cfg Config) {
 	b.name = name
 	b.epoch = time.Now()
 	b.callTimeout = cfg.callTimeout()
+	b.shared.Timeout = b.callTimeout
 	b.isFailure = cfg.IsFailure
 	if b.isFailure == nil {
 		b.isFailure = IsStoreFailure
@@ -343,15 +347,19 @@ func (b *Breaker) Stats() Stats {
 // atomic loads and a closure call to gobreaker's Execute, and allocates
 // nothing when it derives no per-call context: when CallTimeout is negative,
 // or when ctx already has a deadline no later than CallTimeout from now
-// (usually decided without calling time.Now). Otherwise it derives the call's context with
-// context.WithDeadline, which costs that function's usual 4 allocations and
-// a runtime timer (about 1µs on a small VM; a Redis round trip is about
-// 50–100µs). No Context can enforce a deadline on the callee without a timer
-// and a fresh Done channel, so there is no cheaper correct way. To avoid
-// that cost, either give ctx a deadline at most CallTimeout away, or set
-// CallTimeout negative and let the Redis client bound each command itself
-// (go-redis ReadTimeout/WriteTimeout): those timeouts surface as net timeout
-// errors, which IsStoreFailure counts.
+// (usually decided without calling time.Now), and nothing when ctx can never
+// be done (context.Background, context.WithoutCancel): such calls share one
+// deadline context, made at most once every CallTimeout/16, so each of them
+// gets between 15/16 of CallTimeout and all of it. Otherwise (a cancellable
+// ctx without a sooner deadline, such as an HTTP request's) it derives the
+// call's context with context.WithDeadline, which costs that function's usual
+// 4 allocations and a runtime timer (about 1µs on a small VM; a Redis round
+// trip is about 50–100µs): a context that must be done when either the
+// caller's or the call's time is up needs a Done channel of its own. To avoid
+// that cost, give ctx a deadline at most CallTimeout away, or set CallTimeout
+// negative and let the Redis client bound each command itself (go-redis
+// ReadTimeout/WriteTimeout): those timeouts surface as net timeout errors,
+// which IsStoreFailure counts.
 func Do[T any](ctx context.Context, b *Breaker, p Policy, call func(context.Context) (T, error), fallback func(context.Context) (T, error)) (T, Source, error) {
 	b.init()
 	checkPolicy(p)
@@ -578,6 +586,13 @@ func (b *Breaker) callContext(ctx context.Context) (context.Context, context.Can
 	deadline := now.Add(b.callTimeout)
 	if ok && !pd.After(deadline) {
 		return ctx, nil, time.Time{}
+	}
+	if ctx.Done() == nil {
+		// A ctx that can never be done (Background, WithoutCancel): share one
+		// deadline context with the calls starting within CallTimeout/16, so
+		// this common case costs no allocation and no timer of its own.
+		cctx, shared := b.shared.Share(ctx, now)
+		return cctx, nil, shared
 	}
 	cctx, cancel := context.WithDeadline(ctx, deadline)
 	return cctx, cancel, deadline

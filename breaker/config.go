@@ -85,7 +85,9 @@ type Config struct {
 	// whose deadline is at most CallTimeout away, and the expiry of that
 	// deadline counts as a store failure (the expiry of the caller's own
 	// deadline does not). When the caller's context already has a deadline
-	// that is not later, no context is derived (see [Do]). If zero,
+	// that is not later, no context is derived; calls whose context can never
+	// be done share one deadline, 15/16 to 16/16 of CallTimeout away (see
+	// [Do]). If zero,
 	// DefaultCallTimeout (250ms) is used. If negative, calls are not bounded.
 	// [Breaker.Allow] does not apply it.
 	//

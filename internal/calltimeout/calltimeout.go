@@ -2,7 +2,7 @@
 // timer per call where it can: a caller's deadline that is already sooner is
 // used as it is, and calls whose context can never be done (context.Background,
 // context.WithoutCancel, a detached release) share one deadline context made
-// at most every timeout/Slack. Used by shaper's and distsem's Redis calls, whose
+// at most every timeout/Slack. Used by breaker.Do and by shaper's and distsem's Redis calls, whose
 // go-redis client (ContextTimeoutEnabled) turns the deadline into socket
 // deadlines and waits on Done for a pooled connection.
 package calltimeout
@@ -57,24 +57,35 @@ func (b *Bounder) Bound(ctx context.Context) (cctx context.Context, deadline tim
 	if b.Timeout <= 0 {
 		return ctx, time.Time{}, nil
 	}
-	dl := time.Now().Add(b.Timeout)
+	now := time.Now()
+	dl := now.Add(b.Timeout)
 	if pd, ok := ctx.Deadline(); ok && !pd.After(dl) {
 		return ctx, time.Time{}, nil
 	}
 	if ctx.Done() == nil {
-		s := b.shared.Load()
-		if s == nil || s.deadline.After(dl) || s.deadline.Before(dl.Add(-b.Timeout/Slack)) {
-			s = &sharedDeadline{deadline: dl}
-			s.ctx, s.cancel = context.WithDeadline(context.Background(), dl)
-			b.shared.Store(s) // a racing store of another fresh one is as good
-		}
-		if ctx == context.Background() {
-			return s.ctx, s.deadline, nil
-		}
-		return &boundCtx{ctx, s}, s.deadline, nil
+		cctx, deadline = b.Share(ctx, now)
+		return cctx, deadline, nil
 	}
 	cctx, cancel = context.WithDeadline(ctx, dl)
 	return cctx, dl, cancel
+}
+
+// Share returns, for a ctx that can never be done (Done nil) and the current
+// time now, a context with ctx's values that ends at a deadline between
+// now+Timeout−Timeout/Slack and now+Timeout, shared with the other calls that
+// start within that window, and the deadline. Timeout must be positive.
+func (b *Bounder) Share(ctx context.Context, now time.Time) (context.Context, time.Time) {
+	dl := now.Add(b.Timeout)
+	s := b.shared.Load()
+	if s == nil || s.deadline.After(dl) || s.deadline.Before(dl.Add(-b.Timeout/Slack)) {
+		s = &sharedDeadline{deadline: dl}
+		s.ctx, s.cancel = context.WithDeadline(context.Background(), dl)
+		b.shared.Store(s) // a racing store of another fresh one is as good
+	}
+	if ctx == context.Background() {
+		return s.ctx, s.deadline
+	}
+	return &boundCtx{ctx, s}, s.deadline
 }
 
 // Expired reports whether a call that failed with err ran out of its own
