@@ -101,6 +101,7 @@ func TestRedisMeterGCRABurst(t *testing.T) {
 	ctx := context.Background()
 	allowed := 0
 	var firstDenial shaper.Decision
+	start := time.Now()
 	for range 20 {
 		d, err := m.Allow(ctx, "k")
 		if err != nil {
@@ -115,10 +116,10 @@ func TestRedisMeterGCRABurst(t *testing.T) {
 	if n := rt.N.Load(); n != 20 {
 		t.Errorf("%d round trips for 20 decisions, want 20", n)
 	}
-	// On a loaded machine a few ms may pass during the 20 calls; each 10ms
-	// earns one more.
-	if allowed < 5 || allowed > 7 {
-		t.Errorf("%d of 20 instant calls allowed, want 5", allowed)
+	// Time passes during the 20 calls (tens of ms on a loaded machine, with
+	// -race): each 10ms of it earns one more admission.
+	if most := 5 + int(time.Since(start)/(10*time.Millisecond)) + 1; allowed < 5 || allowed > most {
+		t.Errorf("%d of 20 calls allowed in %v, want 5 plus at most one per 10ms (%d)", allowed, time.Since(start), most)
 	}
 	if ra := firstDenial.RetryAfter; ra <= 0 || ra > 10*time.Millisecond {
 		t.Errorf("first denial's RetryAfter = %v, want in (0, 10ms]", ra)
@@ -406,6 +407,7 @@ func TestRedisCluster(t *testing.T) {
 				wg.Go(func() {
 					key := fmt.Sprint("tenant-", k)
 					allowed := 0
+					start := time.Now()
 					for range 7 {
 						d, err := m.Allow(ctx, key)
 						if err != nil {
@@ -416,9 +418,11 @@ func TestRedisCluster(t *testing.T) {
 							allowed++
 						}
 					}
-					// A window boundary may fall between the calls.
-					if allowed < 5 || allowed > 6 && !a.window {
-						t.Errorf("%s batch=%v key %s: %d of 7 allowed, want 5", a.name, batch, key, allowed)
+					// A window boundary may fall between the calls, and on a
+					// loaded machine each 200ms they take earns one more.
+					most := 5 + int(time.Since(start)/(200*time.Millisecond)) + 1
+					if allowed < 5 || allowed > most && !a.window {
+						t.Errorf("%s batch=%v key %s: %d of 7 allowed in %v, want 5 (at most %d)", a.name, batch, key, allowed, time.Since(start), most)
 					}
 				})
 			}
