@@ -469,16 +469,19 @@ func (c call) run(ctx context.Context) (result, error) {
 	cctx, deadline, cancel := m.callContext(ctx)
 	var v []int64
 	var err error
+	abandoned := false
 	if m.batch != nil {
-		v, err = m.batch.run(cctx, args)
+		v, err, abandoned = m.batch.run(cctx, args)
 	} else {
 		v, err = m.head.evalInts(cctx, m.client, args)
 	}
 	if cancel != nil {
 		cancel()
 	}
-	*buf = evalBuf{}
-	evalPool.Put(buf)
+	if !abandoned { // else its batch may still read it: left to the GC
+		*buf = evalBuf{}
+		evalPool.Put(buf)
+	}
 	if err != nil {
 		return result{}, callError(ctx, deadline, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +30,10 @@ type batcher struct {
 	max    int
 	single *evalHead // the single-key script
 	multi  *evalHead // its batch form; nil to pipeline single-key calls
+	// noMulti is set when the server refused a batch call with CROSSSLOT (a
+	// Cluster-mode server or a cluster proxy behind a *redis.Client): batches
+	// are pipelined from then on.
+	noMulti atomic.Bool
 
 	mu sync.Mutex
 	// mu guards:
@@ -62,10 +67,12 @@ func newBatcher(client redis.UniversalClient, max int, single, multi *evalHead) 
 }
 
 // run runs the single-key command args (see evalHead.fill) together with
-// whatever other calls are pending, and returns its reply. If ctx ends while the
-// call waits to be sent, it is withdrawn and run returns ctx.Err(); once sent,
-// run waits for its answer (bounded by the leader's deadline).
-func (b *batcher) run(ctx context.Context, args []any) ([]int64, error) {
+// whatever other calls are pending, and returns its reply. If ctx ends first,
+// run returns ctx.Err() at once: a call still waiting to be sent is withdrawn; a
+// call already sent is abandoned to its batch, which may still record it, and
+// run then reports abandoned: the batch may still read args, so the caller must
+// not reuse their buffer. A caller handed the lead when ctx ends passes it on.
+func (b *batcher) run(ctx context.Context, args []any) (v []int64, err error, abandoned bool) {
 	c := bcallPool.Get().(*bcall)
 	c.args = args
 	c.deadline, _ = ctx.Deadline()
@@ -89,11 +96,22 @@ func (b *batcher) run(ctx context.Context, args []any) ([]int64, error) {
 					b.pending = b.pending[:len(b.pending)-1]
 					b.mu.Unlock()
 					b.put(c)
-					return nil, ctx.Err()
+					return nil, ctx.Err(), false
 				}
 			}
+			// In flight in another caller's batch, or answered, or handed the
+			// lead (its wake-up on c.done may still be on its way). c is left
+			// to the garbage collector: whoever signals it never touches it
+			// again, and the signal is buffered.
+			var next *bcall
+			if c.lead {
+				next = b.nextLeaderLocked()
+			}
 			b.mu.Unlock()
-			<-c.done // in flight, or handed the lead: see it through
+			if next != nil {
+				next.done <- struct{}{}
+			}
+			return nil, ctx.Err(), true
 		}
 		if !c.lead {
 			break
@@ -102,9 +120,9 @@ func (b *batcher) run(ctx context.Context, args []any) ([]int64, error) {
 		b.mu.Lock()
 		b.lead(ctx, c) // unlocks
 	}
-	v, err := c.v, c.err
+	v, err = c.v, c.err
 	b.put(c)
-	return v, err
+	return v, err, false
 }
 
 func (b *batcher) put(c *bcall) {
@@ -162,17 +180,7 @@ func (b *batcher) execShared(ctx context.Context, batch []*bcall) {
 // finish hands the lead on if calls are pending and wakes the callers of batch.
 func (b *batcher) finish(batch []*bcall) {
 	b.mu.Lock()
-	var next *bcall
-	if len(b.pending) > 0 {
-		// The oldest pending call leads next, in this leader's place.
-		next = b.pending[0]
-		rest := copy(b.pending, b.pending[1:])
-		b.pending[rest] = nil
-		b.pending = b.pending[:rest]
-		next.lead = true
-	} else {
-		b.leaders--
-	}
+	next := b.nextLeaderLocked()
 	b.mu.Unlock()
 	for _, c := range batch {
 		c.done <- struct{}{}
@@ -180,6 +188,23 @@ func (b *batcher) finish(batch []*bcall) {
 	if next != nil {
 		next.done <- struct{}{}
 	}
+}
+
+// nextLeaderLocked hands this leader's place to the oldest pending call, which
+// it removes from pending, marks to lead and returns (the caller signals it
+// after unlocking); with nothing pending, the place is given up and it returns
+// nil. b.mu must be held.
+func (b *batcher) nextLeaderLocked() *bcall {
+	if len(b.pending) == 0 {
+		b.leaders--
+		return nil
+	}
+	next := b.pending[0]
+	rest := copy(b.pending, b.pending[1:])
+	b.pending[rest] = nil
+	b.pending = b.pending[:rest]
+	next.lead = true
+	return next
 }
 
 // exec sends batch in one round trip and stores each answer. A lone call is
@@ -192,7 +217,7 @@ func (b *batcher) exec(ctx context.Context, batch []*bcall) {
 		c.v, c.err = b.single.evalInts(ctx, b.client, c.args)
 		return
 	}
-	if b.multi != nil && b.execMulti(ctx, batch) {
+	if b.multi != nil && !b.noMulti.Load() && b.execMulti(ctx, batch) {
 		return
 	}
 	pipe := b.client.Pipeline()
@@ -235,13 +260,24 @@ func (b *batcher) execMulti(ctx context.Context, batch []*bcall) bool {
 		argv[3+k] = first[8]
 	}
 	v, err := b.multi.evalInts(ctx, b.client, args)
+	if err != nil && redis.HasErrorPrefix(err, "CROSSSLOT") {
+		// Refused before anything ran: this server wants one slot per call.
+		b.noMulti.Store(true)
+		return false
+	}
 	if err == nil && len(v) != 4*k {
 		err = fmt.Errorf("shaper: unexpected reply of %d elements", len(v))
 	}
 	for i, c := range batch {
-		if err != nil {
+		switch {
+		case err != nil:
 			c.err = err
-		} else {
+		case v[4*i] == -1:
+			// This decision failed in Redis (WRONGTYPE on a key shared with
+			// something else, say) and wrote nothing; the others stand. Send
+			// it alone for its own answer or error.
+			c.v, c.err = b.single.evalInts(ctx, b.client, c.args)
+		default:
 			c.v = v[4*i : 4*i+4 : 4*i+4]
 		}
 	}

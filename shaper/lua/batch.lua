@@ -8,15 +8,25 @@
 -- ARGV    = P, C, B, then the cost n of each decision in turn [, now]
 -- Returns the replies of the decisions, flattened: allowed, remaining,
 -- retry_after_us, reset_after_us for each key in turn, all at one time (now).
--- A cost out of range fails the whole call with an error (the decisions before
--- it stay made); the Go side never sends one, as it validates every call first.
+-- A decision that fails (a cost out of range, which the Go side never sends as
+-- it validates every call first, or an error from Redis such as WRONGTYPE on a
+-- key used by something else) replies -1, 0, 0, 0 and the others stand: the Go
+-- side sends that call again alone for its own answer or error. A failed
+-- decision has written nothing that changes a decision: decide's writes come
+-- after its reads (which is where WRONGTYPE fails), and the sliding log's first
+-- writes only drop entries that have left the window.
 local out = {}
 for i = 1, #KEYS do
   local c = tonumber(ARGV[3 + i])
-  if not c or c < 0 or c > B or c % 1 ~= 0 then
-    return redis.error_reply('ERR shaper: invalid arguments')
-  end
   local j = 4 * (i - 1)
-  out[j + 1], out[j + 2], out[j + 3], out[j + 4] = decide(KEYS[i], c)
+  local ok, a, r, ra, rs = false
+  if c and c >= 0 and c <= B and c % 1 == 0 then
+    ok, a, r, ra, rs = pcall(decide, KEYS[i], c)
+  end
+  if ok then
+    out[j + 1], out[j + 2], out[j + 3], out[j + 4] = a, r, ra, rs
+  else
+    out[j + 1], out[j + 2], out[j + 3], out[j + 4] = -1, 0, 0, 0
+  end
 end
 return out
