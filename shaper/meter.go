@@ -121,7 +121,11 @@ func (c *core[S, A, PA]) allow1(key string) bool {
 // shard's table without its idle keys if it is full.
 func (c *core[S, A, PA]) insertLocked(sh *shard[S], a PA, key string, tag uint64, now int64) *S {
 	if sh.fullLocked() {
-		sh.rebuildLocked(func(s *S) bool { return a.idle(s, now) })
+		// Idle is judged at the earlier of now and the meter's clock: a caller
+		// of AllowNAt with a time in the future must not make other keys'
+		// live state look idle (dropping it would give back what they used).
+		at := min(now, c.clock.nowUS())
+		sh.rebuildLocked(func(s *S) bool { return a.idle(s, at) })
 	}
 	return sh.insertLocked(key, tag)
 }

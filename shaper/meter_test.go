@@ -532,3 +532,27 @@ func TestManyKeysConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestAllowNAtFutureKeepsOtherKeys: calls with a time in the future that make
+// the store sweep idle keys must not judge the other keys idle at that future
+// time: their state is live now, and dropping it would give their quota back.
+func TestAllowNAtFutureKeepsOtherKeys(t *testing.T) {
+	m := shaper.NewMeter(shaper.Limit{Rate: shaper.PerHour(1), Burst: 1})
+	const used = 5000
+	for i := range used {
+		if !m.Allow("used-"+strconv.Itoa(i)) {
+			t.Fatalf("fresh key %d denied", i)
+		}
+	}
+	future := time.Now().Add(2 * time.Hour)
+	for i := range 20 * used { // enough new keys to sweep every shard many times
+		if _, err := m.AllowNAt("future-"+strconv.Itoa(i), future, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range used {
+		if m.Allow("used-"+strconv.Itoa(i)) {
+			t.Fatalf("key %d allowed twice within the hour: its state was swept as idle", i)
+		}
+	}
+}
