@@ -540,7 +540,7 @@ func TestAllowNAtFutureKeepsOtherKeys(t *testing.T) {
 	m := shaper.NewMeter(shaper.Limit{Rate: shaper.PerHour(1), Burst: 1})
 	const used = 5000
 	for i := range used {
-		if !m.Allow("used-"+strconv.Itoa(i)) {
+		if !m.Allow("used-" + strconv.Itoa(i)) {
 			t.Fatalf("fresh key %d denied", i)
 		}
 	}
@@ -551,7 +551,7 @@ func TestAllowNAtFutureKeepsOtherKeys(t *testing.T) {
 		}
 	}
 	for i := range used {
-		if m.Allow("used-"+strconv.Itoa(i)) {
+		if m.Allow("used-" + strconv.Itoa(i)) {
 			t.Fatalf("key %d allowed twice within the hour: its state was swept as idle", i)
 		}
 	}
