@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // twoProcesses returns two Semaphores on one name with limit 1, standing for two
@@ -162,5 +163,62 @@ func TestReleaseTombstonesRetriedTokens(t *testing.T) {
 	p.Release(ctx)
 	if _, err := db.Client.ZScore(ctx, tombKey, p.token).Result(); err != nil {
 		t.Fatalf("release of a token sent twice left no tombstone: %v", err)
+	}
+}
+
+// TestFastAcquireGivesLostKeysATTL: when H and D were lost on their own (an
+// eviction, a DEL) while S still counts weight in use, the fast acquire that
+// recreates them gives them a TTL (found in review: an optimisation skipped
+// the PEXPIREs whenever weight was in use).
+func TestFastAcquireGivesLostKeysATTL(t *testing.T) {
+	r, db := newRaw(t, 2)
+	r.acquire("a", 1, false)
+	if err := db.Client.Del(t.Context(), r.s.keys[1], r.s.keys[4]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.acquire("b", 1, false); got[0] != stGranted {
+		t.Fatalf("acquire(b) = %v", got)
+	}
+	ttlsOK(t, db, r.s, "fast acquire after H and D were lost")
+}
+
+// stallRenew holds every renew call for 2s, ignoring its context, as a
+// misbehaving hook or client could.
+type stallRenew struct{}
+
+func (stallRenew) DialHook(n redis.DialHook) redis.DialHook { return n }
+func (stallRenew) ProcessPipelineHook(n redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return n
+}
+func (stallRenew) ProcessHook(n redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, c redis.Cmder) error {
+		if a := c.Args(); len(a) > 1 && a[1] == renewDigest {
+			time.Sleep(2 * time.Second)
+		}
+		return n(ctx, c)
+	}
+}
+
+// TestLostAtDeadlineWhileRenewalHangs: a permit whose renewal call hangs past
+// the local deadline is lost at that deadline, not when the call returns.
+func TestLostAtDeadlineWhileRenewalHangs(t *testing.T) {
+	db := redistest.Connect(t)
+	db.Client.AddHook(stallRenew{})
+	const lease = 300 * time.Millisecond
+	s := New(db.Client, db.Prefix+"sem", 1, Config{Lease: lease, CallTimeout: 100 * time.Millisecond})
+	defer s.Close()
+	start := time.Now()
+	p, err := s.Acquire(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release(context.Background())
+	select {
+	case <-p.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("never lost")
+	}
+	if d := time.Since(start); d > lease+150*time.Millisecond {
+		t.Fatalf("Lost after %v, want at the %v lease", d, lease)
 	}
 }

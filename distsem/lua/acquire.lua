@@ -33,14 +33,11 @@ if fast and (tn0 == -1 or not redis.call('ZSCORE', T, tok)) then
     else
       redis.call('HSET', S, 'used', int(used), 'fence', fence_s)
     end
-    if used0 == 0 then
-      -- Not proven to exist (no read of them). With weight in use they
-      -- are: used is the weight of the holders in H, whose fields are in
-      -- D, and neither key expires before S (a refresh gives all keys one
-      -- expiry; a key created later gets a later one).
-      redis.call('PEXPIRE', H, key_ttl_s)
-      redis.call('PEXPIRE', D, key_ttl_s)
-    end
+    -- Not proven to exist (no read of them): even with weight in use, H or D
+    -- may have been lost on its own (eviction, a DEL) while S says otherwise,
+    -- and ZADD/HSET would then create it without a TTL.
+    redis.call('PEXPIRE', H, key_ttl_s)
+    redis.call('PEXPIRE', D, key_ttl_s)
     return {1, fence, limit0, used, 0}
   end
 end
