@@ -202,9 +202,17 @@ func (p *Permit) renewDue() {
 		p.loseLocked()
 		return
 	}
+	if p.inflight != nil { // due early while its call hangs: wait for the deadline
+		p.s.renewals.add(p, p.deadline)
+		return
+	}
 	ctx, cancel := context.WithDeadline(context.Background(), p.deadline)
 	done := make(chan struct{})
 	p.inflight, p.stopCall = done, cancel
+	// Also due at the local deadline, where it is lost even if the call,
+	// though its context ends there, has not returned (a hook or client that
+	// ignores the context, a slow breaker hook).
+	p.s.renewals.add(p, p.deadline)
 	go p.renew(ctx, cancel, done)
 }
 
@@ -225,6 +233,7 @@ func (p *Permit) renew(ctx context.Context, cancel context.CancelFunc, done chan
 	if p.released || p.isLost {
 		return
 	}
+	s.renewals.remove(p) // its deadline entry (see renewDue)
 	now := time.Now()
 	if !now.Before(p.deadline) {
 		// Past the local deadline whatever the answer: the lease may have
@@ -266,8 +275,9 @@ func (p *Permit) loseLocked() {
 // due time and one timer for its head, instead of two timers per Permit (a
 // renewal timer and a local-deadline timer: together most of the cost of an
 // uncontended acquire and release in the client). A permit is on the list
-// while it waits for its next renewal, and off it while a renewal is in
-// flight or once it is released or lost. Due times are mostly increasing (now +
+// while it waits for its next renewal, at its local deadline while a renewal
+// is in flight (so a call that hangs cannot delay the loss), and off it once
+// it is released or lost. Due times are mostly increasing (now +
 // Lease/3), so a permit is inserted from the tail in a step or two; the timer
 // is only moved when a new head is due before it fires. A permit whose
 // renewals fail is due again at its local deadline at the latest, where it is

@@ -11,7 +11,9 @@
 -- ARGV[6] = tombstone TTL ms, ARGV[7] = new limit to store, or 0 to keep it,
 -- ARGV[8] = 1 to always write the tombstone, 0 to write it unless held,
 -- ARGV[9] = the weight the token was granted with, or 0 if unknown (the fast
--- path then reads it).
+-- path then reads it). It is trusted, to save a read: only Permit.Release
+-- sends it, with the weight of the grant; a wrong one would free weight still
+-- held until a reap finds the holders gone.
 -- Returns {was, limit, used}: was = 1 held, 2 queued, 0 neither.
 -- Fast path: the release of a held token with the queue empty, no tombstone
 -- to write or reap and the limit kept, as below.
