@@ -16,14 +16,15 @@ const MaxCapacity = 1<<48 - 1
 // Resize bumps (so a lock-free acquire that read the old capacity fails its CAS
 // even if the rest of the word looks unchanged), and bit 63, the slow bit, is set
 // while callers are queued or while any goroutine is in or entering the locked
-// path. While the slow bit is set, every change to the word happens under mu;
-// while it is clear, Acquire, TryAcquire and Release change it with one CAS and
-// never take mu. A lost CAS sends the loser through mu instead of retrying:
-// contenders then serialise on mu, whose losers park while the winner keeps the
-// cache line, which is what makes sync.Mutex-based x/sync fast under contention
-// and a CAS retry loop slow. An Acquire that nothing could reject does not wait
-// for mu: it queues itself on a lock-free inbox and sets the bit (see
-// acquirePushed).
+// path. While the slow bit is set, only holders of mu grant weight and only
+// Release takes it back, with a CAS (holders of mu change the word with atomic
+// adds and CASes, never by storing a value read earlier); while it is clear,
+// Acquire, TryAcquire and Release change it with one CAS and never take mu. A
+// lost acquiring CAS sends the loser through mu instead of retrying: contenders
+// then serialise on mu, whose losers park while the winner keeps the cache line,
+// which is what makes sync.Mutex-based x/sync fast under contention and a CAS
+// retry loop slow. Release never waits for mu (see release), nor does an
+// Acquire that nothing could reject (see acquirePushed).
 const (
 	curMask = MaxCapacity
 	genUnit = 1 << 48
@@ -85,6 +86,10 @@ type Weighted struct {
 	// mu held (see acquirePushed); every holder of mu moves them to the queue, in
 	// arrival order, before anything else, and re-checks it after unlocking.
 	inbox atomic.Pointer[waiter]
+	// released is weight that Release took off the state word while the slow
+	// bit was set, not yet seen by a holder of mu: the next holder observes it
+	// and grants the waiters it lets through (see release).
+	released atomic.Int64
 
 	cfg  Config
 	pool sync.Pool // of *waiter
@@ -206,8 +211,16 @@ func (s *Weighted) locked() {
 	if s.state.Load()&slowBit == 0 {
 		s.state.Or(slowBit)
 	}
+	grant := false
+	if s.released.Load() != 0 {
+		s.observeLocked(s.released.Swap(0))
+		grant = true
+	}
 	top := s.inbox.Load()
 	if top == nil {
+		if grant {
+			s.grantLocked()
+		}
 		return
 	}
 	top = s.inbox.Swap(nil)
@@ -247,10 +260,12 @@ func (s *Weighted) locked() {
 // sees the push (or another holder took it).
 func (s *Weighted) unlock() {
 	for {
-		if st := s.state.Load(); st&slowBit != 0 && s.head == nil && s.lockers.Load() == 0 && s.inbox.Load() == nil {
-			// Only holders of mu change the word while the bit is set (a pusher's
-			// Or of the set bit changes nothing), so this CAS cannot lose.
-			s.state.CompareAndSwap(st, st&^slowBit)
+		for {
+			st := s.state.Load()
+			if st&slowBit == 0 || s.head != nil || s.lockers.Load() != 0 || s.inbox.Load() != nil || s.released.Load() != 0 ||
+				s.state.CompareAndSwap(st, st&^slowBit) { // lost only to a Release
+				break
+			}
 		}
 		chain := s.sigHead
 		s.sigHead, s.sigTail = nil, nil
@@ -261,7 +276,7 @@ func (s *Weighted) unlock() {
 			w.ready <- struct{}{}
 			w = next
 		}
-		if s.inbox.Load() == nil || !s.mu.TryLock() {
+		if s.inbox.Load() == nil && s.released.Load() == 0 || !s.mu.TryLock() {
 			return
 		}
 		s.locked()
@@ -333,7 +348,7 @@ func (s *Weighted) acquireSlow(ctx context.Context, done <-chan struct{}, n int6
 		return s.rejectLocked(n, reasonTooLarge, 0)
 	}
 	if s.head == nil && st&curMask+uint64(n) <= uint64(c) {
-		s.state.Store(st + uint64(n))
+		s.state.Add(uint64(n)) // not Store: a Release may have taken weight off since
 		s.lockedGrants++
 		s.unlock()
 		s.acquiredHook(n, 0)
@@ -588,7 +603,7 @@ func (s *Weighted) TryAcquire(n int64) bool {
 		s.lock()
 		st := s.state.Load()
 		if ok = s.head == nil && st&curMask+uint64(n) <= uint64(s.capacity.Load()); ok {
-			s.state.Store(st + uint64(n))
+			s.state.Add(uint64(n))
 			s.lockedGrants++
 		}
 		s.unlock()
@@ -611,32 +626,30 @@ func (s *Weighted) Release(n int64) {
 	}
 }
 
+// release takes n off the state word with a CAS whether or not the slow bit is
+// set: Release is the one change to the word that does not need mu, which is
+// why every change made under mu is an atomic add or a CAS, never a store of a
+// value read before. With the bit set, someone queued may now fit: n is added
+// to released, and whoever holds mu next grants them (see locked and unlock),
+// so Release never waits for mu.
 func (s *Weighted) release(n int64) {
-	st := s.state.Load()
-	if st&slowBit == 0 {
+	for {
+		st := s.state.Load()
 		if st&curMask < uint64(n) {
 			panic("semaphore: released more than held")
 		}
 		if s.state.CompareAndSwap(st, st-uint64(n)) {
-			return
+			if st&slowBit == 0 {
+				return
+			}
+			break
 		}
 	}
-	s.lock()
-	s.observeLocked(n)
-	s.releaseLocked(n)
-	s.unlock()
-}
-
-// releaseLocked returns n to the semaphore and grants waiters. It panics, after
-// leaving the locked path, if n is more than is held.
-func (s *Weighted) releaseLocked(n int64) {
-	st := s.state.Load()
-	if st&curMask < uint64(n) {
+	s.released.Add(n)
+	if s.mu.TryLock() {
+		s.locked()
 		s.unlock()
-		panic("semaphore: released more than held")
 	}
-	s.state.Store(st - uint64(n))
-	s.grantLocked()
 }
 
 // observeLocked records n released while callers wait, folding the throughput
@@ -664,7 +677,8 @@ func (s *Weighted) observeLocked(n int64) {
 // grantLocked grants queued callers in FIFO order while the head fits; unlock
 // signals them.
 func (s *Weighted) grantLocked() {
-	st := s.state.Load()
+	st0 := s.state.Load()
+	st := st0
 	c := uint64(s.capacity.Load())
 	for w := s.head; w != nil; w = s.head {
 		if st&curMask+uint64(w.n) > c {
@@ -679,7 +693,7 @@ func (s *Weighted) grantLocked() {
 	if s.head == nil {
 		s.obsStart = time.Time{}
 	}
-	s.state.Store(st)
+	s.state.Add(st - st0) // not Store: a Release may have taken weight off since
 }
 
 func (s *Weighted) pushLocked(w *waiter) {
@@ -721,8 +735,12 @@ func (s *Weighted) Resize(capacity int64) {
 	s.capacity.Store(capacity)
 	// Bump the generation: a lock-free acquire that read the old capacity before
 	// lock set the slow bit must fail its CAS even after unlock clears the bit.
-	st := s.state.Load()
-	s.state.Store(st&^genMask | (st+genUnit)&genMask)
+	for {
+		st := s.state.Load()
+		if s.state.CompareAndSwap(st, st&^genMask|(st+genUnit)&genMask) {
+			break
+		}
+	}
 	s.failTooLargeLocked(capacity)
 	s.grantLocked()
 	s.unlock()
@@ -783,8 +801,8 @@ type Stats struct {
 // Stats returns a consistent snapshot of the semaphore.
 func (s *Weighted) Stats() Stats {
 	s.mu.Lock() // not lock(): a snapshot must not push lock-free callers onto mu
-	if s.inbox.Load() != nil {
-		s.locked() // so that pushed waiters count
+	if s.inbox.Load() != nil || s.released.Load() != 0 {
+		s.locked() // so that pushed waiters and released weight count
 	}
 	defer s.unlock()
 	return Stats{
