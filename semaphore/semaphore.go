@@ -16,12 +16,15 @@ const MaxCapacity = 1<<48 - 1
 // Resize bumps (so a lock-free acquire that read the old capacity fails its CAS
 // even if the rest of the word looks unchanged), and bit 63, the slow bit, is set
 // while callers are queued or while any goroutine is in or entering the locked
-// path. While the slow bit is set, every change to the word happens under mu;
-// while it is clear, Acquire, TryAcquire and Release change it with one CAS and
-// never take mu. A lost CAS sends the loser through mu instead of retrying:
-// contenders then serialise on mu, whose losers park while the winner keeps the
-// cache line, which is what makes sync.Mutex-based x/sync fast under contention
-// and a CAS retry loop slow.
+// path. While the slow bit is set, only holders of mu grant weight and only
+// Release takes it back, with a CAS (holders of mu change the word with atomic
+// adds and CASes, never by storing a value read earlier); while it is clear,
+// Acquire, TryAcquire and Release change it with one CAS and never take mu. A
+// lost acquiring CAS sends the loser through mu instead of retrying: contenders
+// then serialise on mu, whose losers park while the winner keeps the cache line,
+// which is what makes sync.Mutex-based x/sync fast under contention and a CAS
+// retry loop slow. Release never waits for mu (see release), nor does an
+// Acquire that nothing could reject (see acquirePushed).
 const (
 	curMask = MaxCapacity
 	genUnit = 1 << 48
@@ -79,6 +82,14 @@ type Weighted struct {
 	capacity atomic.Int64
 	acquired atomic.Uint64 // grants on the lock-free path
 	lockers  atomic.Int32  // goroutines blocked waiting for mu
+	// inbox is a stack of waiters pushed without mu by Acquire calls that found
+	// mu held (see acquirePushed); every holder of mu moves them to the queue, in
+	// arrival order, before anything else, and re-checks it after unlocking.
+	inbox atomic.Pointer[waiter]
+	// released is weight that Release took off the state word while the slow
+	// bit was set, not yet seen by a holder of mu: the next holder observes it
+	// and grants the waiters it lets through (see release).
+	released atomic.Int64
 
 	cfg  Config
 	pool sync.Pool // of *waiter
@@ -89,8 +100,11 @@ type Weighted struct {
 	waiters       int
 	waitingWeight int64
 	lockedGrants  uint64 // grants made under mu; Stats adds acquired
-	canceled      uint64
-	rejected      [numReasons]uint64
+	// Waiters granted or failed, to be signalled by unlock after mu is released,
+	// linked through next.
+	sigHead, sigTail *waiter
+	canceled         uint64
+	rejected         [numReasons]uint64
 	// Throughput observed while callers wait, for estimates: obsReleased weight
 	// released since obsStart (zero time when no one waits); rate is an EWMA in
 	// weight per second, 0 when unknown.
@@ -123,6 +137,7 @@ const (
 type waiter struct {
 	n          int64
 	prev, next *waiter
+	link       *waiter // below it in inbox
 	ready      chan struct{}
 	timer      *time.Timer
 	// Set under mu before a value is sent on ready:
@@ -186,23 +201,97 @@ func (s *Weighted) lock() {
 		s.mu.Lock()
 		s.lockers.Add(-1)
 	}
-	for {
-		st := s.state.Load()
-		if st&slowBit != 0 || s.state.CompareAndSwap(st, st|slowBit) {
-			return
-		}
+	s.locked()
+}
+
+// locked sets the slow bit once mu is held, then moves the waiters pushed onto
+// the inbox to the back of the queue, in arrival order, and grants those that
+// fit (they may have been pushed after the weight they need was released).
+func (s *Weighted) locked() {
+	if s.state.Load()&slowBit == 0 {
+		s.state.Or(slowBit)
 	}
+	grant := false
+	if s.released.Load() != 0 {
+		s.observeLocked(s.released.Swap(0))
+		grant = true
+	}
+	top := s.inbox.Load()
+	if top == nil {
+		if grant {
+			s.grantLocked()
+		}
+		return
+	}
+	top = s.inbox.Swap(nil)
+	var first *waiter
+	for top != nil { // the stack is newest first: reverse it
+		next := top.link
+		top.link, first = first, top
+		top = next
+	}
+	if s.obsStart.IsZero() {
+		s.obsStart, s.obsReleased = time.Now(), 0
+	}
+	c, tooLarge := s.capacity.Load(), false
+	for w := first; w != nil; {
+		next := w.link
+		w.link = nil
+		s.pushLocked(w)
+		tooLarge = tooLarge || w.n > c // pushed after a shrinking Resize
+		w = next
+	}
+	if tooLarge {
+		s.failTooLargeLocked(c)
+	}
+	s.grantLocked()
 }
 
 // unlock leaves the locked path, clearing the slow bit if no one is queued and
-// no other goroutine is waiting for mu. Keeping the bit set while others wait for
-// mu is only a heuristic (they re-check everything once they hold it): under
-// contention everyone serialises on mu instead of racing CASes against it.
+// no other goroutine is waiting for mu, then wakes the waiters granted or failed
+// meanwhile. Keeping the bit set while others wait for mu is only a heuristic
+// (they re-check everything once they hold it): under contention everyone
+// serialises on mu instead of racing CASes against it. Waking after unlocking
+// keeps the critical section short: the woken goroutine does not immediately
+// contend for mu with its waker.
+//
+// A waiter pushed onto the inbox while mu was held is handled here, after mu is
+// released: its pusher's TryLock failed before this Unlock, so the Load after it
+// sees the push (or another holder took it).
 func (s *Weighted) unlock() {
-	if s.head == nil && s.lockers.Load() == 0 {
-		s.state.Store(s.state.Load() &^ slowBit)
+	for {
+		for {
+			st := s.state.Load()
+			if st&slowBit == 0 || s.head != nil || s.lockers.Load() != 0 || s.inbox.Load() != nil || s.released.Load() != 0 ||
+				s.state.CompareAndSwap(st, st&^slowBit) { // lost only to a Release
+				break
+			}
+		}
+		chain := s.sigHead
+		s.sigHead, s.sigTail = nil, nil
+		s.mu.Unlock()
+		for w := chain; w != nil; {
+			next := w.next // read before the send: the waiter may be reused at once
+			w.next = nil
+			w.ready <- struct{}{}
+			w = next
+		}
+		if s.inbox.Load() == nil && s.released.Load() == 0 || !s.mu.TryLock() {
+			return
+		}
+		s.locked()
 	}
-	s.mu.Unlock()
+}
+
+// signalLocked adds w, just granted or failed, to the waiters unlock wakes.
+func (s *Weighted) signalLocked(w *waiter) {
+	w.next = nil
+	if s.sigTail == nil {
+		s.sigHead = w
+	} else {
+		s.sigTail.next = w
+	}
+	s.sigTail = w
 }
 
 // Acquire acquires weight n, waiting behind earlier callers until it is granted,
@@ -240,14 +329,26 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) error {
 }
 
 func (s *Weighted) acquireSlow(ctx context.Context, done <-chan struct{}, n int64) error {
-	s.lock()
+	if s.cfg.MaxWaiters == 0 && s.cfg.MaxWait <= 0 {
+		if !s.mu.TryLock() {
+			if _, ok := ctx.Deadline(); (!ok || s.cfg.NoEarlyReject) && n <= s.capacity.Load() {
+				// Nothing could reject this call: queue it without waiting for mu.
+				return s.acquirePushed(ctx, done, n)
+			}
+			s.lock()
+		} else {
+			s.locked()
+		}
+	} else {
+		s.lock()
+	}
 	st := s.state.Load()
 	c := s.capacity.Load()
 	if n > c {
 		return s.rejectLocked(n, reasonTooLarge, 0)
 	}
 	if s.head == nil && st&curMask+uint64(n) <= uint64(c) {
-		s.state.Store(st + uint64(n))
+		s.state.Add(uint64(n)) // not Store: a Release may have taken weight off since
 		s.lockedGrants++
 		s.unlock()
 		s.acquiredHook(n, 0)
@@ -288,6 +389,40 @@ func (s *Weighted) acquireSlow(ctx context.Context, done <-chan struct{}, n int6
 			start = time.Now()
 		}
 	}
+	return s.wait(ctx, done, w, start)
+}
+
+// acquirePushed queues n without taking mu, for an Acquire that found mu held
+// and that nothing could reject (no MaxWaiters, no MaxWait, no deadline to
+// estimate against, n within the capacity): it pushes its waiter onto the inbox,
+// sets the slow bit, and leaves it to whoever holds mu to queue it (see unlock).
+func (s *Weighted) acquirePushed(ctx context.Context, done <-chan struct{}, n int64) error {
+	var start time.Time
+	if s.cfg.OnAcquire != nil {
+		start = time.Now()
+	}
+	w := s.getWaiter()
+	w.n, w.state, w.err = n, waiting, nil
+	for {
+		top := s.inbox.Load()
+		w.link = top
+		if s.inbox.CompareAndSwap(top, w) {
+			break
+		}
+	}
+	if s.state.Load()&slowBit == 0 { // after the push: see unlock
+		s.state.Or(slowBit)
+	}
+	if s.mu.TryLock() {
+		s.locked()
+		s.unlock()
+	}
+	return s.wait(ctx, done, w, start)
+}
+
+// wait blocks a queued waiter until it is signalled, ctx is done, or MaxWait
+// passes.
+func (s *Weighted) wait(ctx context.Context, done <-chan struct{}, w *waiter, start time.Time) error {
 	var timeout <-chan time.Time
 	if s.cfg.MaxWait > 0 {
 		if w.timer == nil {
@@ -399,16 +534,16 @@ func (s *Weighted) abandon(ctx context.Context, w *waiter, reason int) error {
 	}
 	n := w.n
 	s.removeLocked(w)
-	next := s.grantLocked()
+	s.grantLocked()
 	s.putWaiter(w)
 	if reason < 0 {
 		s.canceled++
-		s.unlockAndSignal(next)
+		s.unlock()
 		return ctx.Err()
 	}
 	delay := s.estimateLocked(ahead + n)
 	s.rejected[reason]++
-	s.unlockAndSignal(next)
+	s.unlock()
 	return s.rejected1(n, reason, delay)
 }
 
@@ -468,7 +603,7 @@ func (s *Weighted) TryAcquire(n int64) bool {
 		s.lock()
 		st := s.state.Load()
 		if ok = s.head == nil && st&curMask+uint64(n) <= uint64(s.capacity.Load()); ok {
-			s.state.Store(st + uint64(n))
+			s.state.Add(uint64(n))
 			s.lockedGrants++
 		}
 		s.unlock()
@@ -491,44 +626,29 @@ func (s *Weighted) Release(n int64) {
 	}
 }
 
+// release takes n off the state word with a CAS whether or not the slow bit is
+// set: Release is the one change to the word that does not need mu, which is
+// why every change made under mu is an atomic add or a CAS, never a store of a
+// value read before. With the bit set, someone queued may now fit: n is added
+// to released, and whoever holds mu next grants them (see locked and unlock),
+// so Release never waits for mu.
 func (s *Weighted) release(n int64) {
-	st := s.state.Load()
-	if st&slowBit == 0 {
+	for {
+		st := s.state.Load()
 		if st&curMask < uint64(n) {
 			panic("semaphore: released more than held")
 		}
 		if s.state.CompareAndSwap(st, st-uint64(n)) {
-			return
+			if st&slowBit == 0 {
+				return
+			}
+			break
 		}
 	}
-	s.lock()
-	s.observeLocked(n)
-	s.unlockAndSignal(s.releaseLocked(n))
-}
-
-// releaseLocked returns n to the semaphore and grants waiters, returning the
-// chain of granted waiters to signal. It panics, after leaving the locked path,
-// if n is more than is held.
-func (s *Weighted) releaseLocked(n int64) *waiter {
-	st := s.state.Load()
-	if st&curMask < uint64(n) {
+	s.released.Add(n)
+	if s.mu.TryLock() {
+		s.locked()
 		s.unlock()
-		panic("semaphore: released more than held")
-	}
-	s.state.Store(st - uint64(n))
-	return s.grantLocked()
-}
-
-// unlockAndSignal leaves the locked path, then wakes the waiters in chain (linked
-// through next). Waking after unlocking keeps the critical section short: the
-// woken goroutine does not immediately contend for mu with its waker.
-func (s *Weighted) unlockAndSignal(chain *waiter) {
-	s.unlock()
-	for w := chain; w != nil; {
-		next := w.next // read before the send: the waiter may be reused at once
-		w.next = nil
-		w.ready <- struct{}{}
-		w = next
 	}
 }
 
@@ -554,13 +674,12 @@ func (s *Weighted) observeLocked(n int64) {
 	s.obsStart, s.obsReleased = s.obsStart.Add(dt), 0
 }
 
-// grantLocked grants queued callers in FIFO order while the head fits, and
-// returns them as a chain linked through next, to be signalled by
-// unlockAndSignal.
-func (s *Weighted) grantLocked() (chain *waiter) {
-	st := s.state.Load()
+// grantLocked grants queued callers in FIFO order while the head fits; unlock
+// signals them.
+func (s *Weighted) grantLocked() {
+	st0 := s.state.Load()
+	st := st0
 	c := uint64(s.capacity.Load())
-	var last *waiter
 	for w := s.head; w != nil; w = s.head {
 		if st&curMask+uint64(w.n) > c {
 			break // strict FIFO: a heavy head blocks lighter callers behind it
@@ -569,18 +688,12 @@ func (s *Weighted) grantLocked() (chain *waiter) {
 		s.removeLocked(w)
 		w.state = granted
 		s.lockedGrants++
-		if last == nil {
-			chain = w
-		} else {
-			last.next = w
-		}
-		last = w
+		s.signalLocked(w)
 	}
 	if s.head == nil {
 		s.obsStart = time.Time{}
 	}
-	s.state.Store(st)
-	return chain
+	s.state.Add(st - st0) // not Store: a Release may have taken weight off since
 }
 
 func (s *Weighted) pushLocked(w *waiter) {
@@ -622,10 +735,20 @@ func (s *Weighted) Resize(capacity int64) {
 	s.capacity.Store(capacity)
 	// Bump the generation: a lock-free acquire that read the old capacity before
 	// lock set the slow bit must fail its CAS even after unlock clears the bit.
-	st := s.state.Load()
-	s.state.Store(st&^genMask | (st+genUnit)&genMask)
+	for {
+		st := s.state.Load()
+		if s.state.CompareAndSwap(st, st&^genMask|(st+genUnit)&genMask) {
+			break
+		}
+	}
+	s.failTooLargeLocked(capacity)
+	s.grantLocked()
+	s.unlock()
+}
+
+// failTooLargeLocked fails the queued waiters asking for more than capacity.
+func (s *Weighted) failTooLargeLocked(capacity int64) {
 	var tooLarge error
-	var failedChain *waiter
 	for w := s.head; w != nil; {
 		next := w.next
 		if w.n > capacity {
@@ -635,19 +758,10 @@ func (s *Weighted) Resize(capacity int64) {
 			s.removeLocked(w)
 			s.rejected[reasonTooLarge]++
 			w.state, w.err = failed, tooLarge // the waiter calls OnReject itself
-			w.next, failedChain = failedChain, w
+			s.signalLocked(w)
 		}
 		w = next
 	}
-	chain := s.grantLocked()
-	if failedChain != nil {
-		last := failedChain
-		for last.next != nil {
-			last = last.next
-		}
-		last.next, chain = chain, failedChain
-	}
-	s.unlockAndSignal(chain)
 }
 
 // Do acquires weight n, calls fn, and releases the weight when fn returns or
@@ -687,7 +801,10 @@ type Stats struct {
 // Stats returns a consistent snapshot of the semaphore.
 func (s *Weighted) Stats() Stats {
 	s.mu.Lock() // not lock(): a snapshot must not push lock-free callers onto mu
-	defer s.mu.Unlock()
+	if s.inbox.Load() != nil || s.released.Load() != 0 {
+		s.locked() // so that pushed waiters and released weight count
+	}
+	defer s.unlock()
 	return Stats{
 		Capacity:          s.capacity.Load(),
 		InUse:             int64(s.state.Load() & curMask),

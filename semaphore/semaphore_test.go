@@ -447,8 +447,25 @@ func TestNoEarlyRejectWaitsUntilDeadline(t *testing.T) {
 // callers never exceeds the capacity they were granted under, and at the end
 // nothing is held or queued.
 func TestStressRandomWeights(t *testing.T) {
+	stress(t, semaphore.Config{MaxWaiters: 48}, func(d time.Duration) (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), d)
+	})
+}
+
+// The same without MaxWaiters and with contexts that have no deadline, so that
+// Acquire calls that find the lock held queue without taking it, racing with
+// cancellation, Resize and Stats.
+func TestStressUnboundedQueue(t *testing.T) {
+	stress(t, semaphore.Config{}, func(d time.Duration) (context.Context, context.CancelFunc) {
+		ctx, cancel := context.WithCancel(context.Background())
+		stop := time.AfterFunc(d, cancel)
+		return ctx, func() { stop.Stop(); cancel() }
+	})
+}
+
+func stress(t *testing.T, cfg semaphore.Config, withCancel func(time.Duration) (context.Context, context.CancelFunc)) {
 	const capacity = 16
-	s := semaphore.New(capacity, semaphore.Config{MaxWaiters: 48})
+	s := semaphore.New(capacity, cfg)
 	var held atomic.Int64
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
@@ -461,6 +478,9 @@ func TestStressRandomWeights(t *testing.T) {
 			default:
 			}
 			s.Resize(capacity - int64(i%5))
+			if st := s.Stats(); st.Waiters < 0 || st.WaitingWeight < int64(st.Waiters) {
+				t.Errorf("inconsistent Stats: %+v", st)
+			}
 			time.Sleep(20 * time.Microsecond)
 		}
 	})
@@ -476,7 +496,7 @@ func TestStressRandomWeights(t *testing.T) {
 						continue
 					}
 				case 1:
-					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(r.IntN(200))*time.Microsecond)
+					ctx, cancel := withCancel(time.Duration(r.IntN(200)) * time.Microsecond)
 					err := s.Acquire(ctx, n)
 					cancel()
 					if err != nil {
