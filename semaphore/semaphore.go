@@ -2,6 +2,7 @@ package semaphore
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,6 +91,9 @@ type Weighted struct {
 	// bit was set, not yet seen by a holder of mu: the next holder observes it
 	// and grants the waiters it lets through (see release).
 	released atomic.Int64
+	// held is set by every holder of mu right after it takes mu and cleared
+	// right before it unlocks; see ensureSeen.
+	held atomic.Bool
 
 	cfg  Config
 	pool sync.Pool // of *waiter
@@ -208,6 +212,7 @@ func (s *Weighted) lock() {
 // the inbox to the back of the queue, in arrival order, and grants those that
 // fit (they may have been pushed after the weight they need was released).
 func (s *Weighted) locked() {
+	s.held.Store(true)
 	if s.state.Load()&slowBit == 0 {
 		s.state.Or(slowBit)
 	}
@@ -255,9 +260,10 @@ func (s *Weighted) locked() {
 // keeps the critical section short: the woken goroutine does not immediately
 // contend for mu with its waker.
 //
-// A waiter pushed onto the inbox while mu was held is handled here, after mu is
-// released: its pusher's TryLock failed before this Unlock, so the Load after it
-// sees the push (or another holder took it).
+// A waiter pushed onto the inbox, or weight added to released, while mu was
+// held is handled here, after mu is released: its publisher saw held set (see
+// takeOrHandOff), so the loads after this Unlock see the publication (or
+// another holder took it).
 func (s *Weighted) unlock() {
 	for {
 		for {
@@ -269,6 +275,7 @@ func (s *Weighted) unlock() {
 		}
 		chain := s.sigHead
 		s.sigHead, s.sigTail = nil, nil
+		s.held.Store(false)
 		s.mu.Unlock()
 		for w := chain; w != nil; {
 			next := w.next // read before the send: the waiter may be reused at once
@@ -276,10 +283,42 @@ func (s *Weighted) unlock() {
 			w.ready <- struct{}{}
 			w = next
 		}
-		if s.inbox.Load() == nil && s.released.Load() == 0 || !s.mu.TryLock() {
+		if s.inbox.Load() == nil && s.released.Load() == 0 || !s.takeOrHandOff() {
 			return
 		}
 		s.locked()
+	}
+}
+
+// ensureSeen makes sure that what the caller has just published without mu (a
+// waiter pushed onto inbox, or weight added to released) is handled: it takes
+// mu and handles it itself, or it sees that mu has a holder that will.
+func (s *Weighted) ensureSeen() {
+	if s.takeOrHandOff() {
+		s.locked()
+		s.unlock()
+	}
+}
+
+// takeOrHandOff, called after publishing to inbox or released, takes mu and
+// returns true, or returns false once it has seen held set, which proves that
+// a holder will see the publication: that holder clears held after the load
+// that saw it set, then unlocks and loads inbox and released (sequentially
+// consistent atomics order the publication before that load). A failed TryLock
+// alone proves nothing: it establishes no ordering (sync.Mutex's doc) and reads
+// the mutex state with a plain load, which on weakly ordered CPUs may be
+// satisfied before the publication is visible. Between a holder's Lock and its
+// setting held (or its clearing held and its Unlock, or while mu hands itself
+// to a starving waiter) neither succeeds for a moment: it yields and retries.
+func (s *Weighted) takeOrHandOff() bool {
+	for {
+		if s.mu.TryLock() {
+			return true
+		}
+		if s.held.Load() {
+			return false
+		}
+		runtime.Gosched()
 	}
 }
 
@@ -413,10 +452,7 @@ func (s *Weighted) acquirePushed(ctx context.Context, done <-chan struct{}, n in
 	if s.state.Load()&slowBit == 0 { // after the push: see unlock
 		s.state.Or(slowBit)
 	}
-	if s.mu.TryLock() {
-		s.locked()
-		s.unlock()
-	}
+	s.ensureSeen()
 	return s.wait(ctx, done, w, start)
 }
 
@@ -646,10 +682,7 @@ func (s *Weighted) release(n int64) {
 		}
 	}
 	s.released.Add(n)
-	if s.mu.TryLock() {
-		s.locked()
-		s.unlock()
-	}
+	s.ensureSeen()
 }
 
 // observeLocked records n released while callers wait, folding the throughput
@@ -801,6 +834,7 @@ type Stats struct {
 // Stats returns a consistent snapshot of the semaphore.
 func (s *Weighted) Stats() Stats {
 	s.mu.Lock() // not lock(): a snapshot must not push lock-free callers onto mu
+	s.held.Store(true)
 	if s.inbox.Load() != nil || s.released.Load() != 0 {
 		s.locked() // so that pushed waiters and released weight count
 	}
