@@ -326,7 +326,7 @@ func (l *Lease) leaseCall(ctx context.Context, want, least, giveback int64) ([4]
 	}
 	r, _, err := breaker.Do(ctx, m.brk, breaker.FailClosed, func(ctx context.Context) ([4]int64, error) {
 		var out [4]int64
-		cctx, deadline, cancel := m.callContext(ctx)
+		cctx, deadline, cancel := m.bound.Bound(ctx)
 		v, err := leaseScript.Run(cctx, m.client, []string{m.Key(l.key)}, args...).Result()
 		if cancel != nil {
 			cancel()

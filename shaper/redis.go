@@ -154,7 +154,7 @@ type RedisMeter struct {
 	lim    atomic.Pointer[redisLimit]
 
 	// bound.Timeout, if positive, is the per-call timeout the meter applies
-	// itself (its own breaker, made with no CallTimeout; see callContext); zero
+	// itself (its own breaker, made with no CallTimeout; see calltimeout.Bounder.Bound); zero
 	// when RedisConfig.Breaker applies its CallTimeout.
 	bound calltimeout.Bounder
 
@@ -232,7 +232,7 @@ func newRedisMeter(kind algoKind, client redis.UniversalClient, lim Limit, cfg R
 		m.prefix = k.prefix
 	}
 	if cfg.Breaker == nil {
-		// The meter bounds its calls itself (callContext), which costs no
+		// The meter bounds its calls itself (m.bound), which costs no
 		// allocation for callers that cannot be cancelled.
 		m.bound.Timeout = cfg.callTimeout()
 		m.brk = breaker.New("shaper:"+m.prefix, breaker.Config{CallTimeout: -1, Policy: cfg.Policy})
@@ -272,16 +272,7 @@ func (cfg RedisConfig) callTimeout() time.Duration {
 	return cfg.CallTimeout
 }
 
-// callContext bounds one call of the meter by its own per-call timeout (when it
-// has no Breaker from RedisConfig; else it returns ctx), with no timer per call
-// when ctx's deadline is sooner or ctx can never be done: see
-// calltimeout.Bounder.Bound. deadline is zero when ctx is returned: whatever
-// ends the call then is the caller's.
-func (m *RedisMeter) callContext(ctx context.Context) (cctx context.Context, deadline time.Time, cancel context.CancelFunc) {
-	return m.bound.Bound(ctx)
-}
-
-// callError turns err, the error of a call bounded by callContext's deadline,
+// callError turns err, the error of a call bounded by m.bound's deadline,
 // into a store failure if that deadline has passed and the caller's ctx is not
 // done: the store was too slow, and the breaker must count it (its own
 // CallTimeout is off, and it would take a bare context error for the caller's).
@@ -466,7 +457,7 @@ func (c call) run(ctx context.Context) (result, error) {
 	m := c.m
 	buf := evalPool.Get().(*evalBuf)
 	args := m.head.fill(buf, m.Key(c.key), c.rl, c.n, m.now)
-	cctx, deadline, cancel := m.callContext(ctx)
+	cctx, deadline, cancel := m.bound.Bound(ctx)
 	var v []int64
 	var err error
 	abandoned := false
