@@ -315,18 +315,25 @@ func (s *Weighted) ensureSeen() {
 // the mutex state with a plain load, which on weakly ordered CPUs may be
 // satisfied before the publication is visible. Between a holder's Lock and its
 // setting held (or its clearing held and its Unlock, or while mu hands itself
-// to a starving waiter) neither succeeds for a moment: it yields and retries.
+// to a starving waiter) neither succeeds for a moment: it retries, and yields
+// only after handOffSpins tries, since the moment is a few instructions long
+// unless the holder's thread was preempted (a yield costs a trip through the
+// scheduler's global run queue).
 func (s *Weighted) takeOrHandOff() bool {
-	for {
+	for i := 0; ; i++ {
 		if s.mu.TryLock() {
 			return true
 		}
 		if s.held.Load() {
 			return false
 		}
-		runtime.Gosched()
+		if i >= handOffSpins {
+			runtime.Gosched()
+		}
 	}
 }
+
+const handOffSpins = 64
 
 // signalLocked adds w, just granted or failed, to the waiters unlock wakes.
 func (s *Weighted) signalLocked(w *waiter) {
