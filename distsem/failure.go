@@ -9,8 +9,8 @@ import (
 
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/calltimeout"
+	"github.com/floodgate-go/floodgate/internal/redisscript"
 	"github.com/floodgate-go/floodgate/semaphore"
-	"github.com/redis/go-redis/v9"
 )
 
 // failure holds the failure policy of a Semaphore: its breaker, the policy for
@@ -45,39 +45,30 @@ func (f *failure) init(name string, cfg Config) {
 // before the caller's deadline. It is a timeout net.Error, and not a context
 // error, so that the breaker counts it as a store failure (the Semaphore's own
 // breaker applies no CallTimeout; a shared breaker's may be longer).
-var errCallTimeout error = callTimeoutError{}
+var errCallTimeout error = &calltimeout.Error{Msg: "distsem: redis call timed out"}
 
-type callTimeoutError struct{}
-
-func (callTimeoutError) Error() string   { return "distsem: redis call timed out" }
-func (callTimeoutError) Timeout() bool   { return true }
-func (callTimeoutError) Temporary() bool { return true }
-
-// command returns the EVALSHA command of sc for token tok with the
-// script-specific ARGV extra: the command name, the keys and the common ARGV
-// are boxed once in New (cmdHead), so a call allocates one slice and boxes
-// only what varies per call, instead of go-redis's Script.Run boxing every key
-// and argument again.
-func (s *Semaphore) command(sc *redis.Script, tok any, extra ...any) []any {
+// command returns the script command for token tok with the script-specific
+// ARGV extra: the keys and the common ARGV are boxed once in New (cmdHead),
+// so a call allocates one slice and boxes only what varies per call, instead
+// of go-redis's Script.Run boxing every key and argument again. The script's
+// EVALSHA head is written when it is sent (redisscript.Script.Cmd).
+func (s *Semaphore) command(tok any, extra ...any) []any {
 	a := make([]any, len(s.cmdHead), len(s.cmdHead)+len(extra))
 	copy(a, s.cmdHead)
-	a[1] = digest(sc)
 	a[argTok] = tok
 	return append(a, extra...)
 }
 
 // eval runs sc with tok and extra (see command) bounded by CallTimeout; see
 // run. It does not go through the breaker; see call.
-func (s *Semaphore) eval(ctx context.Context, sc *redis.Script, tok any, extra ...any) ([]int64, error) {
-	return s.run(ctx, sc, s.command(sc, tok, extra...))
+func (s *Semaphore) eval(ctx context.Context, sc *redisscript.Script, tok any, extra ...any) ([]int64, error) {
+	return s.run(ctx, sc, s.command(tok, extra...))
 }
 
-// run runs the command args of sc (from command) bounded by CallTimeout, and
-// returns its integer reply. Like go-redis's Script.Run, it sends EVALSHA and
-// falls back to EVAL on NOSCRIPT.
-//
-// The reply is read by an IntSliceCmd, straight into []int64 (the scripts
-// return arrays of integers only; anything else is an error).
+// run runs sc with the command args (from command) bounded by CallTimeout,
+// and returns its integer reply: EVALSHA, then EVAL on NOSCRIPT, read
+// straight into []int64 (redisscript.Script.EvalInts; the scripts return
+// arrays of integers only, and anything else is an error).
 //
 // The call is bounded by CallTimeout, and go-redis (ContextTimeoutEnabled)
 // turns the context's deadline into socket deadlines. No timer is made when
@@ -86,24 +77,12 @@ func (s *Semaphore) eval(ctx context.Context, sc *redis.Script, tok any, extra .
 // Background context, a release detached from its caller): those calls share
 // one deadline, keeping their own values (see calltimeout.Bounder). Only a
 // cancellable ctx without an earlier deadline gets a deadline of its own.
-func (s *Semaphore) run(ctx context.Context, sc *redis.Script, args []any) ([]int64, error) {
+func (s *Semaphore) run(ctx context.Context, sc *redisscript.Script, args []any) ([]int64, error) {
 	cctx, deadline, cancel := s.bound.Bound(ctx)
 	if cancel != nil {
 		defer cancel()
 	}
-	cmd := redis.NewIntSliceCmd(cctx, args...)
-	cmd.SetFirstKeyPos(3) // the keys route the call on Cluster
-	err := s.client.Process(cctx, cmd)
-	r := cmd.Val()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") { // HasErrorPrefix allocates
-		// Not cached on this node (flushed, restarted, failed over): EVAL
-		// caches it, as Script.Run does.
-		var v any
-		v, err = sc.Eval(cctx, s.client, s.keys, args[argTok:]...).Result()
-		if err == nil {
-			r, err = parseReply(v)
-		}
-	}
+	r, err := sc.EvalInts(cctx, s.client, args)
 	if err != nil {
 		if calltimeout.Expired(ctx, deadline, err) {
 			return nil, errCallTimeout
@@ -120,8 +99,8 @@ func (s *Semaphore) run(ctx context.Context, sc *redis.Script, args []any) ([]in
 // and extra). ran reports whether the script was sent (its outcome may then be
 // unknown on error). With FailOpen or FailLocal and no answer from Redis, it
 // returns a nil reply, a nil error and the breaker's Source.
-func (s *Semaphore) call(ctx context.Context, p breaker.Policy, sc *redis.Script, tok any, extra ...any) (r []int64, src breaker.Source, ran bool, err error) {
-	args := s.command(sc, tok, extra...) // built here: extra does not escape
+func (s *Semaphore) call(ctx context.Context, p breaker.Policy, sc *redisscript.Script, tok any, extra ...any) (r []int64, src breaker.Source, ran bool, err error) {
+	args := s.command(tok, extra...) // built here: extra does not escape
 	r, src, err = breaker.Do(ctx, s.fail.brk, p,
 		func(ctx context.Context) ([]int64, error) {
 			ran = true

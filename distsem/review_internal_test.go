@@ -192,7 +192,7 @@ func (stallRenew) ProcessPipelineHook(n redis.ProcessPipelineHook) redis.Process
 }
 func (stallRenew) ProcessHook(n redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, c redis.Cmder) error {
-		if a := c.Args(); len(a) > 1 && a[1] == renewDigest {
+		if a := c.Args(); len(a) > 1 && a[1] == renewScript.Hash() {
 			time.Sleep(2 * time.Second)
 		}
 		return n(ctx, c)

@@ -4,7 +4,7 @@ import (
 	_ "embed"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/floodgate-go/floodgate/internal/redisscript"
 )
 
 // The three scripts share a prelude (head.lua: key layout, TIME, the state) and
@@ -34,28 +34,10 @@ var (
 	renewSource   = assemble(renewLua)
 	releaseSource = assemble(releaseLua)
 
-	acquireScript = redis.NewScript(acquireSource)
-	renewScript   = redis.NewScript(renewSource)
-	releaseScript = redis.NewScript(releaseSource)
-
-	// The digests, boxed once for the commands (see Semaphore.command).
-	acquireDigest any = acquireScript.Hash()
-	renewDigest   any = renewScript.Hash()
-	releaseDigest any = releaseScript.Hash()
+	acquireScript = redisscript.New(acquireSource)
+	renewScript   = redisscript.New(renewSource)
+	releaseScript = redisscript.New(releaseSource)
 )
-
-// digest returns the EVALSHA digest of sc as an argument.
-func digest(sc *redis.Script) any {
-	switch sc {
-	case acquireScript:
-		return acquireDigest
-	case renewScript:
-		return renewDigest
-	case releaseScript:
-		return releaseDigest
-	}
-	return sc.Hash()
-}
 
 // assemble returns head.lua + the fast path of script + common.lua + the rest
 // of script. It panics if script has no "-- @common" line.

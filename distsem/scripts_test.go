@@ -8,15 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate/internal/redisscript"
 	"github.com/floodgate-go/floodgate/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 // TestScriptsLoad loads every script with SCRIPT LOAD, so a syntax error fails
 // here, and checks that the digest go-redis uses is the one Redis computes.
 func TestScriptsLoad(t *testing.T) {
 	db := redistest.Connect(t)
-	for name, sc := range map[string]*redis.Script{"acquire": acquireScript, "renew": renewScript, "release": releaseScript} {
+	for name, sc := range map[string]*redisscript.Script{"acquire": acquireScript, "renew": renewScript, "release": releaseScript} {
 		sha, err := sc.Load(t.Context(), db.Client).Result()
 		if err != nil {
 			t.Fatalf("SCRIPT LOAD %s: %v", name, err)
@@ -383,7 +383,7 @@ func TestUsedWithoutHoldersIsHealed(t *testing.T) {
 }
 
 // assembleSource returns the Lua source of one of the three scripts.
-func assembleSource(sc *redis.Script) string {
+func assembleSource(sc *redisscript.Script) string {
 	switch sc {
 	case acquireScript:
 		return acquireSource
@@ -400,14 +400,14 @@ func assembleSource(sc *redis.Script) string {
 // disabled, and checks that both answer and store the same (fences and times
 // aside).
 func TestFastPathsMatchGeneralPaths(t *testing.T) {
-	slow := func(sc *redis.Script) *redis.Script {
+	slow := func(sc *redisscript.Script) *redisscript.Script {
 		src := strings.Replace(assembleSource(sc), "local fast = limit0", "local fast = false and limit0", 1)
 		if src == assembleSource(sc) {
 			t.Fatal("no fast flag to disable")
 		}
-		return redis.NewScript(src)
+		return redisscript.New(src)
 	}
-	scripts := [2][3]*redis.Script{
+	scripts := [2][3]*redisscript.Script{
 		{acquireScript, releaseScript, renewScript},
 		{slow(acquireScript), slow(releaseScript), slow(renewScript)},
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/calltimeout"
+	"github.com/floodgate-go/floodgate/internal/redisscript"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -97,7 +98,7 @@ const (
 var kinds = [...]struct {
 	name, prefix  string
 	window        bool
-	script, batch *redis.Script // single-key script and its batch form
+	script, batch *redisscript.Script // single-key script and its batch form
 }{
 	kindGCRA:           {"NewRedisMeter", "shaper:gcra:", false, gcraScript, gcraBatchScript},
 	kindTokenBucket:    {"NewRedisTokenBucket", "shaper:tb:", false, tokenBucketScript, tokenBucketBatchScript},
@@ -145,7 +146,7 @@ func newLocal(kind algoKind, lim Limit) localMeter {
 type RedisMeter struct {
 	client redis.UniversalClient
 	kind   algoKind
-	head   evalHead
+	script *redisscript.Script
 	prefix string
 	brk    *breaker.Breaker
 	policy breaker.Policy
@@ -223,7 +224,7 @@ func newRedisMeter(kind algoKind, client redis.UniversalClient, lim Limit, cfg R
 	m := &RedisMeter{
 		client: client,
 		kind:   kind,
-		head:   newEvalHead(k.script),
+		script: k.script,
 		prefix: cfg.Prefix,
 		policy: cfg.Policy,
 	}
@@ -249,8 +250,7 @@ func newRedisMeter(kind algoKind, client redis.UniversalClient, lim Limit, cfg R
 		panic("shaper: " + k.name + ": invalid Policy")
 	}
 	if cfg.Batch {
-		multi := newEvalHead(k.batch)
-		m.batch = newBatcher(client, cfg.MaxBatch, &m.head, &multi)
+		m.batch = newBatcher(client, cfg.MaxBatch, k.script, k.batch)
 	}
 	return m
 }
@@ -276,20 +276,15 @@ func (cfg RedisConfig) callTimeout() time.Duration {
 // into a store failure if that deadline has passed and the caller's ctx is not
 // done: the store was too slow, and the breaker must count it (its own
 // CallTimeout is off, and it would take a bare context error for the caller's).
+//
+// The *calltimeout.Error says "shaper: redis call timed out: " and err; it is a
+// timeout net.Error, which breaker.IsStoreFailure counts as a store failure.
 func callError(ctx context.Context, deadline time.Time, err error) error {
 	if calltimeout.Expired(ctx, deadline, err) {
-		return &timeoutError{err}
+		return &calltimeout.Error{Msg: "shaper: redis call timed out", Err: err}
 	}
 	return err
 }
-
-// A timeoutError is a Redis call that outlived the meter's call timeout. It is a
-// timeout net.Error, which breaker.IsStoreFailure counts as a store failure.
-type timeoutError struct{ err error }
-
-func (e *timeoutError) Error() string   { return "shaper: redis call timed out: " + e.err.Error() }
-func (e *timeoutError) Timeout() bool   { return true }
-func (e *timeoutError) Temporary() bool { return true }
 
 func checkClient(what string, client redis.UniversalClient) {
 	ok := true
@@ -392,13 +387,14 @@ type call struct {
 // result wraps a Decision so that breaker.Do's zero value is distinguishable.
 type result struct{ d Decision }
 
-// evalBuf holds the command of one script call: "evalsha", the script's SHA-1,
-// 1 (numkeys), the key, P, C, B, n [, now]. The constants are boxed once per
-// meter (evalHead) and limit (redisLimit.args); the key, n and now are passed by
-// pointer (go-redis writes *string and *int64 arguments, and Cluster reads the
-// key through them), so building the command allocates nothing. A buffer is
-// reused (from evalPool) once its call has returned: go-redis is done with the
-// arguments when Process returns.
+// evalBuf holds the command of one script call: "evalsha", the script's SHA-1
+// (both written by redisscript.Script.Cmd), 1 (numkeys), the key, P, C, B, n
+// [, now]. The constants are boxed once per script and limit
+// (redisLimit.args); the key, n and now are passed by pointer (go-redis writes
+// *string and *int64 arguments, and Cluster reads the key through them), so
+// building the command allocates nothing. A buffer is reused (from evalPool)
+// once its call has returned: go-redis is done with the arguments when Process
+// returns.
 type evalBuf struct {
 	args   [9]any
 	key    string
@@ -407,27 +403,14 @@ type evalBuf struct {
 
 var evalPool = sync.Pool{New: func() any { return new(evalBuf) }}
 
-// evalHead is the start of a script command: "evalsha", the SHA-1 and numkeys,
-// boxed once.
-type evalHead struct {
-	sha, src any // the script's SHA-1 and source, boxed
-}
+var oneKey any = 1
 
-var (
-	evalshaName any = "evalsha"
-	evalName    any = "eval"
-	oneKey      any = 1
-)
-
-func newEvalHead(s *redis.Script) evalHead {
-	return evalHead{sha: s.Hash(), src: scriptSrc[s]}
-}
-
-// fill sets buf's arguments for a call of n for key under rl, and returns them.
-func (h *evalHead) fill(buf *evalBuf, key string, rl *redisLimit, n int64, now func() int64) []any {
+// fill sets buf's arguments for a call of n for key under rl, and returns them
+// (the command of a meter script; see redisscript.Script.EvalInts).
+func (buf *evalBuf) fill(key string, rl *redisLimit, n int64, now func() int64) []any {
 	buf.key, buf.n = key, n
 	a := &buf.args
-	a[0], a[1], a[2], a[3] = evalshaName, h.sha, oneKey, &buf.key
+	a[2], a[3] = oneKey, &buf.key
 	a[4], a[5], a[6], a[7] = rl.args[0], rl.args[1], rl.args[2], &buf.n
 	if now != nil {
 		buf.now = now()
@@ -437,26 +420,10 @@ func (h *evalHead) fill(buf *evalBuf, key string, rl *redisLimit, n int64, now f
 	return a[:8]
 }
 
-// evalInts runs a script command built by evalHead.fill (EVALSHA; EVAL with the
-// source if Redis answers NOSCRIPT, as redis.Script.Run does) and returns its
-// reply, which must be an array of integers.
-func (h *evalHead) evalInts(ctx context.Context, client redis.UniversalClient, args []any) ([]int64, error) {
-	cmd := redis.NewIntSliceCmd(ctx, args...)
-	_ = client.Process(ctx, cmd)
-	v, err := cmd.Result()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		args[0], args[1] = evalName, h.src
-		cmd = redis.NewIntSliceCmd(ctx, args...)
-		_ = client.Process(ctx, cmd)
-		v, err = cmd.Result()
-	}
-	return v, err
-}
-
 func (c call) run(ctx context.Context) (result, error) {
 	m := c.m
 	buf := evalPool.Get().(*evalBuf)
-	args := m.head.fill(buf, m.Key(c.key), c.rl, c.n, m.now)
+	args := buf.fill(m.Key(c.key), c.rl, c.n, m.now)
 	cctx, deadline, cancel := m.bound.Bound(ctx)
 	var v []int64
 	var err error
@@ -464,7 +431,7 @@ func (c call) run(ctx context.Context) (result, error) {
 	if m.batch != nil {
 		v, err, abandoned = m.batch.run(cctx, args)
 	} else {
-		v, err = m.head.evalInts(cctx, m.client, args)
+		v, err = m.script.EvalInts(cctx, m.client, args)
 	}
 	if cancel != nil {
 		cancel()

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/floodgate-go/floodgate/internal/redisscript"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -28,8 +29,8 @@ const maxLeaders = 2
 type batcher struct {
 	client redis.UniversalClient
 	max    int
-	single *evalHead // the single-key script
-	multi  *evalHead // its batch form; nil to pipeline single-key calls
+	single *redisscript.Script // the single-key script
+	multi  *redisscript.Script // its batch form; nil to pipeline single-key calls
 	// noMulti is set when the server refused a batch call with CROSSSLOT (a
 	// Cluster-mode server or a cluster proxy behind a *redis.Client): batches
 	// are pipelined from then on.
@@ -43,7 +44,7 @@ type batcher struct {
 
 type bcall struct {
 	deadline time.Time // of the caller's context; zero if none
-	args     []any     // the single-key command (evalHead.fill)
+	args     []any     // the single-key command (evalBuf.fill)
 	v        []int64
 	err      error
 	lead     bool          // woken to lead, not with an answer
@@ -52,7 +53,7 @@ type bcall struct {
 
 var bcallPool = sync.Pool{New: func() any { return &bcall{done: make(chan struct{}, 1)} }}
 
-func newBatcher(client redis.UniversalClient, max int, single, multi *evalHead) *batcher {
+func newBatcher(client redis.UniversalClient, max int, single, multi *redisscript.Script) *batcher {
 	if max < 0 {
 		panic("shaper: negative MaxBatch")
 	}
@@ -66,7 +67,7 @@ func newBatcher(client redis.UniversalClient, max int, single, multi *evalHead) 
 	return b
 }
 
-// run runs the single-key command args (see evalHead.fill) together with
+// run runs the single-key command args (see evalBuf.fill) together with
 // whatever other calls are pending, and returns its reply. If ctx ends first,
 // run returns ctx.Err() at once: a call still waiting to be sent is withdrawn; a
 // call already sent is abandoned to its batch, which may still record it, and
@@ -210,11 +211,12 @@ func (b *batcher) nextLeaderLocked() *bcall {
 // exec sends batch in one round trip and stores each answer. A lone call is
 // sent as it is; a batch, as one call of the batch script (multi), or else as a
 // pipeline of single-key calls. Calls answered NOSCRIPT (Redis lost its script
-// cache) are sent again with EVAL (evalHead.evalInts), as redis.Script.Run does.
+// cache) are sent again with EVAL (redisscript.Script.Ints), as redis.Script.Run
+// does.
 func (b *batcher) exec(ctx context.Context, batch []*bcall) {
 	if len(batch) == 1 {
 		c := batch[0]
-		c.v, c.err = b.single.evalInts(ctx, b.client, c.args)
+		c.v, c.err = b.single.EvalInts(ctx, b.client, c.args)
 		return
 	}
 	if b.multi != nil && !b.noMulti.Load() && b.execMulti(ctx, batch) {
@@ -223,15 +225,12 @@ func (b *batcher) exec(ctx context.Context, batch []*bcall) {
 	pipe := b.client.Pipeline()
 	cmds := make([]*redis.IntSliceCmd, len(batch))
 	for i, c := range batch {
-		cmds[i] = redis.NewIntSliceCmd(ctx, c.args...)
+		cmds[i] = b.single.Cmd(ctx, c.args)
 		_ = pipe.Process(ctx, cmds[i])
 	}
 	_, _ = pipe.Exec(ctx) // per-command errors are read below
 	for i, c := range batch {
-		c.v, c.err = cmds[i].Result()
-		if c.err != nil && redis.HasErrorPrefix(c.err, "NOSCRIPT") {
-			c.v, c.err = b.single.evalInts(ctx, b.client, c.args)
-		}
+		c.v, c.err = b.single.Ints(ctx, b.client, cmds[i])
 	}
 }
 
@@ -241,7 +240,7 @@ func (b *batcher) exec(ctx context.Context, batch []*bcall) {
 // each) one after the other. A batch whose calls were made under different
 // limits (SetLimit in between) is sent as a pipeline instead.
 func (b *batcher) execMulti(ctx context.Context, batch []*bcall) bool {
-	first := batch[0].args // "evalsha", sha, 1, key, P, C, B, n [, now]
+	first := batch[0].args // ("evalsha", sha,) 1, key, P, C, B, n [, now]
 	for _, c := range batch[1:] {
 		if c.args[4] != first[4] || c.args[5] != first[5] || c.args[6] != first[6] {
 			return false
@@ -249,7 +248,7 @@ func (b *batcher) execMulti(ctx context.Context, batch []*bcall) bool {
 	}
 	k := len(batch)
 	args := make([]any, 3+k+3+k+len(first)-8)
-	args[0], args[1], args[2] = evalshaName, b.multi.sha, k
+	args[2] = k // args[0:2] are written by EvalInts
 	keys, argv := args[3:3+k], args[3+k:]
 	copy(argv, first[4:7])
 	for i, c := range batch {
@@ -259,7 +258,7 @@ func (b *batcher) execMulti(ctx context.Context, batch []*bcall) bool {
 	if len(first) > 8 {
 		argv[3+k] = first[8]
 	}
-	v, err := b.multi.evalInts(ctx, b.client, args)
+	v, err := b.multi.EvalInts(ctx, b.client, args)
 	if err != nil && redis.HasErrorPrefix(err, "CROSSSLOT") {
 		// Refused before anything ran: this server wants one slot per call.
 		b.noMulti.Store(true)
@@ -276,7 +275,7 @@ func (b *batcher) execMulti(ctx context.Context, batch []*bcall) bool {
 			// This decision failed in Redis (WRONGTYPE on a key shared with
 			// something else, say) and wrote nothing; the others stand. Send
 			// it alone for its own answer or error.
-			c.v, c.err = b.single.evalInts(ctx, b.client, c.args)
+			c.v, c.err = b.single.EvalInts(ctx, b.client, c.args)
 		default:
 			c.v = v[4*i : 4*i+4 : 4*i+4]
 		}

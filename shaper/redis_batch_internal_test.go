@@ -68,15 +68,15 @@ func TestBatchOneFailedDecisionFailsOnlyItself(t *testing.T) {
 	ctx := context.Background()
 	k := kinds[kindGCRA]
 	rl := newRedisLimit("t", Limit{Rate: Rate{Count: 8, Period: time.Second}}, false)
-	single, multi := newEvalHead(k.script), newEvalHead(k.batch)
+	single, multi := k.script, k.batch
 	if err := db.Client.RPush(ctx, db.Prefix+"{bad}", "x").Err(); err != nil {
 		t.Fatal(err)
 	}
 	var batch []*bcall
 	for _, key := range []string{"good1", "bad", "good2"} {
-		batch = append(batch, &bcall{args: single.fill(new(evalBuf), db.Prefix+"{"+key+"}", rl, 1, nil)})
+		batch = append(batch, &bcall{args: new(evalBuf).fill(db.Prefix+"{"+key+"}", rl, 1, nil)})
 	}
-	if !newBatcher(db.Client, 0, &single, &multi).execMulti(ctx, batch) {
+	if !newBatcher(db.Client, 0, single, multi).execMulti(ctx, batch) {
 		t.Fatal("the batch was not sent as one batch-script call")
 	}
 	for _, i := range []int{0, 2} {

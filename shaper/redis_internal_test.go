@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate/internal/redisscript"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 )
 
@@ -163,7 +164,7 @@ func localAt(m localMeter, key string, now, n int64) (Decision, error) {
 // here, and checks that each script's SHA-1 is the one go-redis computed.
 func TestScriptsLoad(t *testing.T) {
 	db := redistest.Connect(t)
-	for name, s := range map[string]*redis.Script{
+	for name, s := range map[string]*redisscript.Script{
 		"gcra": gcraScript, "tokenbucket": tokenBucketScript, "fixedwindow": fixedWindowScript,
 		"slidinglog": slidingLogScript, "slidingcounter": slidingCounterScript,
 		"reserve": reserveScript, "unreserve": unreserveScript, "lease": leaseScript,
@@ -193,7 +194,7 @@ func TestScriptsRefuseInvalidArguments(t *testing.T) {
 		{"1000", "x", "2", "1"},       // not a number
 		{"1000000", "1", "1e13", "1"}, // B·P > 2^53
 	}
-	for _, s := range []*redis.Script{gcraScript, tokenBucketScript, fixedWindowScript, slidingLogScript, slidingCounterScript} {
+	for _, s := range []*redisscript.Script{gcraScript, tokenBucketScript, fixedWindowScript, slidingLogScript, slidingCounterScript} {
 		for _, args := range bad {
 			err := s.Run(ctx, db.Client, []string{key}, args...).Err()
 			if err == nil || !strings.Contains(err.Error(), "shaper: invalid arguments") {
@@ -383,12 +384,12 @@ func TestMeterRejectsBadReply(t *testing.T) {
 		{"return {1, {2}, 3, 4}", false},
 	} {
 		src := tc.src + " -- " + t.Name()
-		h := evalHead{sha: redis.NewScript(src).Hash(), src: src}
+		h := redisscript.New(src)
 		buf := new(evalBuf)
-		args := h.fill(buf, db.Prefix+"{k}", newRedisLimit("t", Limit{Rate: PerSecond(1)}, false), 1, nil)
-		v, err := h.evalInts(ctx, db.Client, args) // a fresh script: NOSCRIPT, then EVAL
+		args := buf.fill(db.Prefix+"{k}", newRedisLimit("t", Limit{Rate: PerSecond(1)}, false), 1, nil)
+		v, err := h.EvalInts(ctx, db.Client, args) // a fresh script: NOSCRIPT, then EVAL
 		if (err == nil) != tc.ok {
-			t.Errorf("%s: evalInts = %v, %v", tc.src, v, err)
+			t.Errorf("%s: EvalInts = %v, %v", tc.src, v, err)
 		}
 	}
 }
@@ -407,22 +408,22 @@ func TestBatchScriptMatchesSingle(t *testing.T) {
 			k := kinds[kind]
 			lim := Limit{Rate: Rate{Count: 8, Period: time.Second}}
 			rl := newRedisLimit("t", lim, k.window)
-			single, multi := newEvalHead(k.script), newEvalHead(k.batch)
+			single, multi := k.script, k.batch
 			for step, now := range []int64{1_700_000_000_000_000, 1_700_000_000_250_000, 1_700_000_002_000_000} {
 				var want []int64
 				for i, key := range keys {
 					buf := new(evalBuf)
-					v, err := single.evalInts(ctx, db.Client, single.fill(buf, db.Prefix+kindNames[kind]+":s:{"+key+"}", rl, costs[i], func() int64 { return now }))
+					v, err := single.EvalInts(ctx, db.Client, buf.fill(db.Prefix+kindNames[kind]+":s:{"+key+"}", rl, costs[i], func() int64 { return now }))
 					if err != nil {
 						t.Fatal(err)
 					}
 					want = append(want, v...)
 				}
-				b := newBatcher(db.Client, 0, &single, &multi)
+				b := newBatcher(db.Client, 0, single, multi)
 				var batch []*bcall
 				for i, key := range keys {
 					buf := new(evalBuf)
-					batch = append(batch, &bcall{args: single.fill(buf, db.Prefix+kindNames[kind]+":m:{"+key+"}", rl, costs[i], func() int64 { return now })})
+					batch = append(batch, &bcall{args: buf.fill(db.Prefix+kindNames[kind]+":m:{"+key+"}", rl, costs[i], func() int64 { return now })})
 				}
 				if !b.execMulti(ctx, batch) {
 					t.Fatal("execMulti refused a batch of one limit")
@@ -439,10 +440,10 @@ func TestBatchScriptMatchesSingle(t *testing.T) {
 				}
 			}
 			bad := []*bcall{
-				{args: single.fill(new(evalBuf), db.Prefix+kindNames[kind]+":x:{a}", rl, 1, nil)},
-				{args: single.fill(new(evalBuf), db.Prefix+kindNames[kind]+":x:{b}", rl, rl.max+1, nil)},
+				{args: new(evalBuf).fill(db.Prefix+kindNames[kind]+":x:{a}", rl, 1, nil)},
+				{args: new(evalBuf).fill(db.Prefix+kindNames[kind]+":x:{b}", rl, rl.max+1, nil)},
 			}
-			newBatcher(db.Client, 0, &single, &multi).execMulti(ctx, bad)
+			newBatcher(db.Client, 0, single, multi).execMulti(ctx, bad)
 			if err := bad[1].err; err == nil || !strings.Contains(err.Error(), "invalid arguments") {
 				t.Errorf("batch with cost %d > burst: %v", rl.max+1, err)
 			}

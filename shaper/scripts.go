@@ -4,7 +4,7 @@ import (
 	_ "embed"
 	"strconv"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/floodgate-go/floodgate/internal/redisscript"
 )
 
 // Each Redis script is the prelude lua/common.lua (argument validation, TIME,
@@ -41,14 +41,9 @@ var leaseLua string
 //go:embed lua/batch.lua
 var batchLua string
 
-// scriptSrc maps each script to its source, for EVAL after NOSCRIPT when the
-// command is built by hand (evalHead). It is written only by the package's
-// variable initialisers (register), so reading it needs no lock.
-var scriptSrc = map[*redis.Script]string{}
-
 // newScript returns the script prelude + body, where the body takes nargs ARGV.
-func newScript(nargs int, body string) *redis.Script {
-	return register("local NARGS = " + strconv.Itoa(nargs) + "\n" + commonLua + body)
+func newScript(nargs int, body string) *redisscript.Script {
+	return redisscript.New("local NARGS = " + strconv.Itoa(nargs) + "\n" + commonLua + body)
 }
 
 // decideFunc wraps a meter script's body as the function decide(key, n) (see
@@ -58,19 +53,13 @@ func decideFunc(body string) string {
 }
 
 // newMeterScript returns a meter script: the prelude, decide, and one call of it.
-func newMeterScript(body string) *redis.Script {
+func newMeterScript(body string) *redisscript.Script {
 	return newScript(4, decideFunc(body)+"return {decide(KEYS[1], n)}\n")
 }
 
 // newBatchScript returns the batch form of a meter script (see batch.lua).
-func newBatchScript(body string) *redis.Script {
-	return register("local NARGS = 3 + #KEYS\n" + commonLua + decideFunc(body) + batchLua)
-}
-
-func register(src string) *redis.Script {
-	s := redis.NewScript(src)
-	scriptSrc[s] = src
-	return s
+func newBatchScript(body string) *redisscript.Script {
+	return redisscript.New("local NARGS = 3 + #KEYS\n" + commonLua + decideFunc(body) + batchLua)
 }
 
 var (

@@ -4,7 +4,9 @@
 // context.WithoutCancel, a detached release) share one deadline context made
 // at most every timeout/Slack. Used by breaker.Do and by shaper's and distsem's Redis calls, whose
 // go-redis client (ContextTimeoutEnabled) turns the deadline into socket
-// deadlines and waits on Done for a pooled connection.
+// deadlines and waits on Done for a pooled connection. A call that outlives its
+// own deadline (Expired) is reported as an *Error, with the calling package's
+// message.
 package calltimeout
 
 import (
@@ -94,3 +96,28 @@ func (b *Bounder) Share(ctx context.Context, now time.Time) (context.Context, ti
 func Expired(ctx context.Context, deadline time.Time, err error) bool {
 	return err != nil && !deadline.IsZero() && ctx.Err() == nil && !time.Now().Before(deadline)
 }
+
+// An Error reports a call that ran out of its own deadline (see Expired): the
+// store was too slow. It is a timeout net.Error and deliberately not a context
+// error (it has no Unwrap), so that breaker.IsStoreFailure counts it as a store
+// failure rather than as the caller giving up.
+type Error struct {
+	// Msg is the whole message, prefixed with the calling package's name
+	// ("shaper: redis call timed out").
+	Msg string
+	// Err is the call's own error, appended to Msg after ": "; nil for none.
+	Err error
+}
+
+func (e *Error) Error() string {
+	if e.Err == nil {
+		return e.Msg
+	}
+	return e.Msg + ": " + e.Err.Error()
+}
+
+// Timeout reports true: the call timed out.
+func (e *Error) Timeout() bool { return true }
+
+// Temporary reports true, as net.Error's timeouts do.
+func (e *Error) Temporary() bool { return true }
