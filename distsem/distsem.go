@@ -237,25 +237,6 @@ func (s *Semaphore) newToken() string {
 	return string(strconv.AppendUint(t, s.seq.Add(1), 36))
 }
 
-func parseReply(v any) ([]int64, error) {
-	list, ok := v.([]any)
-	if !ok {
-		return nil, fmt.Errorf("distsem: unexpected reply %T", v)
-	}
-	out := make([]int64, len(list))
-	for i, e := range list {
-		n, ok := e.(int64)
-		if !ok {
-			return nil, fmt.Errorf("distsem: unexpected reply element %T", e)
-		}
-		out[i] = n
-	}
-	if len(out) < 3 {
-		return nil, fmt.Errorf("distsem: unexpected reply length %d", len(out))
-	}
-	return out, nil
-}
-
 // Acquire waits for weight of the semaphore and returns a Permit holding it.
 // Waiting callers of all processes are granted in FIFO order: a caller is
 // never overtaken, so heavy callers are not starved (at the cost of
