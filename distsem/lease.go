@@ -47,9 +47,8 @@ type Permit struct {
 
 	// Guarded by the Semaphore's renewals.mu: the permit's place in the
 	// renewal schedule.
-	due        time.Time
-	prev, next *Permit
-	scheduled  bool
+	due  time.Time
+	slot int // 1 + its index in renewals.heap; 0 when not scheduled
 }
 
 type permitKind uint8
@@ -233,7 +232,9 @@ func (p *Permit) renew(ctx context.Context, cancel context.CancelFunc, done chan
 	if p.released || p.isLost {
 		return
 	}
-	s.renewals.remove(p) // its deadline entry (see renewDue)
+	// p is on the schedule at its local deadline (see renewDue), or was just
+	// taken off it by the timer: each branch below puts it at its next due
+	// time (add moves a scheduled permit) or takes it off (loseLocked).
 	now := time.Now()
 	if !now.Before(p.deadline) {
 		// Past the local deadline whatever the answer: the lease may have
@@ -271,74 +272,134 @@ func (p *Permit) loseLocked() {
 	}
 }
 
-// renewals is the renewal schedule of a Semaphore's permits: a list sorted by
-// due time and one timer for its head, instead of two timers per Permit (a
-// renewal timer and a local-deadline timer: together most of the cost of an
-// uncontended acquire and release in the client). A permit is on the list
+// renewals is the renewal schedule of a Semaphore's permits: a binary min-heap
+// of permits by due time and one timer for its head, instead of two timers per
+// Permit (a renewal timer and a local-deadline timer: together most of the cost
+// of an uncontended acquire and release in the client). A permit is on the heap
 // while it waits for its next renewal, at its local deadline while a renewal
-// is in flight (so a call that hangs cannot delay the loss), and off it once
-// it is released or lost. Due times are mostly increasing (now +
-// Lease/3), so a permit is inserted from the tail in a step or two; the timer
-// is only moved when a new head is due before it fires. A permit whose
-// renewals fail is due again at its local deadline at the latest, where it is
-// lost.
+// is in flight (so a call that hangs cannot delay the loss), and off it once it
+// is released or lost. A permit whose renewals fail is due again at its local
+// deadline at the latest, where it is lost.
+//
+// Each permit on the heap knows its place (Permit.slot), so that add, remove
+// and a move of a scheduled permit take O(log n) under mu however many permits
+// are scheduled: when Redis blips, every failing renewal is put back near its
+// deadline, and with thousands of permits a sorted list (O(n) per insertion)
+// made that O(n²) under one mutex. The timer is moved only when the head
+// becomes due before it fires; when the head is removed or due later, the
+// timer fires early, finds nothing due and is set for the new head.
 //
 // Lock order: a Permit's mu, then renewals.mu.
 type renewals struct {
-	mu         sync.Mutex
-	head, tail *Permit
-	timer      *time.Timer
-	armed      time.Time // when timer fires; zero if it is not armed
+	mu sync.Mutex
+	// mu guards (with the due and slot fields of the permits on the heap):
+	heap  []*Permit // heap[0] is due first; heap[i].slot == i+1
+	timer *time.Timer
+	armed time.Time // when timer fires; zero if it is not armed
 }
 
-// add schedules p (not on the list) for due.
+// add schedules p for due, or moves it to due if it is already scheduled: a
+// permit is never on the heap twice.
 func (rs *renewals) add(p *Permit, due time.Time) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	p.due = due
-	at := rs.tail // p goes after at
-	for at != nil && at.due.After(due) {
-		at = at.prev
+	if p.slot == 0 {
+		rs.heap = append(rs.heap, p)
+		rs.up(len(rs.heap) - 1)
+	} else if i := p.slot - 1; !rs.up(i) {
+		rs.down(i)
 	}
-	p.prev = at
-	if at == nil {
-		p.next, rs.head = rs.head, p
-	} else {
-		p.next, at.next = at.next, p
-	}
-	if p.next == nil {
-		rs.tail = p
-	} else {
-		p.next.prev = p
-	}
-	p.scheduled = true
-	if rs.armed.IsZero() || due.Before(rs.armed) {
+	if p.slot == 1 && (rs.armed.IsZero() || due.Before(rs.armed)) {
 		rs.arm(due)
 	}
 }
 
-// remove takes p off the list, if it is on it.
+// remove takes p off the heap, if it is on it.
 func (rs *renewals) remove(p *Permit) {
 	rs.mu.Lock()
-	rs.unlinkLocked(p)
+	rs.removeLocked(p)
 	rs.mu.Unlock()
 }
 
-func (rs *renewals) unlinkLocked(p *Permit) {
-	if !p.scheduled {
+func (rs *renewals) removeLocked(p *Permit) {
+	i := p.slot - 1
+	if i < 0 {
 		return
 	}
-	if p.prev == nil {
-		rs.head = p.next
-	} else {
-		p.prev.next = p.next
+	p.slot = 0
+	h := rs.heap
+	last := len(h) - 1
+	q := h[last]
+	h[last] = nil // the backing array must not keep a released permit
+	rs.heap = h[:last]
+	if i == last {
+		return
 	}
-	if p.next == nil {
-		rs.tail = p.prev
-	} else {
-		p.next.prev = p.prev
+	h[i] = q // the last permit fills the hole, then finds its place
+	q.slot = i + 1
+	if !rs.up(i) {
+		rs.down(i)
 	}
-	p.prev, p.next, p.scheduled = nil, nil, false
+}
+
+// up moves the permit at heap index i towards the root while it is due before
+// its parent, and reports whether it moved. Every permit passed over, and the
+// one moved, get their new slot. rs.mu must be held, as for down.
+func (rs *renewals) up(i int) bool {
+	h := rs.heap
+	p := h[i]
+	j := i
+	for j > 0 {
+		parent := (j - 1) / 2
+		if !p.due.Before(h[parent].due) {
+			break
+		}
+		h[j] = h[parent]
+		h[j].slot = j + 1
+		j = parent
+	}
+	h[j] = p
+	p.slot = j + 1
+	return j != i
+}
+
+// down moves the permit at heap index i towards the leaves while a child is
+// due before it, and reports whether it moved.
+func (rs *renewals) down(i int) bool {
+	h := rs.heap
+	n := len(h)
+	p := h[i]
+	j := i
+	for {
+		c := 2*j + 1
+		if c >= n {
+			break
+		}
+		if r := c + 1; r < n && h[r].due.Before(h[c].due) {
+			c = r
+		}
+		if !h[c].due.Before(p.due) {
+			break
+		}
+		h[j] = h[c]
+		h[j].slot = j + 1
+		j = c
+	}
+	h[j] = p
+	p.slot = j + 1
+	return j != i
+}
+
+// takeDueLocked takes every permit due at now off the heap and appends them to
+// buf, in due order.
+func (rs *renewals) takeDueLocked(now time.Time, buf []*Permit) []*Permit {
+	for len(rs.heap) > 0 && !rs.heap[0].due.After(now) {
+		p := rs.heap[0]
+		rs.removeLocked(p)
+		buf = append(buf, p)
+	}
+	return buf
 }
 
 func (rs *renewals) arm(t time.Time) {
@@ -350,21 +411,15 @@ func (rs *renewals) arm(t time.Time) {
 	}
 }
 
-// fire runs on the timer: it takes every due permit off the list, re-arms the
+// fire runs on the timer: it takes every due permit off the heap, re-arms the
 // timer for the new head, and then starts the due permits' renewals. A fire
-// with nothing due (the timer was moved) only re-arms.
+// with nothing due (the timer was moved, or the head removed) only re-arms.
 func (rs *renewals) fire() {
 	rs.mu.Lock()
-	now := time.Now()
-	var due []*Permit
-	for rs.head != nil && !rs.head.due.After(now) {
-		p := rs.head
-		rs.unlinkLocked(p)
-		due = append(due, p)
-	}
+	due := rs.takeDueLocked(time.Now(), nil)
 	rs.armed = time.Time{}
-	if rs.head != nil {
-		rs.arm(rs.head.due)
+	if len(rs.heap) > 0 {
+		rs.arm(rs.heap[0].due)
 	}
 	rs.mu.Unlock()
 	for _, p := range due {
