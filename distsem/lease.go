@@ -197,6 +197,12 @@ func (p *Permit) renewDue() {
 	if p.released || p.isLost {
 		return
 	}
+	if p.s.renewals.scheduled(p) {
+		// Back on the schedule since the timer took it off: the renewal in
+		// flight returned in between and set the next due time (and maybe a
+		// new deadline). Renewing now would be a spurious call.
+		return
+	}
 	if !time.Now().Before(p.deadline) {
 		p.loseLocked()
 		return
@@ -320,6 +326,13 @@ func (rs *renewals) remove(p *Permit) {
 	rs.mu.Lock()
 	rs.removeLocked(p)
 	rs.mu.Unlock()
+}
+
+// scheduled reports whether p is on the heap.
+func (rs *renewals) scheduled(p *Permit) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return p.slot != 0
 }
 
 func (rs *renewals) removeLocked(p *Permit) {

@@ -291,3 +291,24 @@ func TestRenewalsTimerFiresForHead(t *testing.T) {
 		checkSchedule(t, &s.renewals, map[*Permit]time.Time{}, append(order, gone))
 	})
 }
+
+// TestRenewDueSkipsRescheduledPermit: between the timer taking a permit off
+// the schedule and renewDue running, the permit's renewal in flight can
+// return and schedule it again (with a new deadline after a success).
+// renewDue then leaves it to that entry: it neither renews it again nor judges
+// it by the deadline it had. The permit here is past its deadline, so that a
+// renewDue that went on would lose it (and start no renewal call).
+func TestRenewDueSkipsRescheduledPermit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &Semaphore{}
+		p := &Permit{s: s, kind: permitRedis, deadline: time.Now()}
+		due := time.Now().Add(time.Second)
+		s.renewals.add(p, due)
+		p.renewDue()
+		if lostNow(p) {
+			t.Fatal("renewDue lost a permit that is back on the schedule")
+		}
+		checkSchedule(t, &s.renewals, map[*Permit]time.Time{p: due}, []*Permit{p})
+		s.renewals.remove(p)
+	})
+}
