@@ -12,10 +12,10 @@ import (
 // A Permit is weight held on a Semaphore, until Release or until its lease is
 // lost. Its lease is renewed every Lease/3 by the Semaphore's renewal schedule
 // (one timer for all its permits; a goroutine exists only while a renewal call
-// is in flight); Release takes it off the schedule and waits for a renewal in
-// flight before it sends the release. A Permit is safe for simultaneous use by
-// multiple goroutines. The zero Permit is not usable: get one from Acquire or
-// TryAcquire.
+// is in flight); Release takes it off the schedule and cancels a renewal in
+// flight, without waiting for it, before it sends the release. A Permit is
+// safe for simultaneous use by multiple goroutines. The zero Permit is not
+// usable: get one from Acquire or TryAcquire.
 type Permit struct {
 	s      *Semaphore
 	token  string
@@ -40,10 +40,9 @@ type Permit struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	lost     chan struct{}
-	deadline time.Time // local deadline: last successful renewal's send time + Lease
-	granted  time.Time // when the grant was seen (hold-time estimates)
-	inflight chan struct{}
-	stopCall context.CancelFunc // cancels the renewal in flight
+	deadline time.Time          // local deadline: last successful renewal's send time + Lease
+	granted  time.Time          // when the grant was seen (hold-time estimates)
+	stopCall context.CancelFunc // cancels the renewal in flight; nil when none is
 
 	// Guarded by the Semaphore's renewals.mu: the permit's place in the
 	// renewal schedule.
@@ -135,13 +134,14 @@ func (p *Permit) endLocked(cause error) {
 	}
 }
 
-// Release gives the permit back. Renewal is stopped, and a renewal in flight
-// is cancelled and waited for, before the release is sent, so an intentional
-// release is never reported as a lost lease. The release call is detached from
-// ctx's cancellation (it has its own CallTimeout), so a cancelled request still
-// frees its permit. If it fails, it is retried in the background until the lease
-// would have expired, and the error is returned. Release is idempotent: later
-// calls return nil.
+// Release gives the permit back. Renewal is stopped and a renewal in flight is
+// cancelled, but not waited for, so a renewal call that hangs cannot delay
+// Release. An intentional release is never reported as a lost lease: a
+// renewal that returns after Release finds the permit released. The release
+// call is detached from ctx's cancellation (it has its own CallTimeout), so a
+// cancelled request still frees its permit. If it fails, it is retried in the
+// background until the lease would have expired, and the error is returned.
+// Release is idempotent: later calls return nil.
 func (p *Permit) Release(ctx context.Context) error {
 	p.mu.Lock()
 	if p.released {
@@ -149,22 +149,32 @@ func (p *Permit) Release(ctx context.Context) error {
 		return nil
 	}
 	p.released = true
-	var inflight chan struct{}
 	if p.kind == permitRedis {
 		if !p.isLost {
 			p.s.observeHold(time.Since(p.granted))
 		}
 		p.s.renewals.remove(p)
-		inflight = p.inflight
+		// The renewal in flight, if any, is cancelled and not waited for:
+		// a call stuck in a client or hook that ignores its context would
+		// hold Release (and the weight) without bound. So the release below
+		// may run in Redis before that renewal, which is safe:
+		//   - Without Config.Readopt, renew.lua only extends a token that is
+		//     held (ZADD XX): run after the release, it writes nothing.
+		//   - With Readopt it could insert the token again, so the release
+		//     writes a tombstone (ARGV[8] below), and renew.lua does not
+		//     re-adopt a tombstoned token.
+		//   - A renewal that reaches Redis only after the tombstone expired
+		//     (TombstoneTTL after the release) re-adopts the token; if it
+		//     answers, renewed releases the token again, and if it never
+		//     does, the token expires by its lease. Re-adoption only takes
+		//     free capacity, so the limit holds meanwhile.
+		// Waiting ordered the two calls only for a renewal that answered: one
+		// that timed out at the client may still run in Redis later, and
+		// relied on the tombstone as it does now.
 		if p.stopCall != nil {
 			p.stopCall()
 		}
 	}
-	p.mu.Unlock()
-	if inflight != nil {
-		<-inflight
-	}
-	p.mu.Lock()
 	p.endLocked(ErrReleased)
 	p.mu.Unlock()
 	s := p.s
@@ -207,37 +217,49 @@ func (p *Permit) renewDue() {
 		p.loseLocked()
 		return
 	}
-	if p.inflight != nil { // due early while its call hangs: wait for the deadline
+	if p.stopCall != nil { // due early while its call hangs: wait for the deadline
 		p.s.renewals.add(p, p.deadline)
 		return
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), p.deadline)
-	done := make(chan struct{})
-	p.inflight, p.stopCall = done, cancel
+	p.stopCall = cancel
 	// Also due at the local deadline, where it is lost even if the call,
 	// though its context ends there, has not returned (a hook or client that
 	// ignores the context, a slow breaker hook).
 	p.s.renewals.add(p, p.deadline)
-	go p.renew(ctx, cancel, done)
+	go p.renew(ctx, cancel)
 }
 
-// renew makes one renewal call, then schedules the next (Lease/3 after a
-// success, sooner after a failure, never after the local deadline) unless the
-// permit was released or lost. The call's context ends at the local deadline,
-// so that a hung call cannot delay the loss past it.
-func (p *Permit) renew(ctx context.Context, cancel context.CancelFunc, done chan struct{}) {
+// renew makes one renewal call (see renewed for what follows). The call's
+// context ends at the local deadline, so that a hung call cannot delay the
+// loss past it.
+func (p *Permit) renew(ctx context.Context, cancel context.CancelFunc) {
 	s := p.s
 	sent := time.Now()
 	r, _, _, err := s.call(ctx, breaker.FailClosed, renewScript, p.tokArg, p.weight, s.leaseArg, p.fence, b2i(s.cfg.Readopt))
 	cancel()
+	if p.renewed(r, err, sent) {
+		s.cleanup(p.tokArg) // after p.mu: it may call Redis at once
+	}
+}
 
+// renewed takes the outcome of a renewal call sent at sent and schedules the
+// next (Lease/3 after a success, sooner after a failure, never after the local
+// deadline) unless the permit was released or lost. It reports whether the
+// token must be released again: the permit was released while the call was in
+// flight (Release does not wait for it) and the call re-adopted the token,
+// perhaps after the release ran in Redis.
+func (p *Permit) renewed(r []int64, err error, sent time.Time) (releaseAgain bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.inflight, p.stopCall = nil, nil
-	close(done)
-	if p.released || p.isLost {
-		return
+	p.stopCall = nil
+	if p.released {
+		return err == nil && r[0] == stReadopted
 	}
+	if p.isLost {
+		return false
+	}
+	s := p.s
 	// p is on the schedule at its local deadline (see renewDue), or was just
 	// taken off it by the timer: each branch below puts it at its next due
 	// time (add moves a scheduled permit) or takes it off (loseLocked).
@@ -246,7 +268,7 @@ func (p *Permit) renew(ctx context.Context, cancel context.CancelFunc, done chan
 		// Past the local deadline whatever the answer: the lease may have
 		// run out at the store before the call ran.
 		p.loseLocked()
-		return
+		return false
 	}
 	interval := s.cfg.Lease / 3
 	switch {
@@ -266,6 +288,7 @@ func (p *Permit) renew(ctx context.Context, cancel context.CancelFunc, done chan
 	default:
 		p.loseLocked()
 	}
+	return false
 }
 
 func (p *Permit) loseLocked() {
