@@ -12,10 +12,10 @@ import (
 // A Permit is weight held on a Semaphore, until Release or until its lease is
 // lost. Its lease is renewed every Lease/3 by the Semaphore's renewal schedule
 // (one timer for all its permits; a goroutine exists only while a renewal call
-// is in flight); Release takes it off the schedule and waits for a renewal in
-// flight before it sends the release. A Permit is safe for simultaneous use by
-// multiple goroutines. The zero Permit is not usable: get one from Acquire or
-// TryAcquire.
+// is in flight); Release takes it off the schedule and cancels a renewal in
+// flight, without waiting for it, before it sends the release. A Permit is
+// safe for simultaneous use by multiple goroutines. The zero Permit is not
+// usable: get one from Acquire or TryAcquire.
 type Permit struct {
 	s      *Semaphore
 	token  string
@@ -40,16 +40,14 @@ type Permit struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	lost     chan struct{}
-	deadline time.Time // local deadline: last successful renewal's send time + Lease
-	granted  time.Time // when the grant was seen (hold-time estimates)
-	inflight chan struct{}
-	stopCall context.CancelFunc // cancels the renewal in flight
+	deadline time.Time          // local deadline: last successful renewal's send time + Lease
+	granted  time.Time          // when the grant was seen (hold-time estimates)
+	stopCall context.CancelFunc // cancels the renewal in flight; nil when none is
 
 	// Guarded by the Semaphore's renewals.mu: the permit's place in the
 	// renewal schedule.
-	due        time.Time
-	prev, next *Permit
-	scheduled  bool
+	due  time.Time
+	slot int // 1 + its index in renewals.heap; 0 when not scheduled
 }
 
 type permitKind uint8
@@ -136,13 +134,14 @@ func (p *Permit) endLocked(cause error) {
 	}
 }
 
-// Release gives the permit back. Renewal is stopped, and a renewal in flight
-// is cancelled and waited for, before the release is sent, so an intentional
-// release is never reported as a lost lease. The release call is detached from
-// ctx's cancellation (it has its own CallTimeout), so a cancelled request still
-// frees its permit. If it fails, it is retried in the background until the lease
-// would have expired, and the error is returned. Release is idempotent: later
-// calls return nil.
+// Release gives the permit back. Renewal is stopped and a renewal in flight is
+// cancelled, but not waited for, so a renewal call that hangs cannot delay
+// Release. An intentional release is never reported as a lost lease: a
+// renewal that returns after Release finds the permit released. The release
+// call is detached from ctx's cancellation (it has its own CallTimeout), so a
+// cancelled request still frees its permit. If it fails, it is retried in the
+// background until the lease would have expired, and the error is returned.
+// Release is idempotent: later calls return nil.
 func (p *Permit) Release(ctx context.Context) error {
 	p.mu.Lock()
 	if p.released {
@@ -150,22 +149,32 @@ func (p *Permit) Release(ctx context.Context) error {
 		return nil
 	}
 	p.released = true
-	var inflight chan struct{}
 	if p.kind == permitRedis {
 		if !p.isLost {
 			p.s.observeHold(time.Since(p.granted))
 		}
 		p.s.renewals.remove(p)
-		inflight = p.inflight
+		// The renewal in flight, if any, is cancelled and not waited for:
+		// a call stuck in a client or hook that ignores its context would
+		// hold Release (and the weight) without bound. So the release below
+		// may run in Redis before that renewal, which is safe:
+		//   - Without Config.Readopt, renew.lua only extends a token that is
+		//     held (ZADD XX): run after the release, it writes nothing.
+		//   - With Readopt it could insert the token again, so the release
+		//     writes a tombstone (ARGV[8] below), and renew.lua does not
+		//     re-adopt a tombstoned token.
+		//   - A renewal that reaches Redis only after the tombstone expired
+		//     (TombstoneTTL after the release) re-adopts the token; if it
+		//     answers, renewed releases the token again, and if it never
+		//     does, the token expires by its lease. Re-adoption only takes
+		//     free capacity, so the limit holds meanwhile.
+		// Waiting ordered the two calls only for a renewal that answered: one
+		// that timed out at the client may still run in Redis later, and
+		// relied on the tombstone as it does now.
 		if p.stopCall != nil {
 			p.stopCall()
 		}
 	}
-	p.mu.Unlock()
-	if inflight != nil {
-		<-inflight
-	}
-	p.mu.Lock()
 	p.endLocked(ErrReleased)
 	p.mu.Unlock()
 	s := p.s
@@ -198,48 +207,68 @@ func (p *Permit) renewDue() {
 	if p.released || p.isLost {
 		return
 	}
+	if p.s.renewals.scheduled(p) {
+		// Back on the schedule since the timer took it off: the renewal in
+		// flight returned in between and set the next due time (and maybe a
+		// new deadline). Renewing now would be a spurious call.
+		return
+	}
 	if !time.Now().Before(p.deadline) {
 		p.loseLocked()
 		return
 	}
-	if p.inflight != nil { // due early while its call hangs: wait for the deadline
+	if p.stopCall != nil { // due early while its call hangs: wait for the deadline
 		p.s.renewals.add(p, p.deadline)
 		return
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), p.deadline)
-	done := make(chan struct{})
-	p.inflight, p.stopCall = done, cancel
+	p.stopCall = cancel
 	// Also due at the local deadline, where it is lost even if the call,
 	// though its context ends there, has not returned (a hook or client that
 	// ignores the context, a slow breaker hook).
 	p.s.renewals.add(p, p.deadline)
-	go p.renew(ctx, cancel, done)
+	go p.renew(ctx, cancel)
 }
 
-// renew makes one renewal call, then schedules the next (Lease/3 after a
-// success, sooner after a failure, never after the local deadline) unless the
-// permit was released or lost. The call's context ends at the local deadline,
-// so that a hung call cannot delay the loss past it.
-func (p *Permit) renew(ctx context.Context, cancel context.CancelFunc, done chan struct{}) {
+// renew makes one renewal call (see renewed for what follows). The call's
+// context ends at the local deadline, so that a hung call cannot delay the
+// loss past it.
+func (p *Permit) renew(ctx context.Context, cancel context.CancelFunc) {
 	s := p.s
 	sent := time.Now()
 	r, _, _, err := s.call(ctx, breaker.FailClosed, renewScript, p.tokArg, p.weight, s.leaseArg, p.fence, b2i(s.cfg.Readopt))
 	cancel()
+	if p.renewed(r, err, sent) {
+		s.cleanup(p.tokArg) // after p.mu: it may call Redis at once
+	}
+}
 
+// renewed takes the outcome of a renewal call sent at sent and schedules the
+// next (Lease/3 after a success, sooner after a failure, never after the local
+// deadline) unless the permit was released or lost. It reports whether the
+// token must be released again: the permit was released while the call was in
+// flight (Release does not wait for it) and the call re-adopted the token,
+// perhaps after the release ran in Redis.
+func (p *Permit) renewed(r []int64, err error, sent time.Time) (releaseAgain bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.inflight, p.stopCall = nil, nil
-	close(done)
-	if p.released || p.isLost {
-		return
+	p.stopCall = nil
+	if p.released {
+		return err == nil && r[0] == stReadopted
 	}
-	s.renewals.remove(p) // its deadline entry (see renewDue)
+	if p.isLost {
+		return false
+	}
+	s := p.s
+	// p is on the schedule at its local deadline (see renewDue), or was just
+	// taken off it by the timer: each branch below puts it at its next due
+	// time (add moves a scheduled permit) or takes it off (loseLocked).
 	now := time.Now()
 	if !now.Before(p.deadline) {
 		// Past the local deadline whatever the answer: the lease may have
 		// run out at the store before the call ran.
 		p.loseLocked()
-		return
+		return false
 	}
 	interval := s.cfg.Lease / 3
 	switch {
@@ -259,6 +288,7 @@ func (p *Permit) renew(ctx context.Context, cancel context.CancelFunc, done chan
 	default:
 		p.loseLocked()
 	}
+	return false
 }
 
 func (p *Permit) loseLocked() {
@@ -271,74 +301,141 @@ func (p *Permit) loseLocked() {
 	}
 }
 
-// renewals is the renewal schedule of a Semaphore's permits: a list sorted by
-// due time and one timer for its head, instead of two timers per Permit (a
-// renewal timer and a local-deadline timer: together most of the cost of an
-// uncontended acquire and release in the client). A permit is on the list
+// renewals is the renewal schedule of a Semaphore's permits: a binary min-heap
+// of permits by due time and one timer for its head, instead of two timers per
+// Permit (a renewal timer and a local-deadline timer: together most of the cost
+// of an uncontended acquire and release in the client). A permit is on the heap
 // while it waits for its next renewal, at its local deadline while a renewal
-// is in flight (so a call that hangs cannot delay the loss), and off it once
-// it is released or lost. Due times are mostly increasing (now +
-// Lease/3), so a permit is inserted from the tail in a step or two; the timer
-// is only moved when a new head is due before it fires. A permit whose
-// renewals fail is due again at its local deadline at the latest, where it is
-// lost.
+// is in flight (so a call that hangs cannot delay the loss), and off it once it
+// is released or lost. A permit whose renewals fail is due again at its local
+// deadline at the latest, where it is lost.
+//
+// Each permit on the heap knows its place (Permit.slot), so that add, remove
+// and a move of a scheduled permit take O(log n) under mu however many permits
+// are scheduled: when Redis blips, every failing renewal is put back near its
+// deadline, and with thousands of permits a sorted list (O(n) per insertion)
+// made that O(n²) under one mutex. The timer is moved only when the head
+// becomes due before it fires; when the head is removed or due later, the
+// timer fires early, finds nothing due and is set for the new head.
 //
 // Lock order: a Permit's mu, then renewals.mu.
 type renewals struct {
-	mu         sync.Mutex
-	head, tail *Permit
-	timer      *time.Timer
-	armed      time.Time // when timer fires; zero if it is not armed
+	mu sync.Mutex
+	// mu guards (with the due and slot fields of the permits on the heap):
+	heap  []*Permit // heap[0] is due first; heap[i].slot == i+1
+	timer *time.Timer
+	armed time.Time // when timer fires; zero if it is not armed
 }
 
-// add schedules p (not on the list) for due.
+// add schedules p for due, or moves it to due if it is already scheduled: a
+// permit is never on the heap twice.
 func (rs *renewals) add(p *Permit, due time.Time) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	p.due = due
-	at := rs.tail // p goes after at
-	for at != nil && at.due.After(due) {
-		at = at.prev
+	if p.slot == 0 {
+		rs.heap = append(rs.heap, p)
+		rs.up(len(rs.heap) - 1)
+	} else if i := p.slot - 1; !rs.up(i) {
+		rs.down(i)
 	}
-	p.prev = at
-	if at == nil {
-		p.next, rs.head = rs.head, p
-	} else {
-		p.next, at.next = at.next, p
-	}
-	if p.next == nil {
-		rs.tail = p
-	} else {
-		p.next.prev = p
-	}
-	p.scheduled = true
-	if rs.armed.IsZero() || due.Before(rs.armed) {
+	if p.slot == 1 && (rs.armed.IsZero() || due.Before(rs.armed)) {
 		rs.arm(due)
 	}
 }
 
-// remove takes p off the list, if it is on it.
+// remove takes p off the heap, if it is on it.
 func (rs *renewals) remove(p *Permit) {
 	rs.mu.Lock()
-	rs.unlinkLocked(p)
+	rs.removeLocked(p)
 	rs.mu.Unlock()
 }
 
-func (rs *renewals) unlinkLocked(p *Permit) {
-	if !p.scheduled {
+// scheduled reports whether p is on the heap.
+func (rs *renewals) scheduled(p *Permit) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return p.slot != 0
+}
+
+func (rs *renewals) removeLocked(p *Permit) {
+	i := p.slot - 1
+	if i < 0 {
 		return
 	}
-	if p.prev == nil {
-		rs.head = p.next
-	} else {
-		p.prev.next = p.next
+	p.slot = 0
+	h := rs.heap
+	last := len(h) - 1
+	q := h[last]
+	h[last] = nil // the backing array must not keep a released permit
+	rs.heap = h[:last]
+	if i == last {
+		return
 	}
-	if p.next == nil {
-		rs.tail = p.prev
-	} else {
-		p.next.prev = p.prev
+	h[i] = q // the last permit fills the hole, then finds its place
+	q.slot = i + 1
+	if !rs.up(i) {
+		rs.down(i)
 	}
-	p.prev, p.next, p.scheduled = nil, nil, false
+}
+
+// up moves the permit at heap index i towards the root while it is due before
+// its parent, and reports whether it moved. Every permit passed over, and the
+// one moved, get their new slot. rs.mu must be held, as for down.
+func (rs *renewals) up(i int) bool {
+	h := rs.heap
+	p := h[i]
+	j := i
+	for j > 0 {
+		parent := (j - 1) / 2
+		if !p.due.Before(h[parent].due) {
+			break
+		}
+		h[j] = h[parent]
+		h[j].slot = j + 1
+		j = parent
+	}
+	h[j] = p
+	p.slot = j + 1
+	return j != i
+}
+
+// down moves the permit at heap index i towards the leaves while a child is
+// due before it, and reports whether it moved.
+func (rs *renewals) down(i int) bool {
+	h := rs.heap
+	n := len(h)
+	p := h[i]
+	j := i
+	for {
+		c := 2*j + 1
+		if c >= n {
+			break
+		}
+		if r := c + 1; r < n && h[r].due.Before(h[c].due) {
+			c = r
+		}
+		if !h[c].due.Before(p.due) {
+			break
+		}
+		h[j] = h[c]
+		h[j].slot = j + 1
+		j = c
+	}
+	h[j] = p
+	p.slot = j + 1
+	return j != i
+}
+
+// takeDueLocked takes every permit due at now off the heap and appends them to
+// buf, in due order.
+func (rs *renewals) takeDueLocked(now time.Time, buf []*Permit) []*Permit {
+	for len(rs.heap) > 0 && !rs.heap[0].due.After(now) {
+		p := rs.heap[0]
+		rs.removeLocked(p)
+		buf = append(buf, p)
+	}
+	return buf
 }
 
 func (rs *renewals) arm(t time.Time) {
@@ -350,21 +447,15 @@ func (rs *renewals) arm(t time.Time) {
 	}
 }
 
-// fire runs on the timer: it takes every due permit off the list, re-arms the
+// fire runs on the timer: it takes every due permit off the heap, re-arms the
 // timer for the new head, and then starts the due permits' renewals. A fire
-// with nothing due (the timer was moved) only re-arms.
+// with nothing due (the timer was moved, or the head removed) only re-arms.
 func (rs *renewals) fire() {
 	rs.mu.Lock()
-	now := time.Now()
-	var due []*Permit
-	for rs.head != nil && !rs.head.due.After(now) {
-		p := rs.head
-		rs.unlinkLocked(p)
-		due = append(due, p)
-	}
+	due := rs.takeDueLocked(time.Now(), nil)
 	rs.armed = time.Time{}
-	if rs.head != nil {
-		rs.arm(rs.head.due)
+	if len(rs.heap) > 0 {
+		rs.arm(rs.heap[0].due)
 	}
 	rs.mu.Unlock()
 	for _, p := range due {

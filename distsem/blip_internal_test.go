@@ -1,0 +1,134 @@
+package distsem
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// renewCalls counts the renew calls (EVALSHA) that reach the client, and
+// those that returned a reply, for the log: the EVAL that follows a NOSCRIPT
+// (the first renewals on a new server) is not counted.
+type renewCalls struct{ sent, answered atomic.Int64 }
+
+func (h *renewCalls) DialHook(n redis.DialHook) redis.DialHook { return n }
+func (h *renewCalls) ProcessPipelineHook(n redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return n
+}
+func (h *renewCalls) ProcessHook(n redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, c redis.Cmder) error {
+		err := n(ctx, c)
+		if a := c.Args(); len(a) > 1 && a[1] == renewDigest {
+			h.sent.Add(1)
+			if err == nil {
+				h.answered.Add(1)
+			}
+		}
+		return err
+	}
+}
+
+// TestManyPermitsRideOutRedisBlip: 2000 permits of one Semaphore are due for
+// renewal while Redis is frozen until the Semaphore's breaker opens. Their
+// renewals fail (and the breaker rejects more of them while it is open), so
+// they are put back on the schedule again and again; after Redis is back,
+// every permit is renewed before its local deadline and none is lost. Then all
+// are released and nothing stays held.
+func TestManyPermitsRideOutRedisBlip(t *testing.T) {
+	if testing.Short() {
+		t.Skip("2000 permits on a private redis-server")
+	}
+	const n = 2000
+	const lease = 9 * time.Second
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	calls := &renewCalls{}
+	rdb.AddHook(calls)
+	s := New(rdb, "blip", n, Config{Lease: lease})
+	defer s.Close()
+	ctx := t.Context()
+	ps := make([]*Permit, n)
+	start := time.Now()
+	for i := range ps {
+		p, err := s.TryAcquire(ctx, 1)
+		if err != nil {
+			t.Fatalf("TryAcquire %d: %v", i, err)
+		}
+		ps[i] = p
+	}
+
+	// Frozen before the first renewals are due (Lease/3 after each grant),
+	// until they have failed often enough to open the breaker.
+	srv.Pause()
+	paused := true
+	defer func() {
+		if paused {
+			srv.Resume()
+		}
+	}()
+	eventually(t, lease/2, "the breaker did not open while Redis was frozen", func() bool {
+		return s.fail.brk.State() == breaker.StateOpen
+	})
+	srv.Resume()
+	paused = false
+	resumed := time.Now()
+	t.Logf("%d grants in %v; breaker open %v after the last; %d renew calls sent, %d answered", n, ps[n-1].granted.Sub(start), resumed.Sub(ps[n-1].granted), calls.sent.Load(), calls.answered.Load())
+
+	// Every permit renewed after the blip: its deadline (the send time of its
+	// last successful renewal + Lease) is at least Lease after about when
+	// Redis came back.
+	eventually(t, lease, "not every permit was renewed after the blip", func() bool {
+		for _, p := range ps {
+			p.mu.Lock()
+			ok := !p.deadline.Before(resumed.Add(lease-200*time.Millisecond)) && !p.isLost
+			lost := p.isLost
+			p.mu.Unlock()
+			if lost {
+				t.Fatalf("a permit was lost (%d lost)", s.lost.Load())
+			}
+			if !ok {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("all renewed %v after Redis came back; %d renew calls sent, %d answered", time.Since(resumed), calls.sent.Load(), calls.answered.Load())
+	if l := s.lost.Load(); l != 0 {
+		t.Fatalf("%d permits lost", l)
+	}
+	st, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Holders != n || st.InUse != n {
+		t.Fatalf("Stats after the blip = %+v, want %d holders and %d in use", st, n, n)
+	}
+	for _, p := range ps {
+		if err := p.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	}
+	s.renewals.mu.Lock()
+	left := len(s.renewals.heap)
+	s.renewals.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d permits still on the schedule after all were released", left)
+	}
+	if st := stats(t, s); st.Holders != 0 || st.InUse != 0 {
+		t.Errorf("Stats after every Release = %+v, want nothing held", st)
+	}
+}
+
+func stats(t *testing.T, s *Semaphore) Stats {
+	t.Helper()
+	st, err := s.Stats(t.Context())
+	if err != nil {
+		t.Fatalf("Stats: %v", err)
+	}
+	return st
+}

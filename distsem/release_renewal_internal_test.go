@@ -1,0 +1,186 @@
+package distsem
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate-go/floodgate/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// gateRenew holds the first renew call at the client until open is called,
+// ignoring the call's context as a misbehaving hook or client could. Then it
+// sends the call: with its context, or with late set, detached from it (a
+// client that sends a call after its caller gave up on it).
+type gateRenew struct {
+	late    bool
+	held    atomic.Bool   // the first renew call was taken
+	entered chan struct{} // closed when the held call arrives
+	gate    chan struct{} // closed by open
+	done    chan struct{} // closed when the held call returned
+	once    sync.Once
+	status  int64 // the held call's status reply; -1 if it failed (read after done)
+}
+
+func newGateRenew(late bool) *gateRenew {
+	return &gateRenew{late: late, entered: make(chan struct{}), gate: make(chan struct{}), done: make(chan struct{}), status: -1}
+}
+
+// open lets the held call go on. It may be called more than once.
+func (g *gateRenew) open() { g.once.Do(func() { close(g.gate) }) }
+
+func (g *gateRenew) DialHook(n redis.DialHook) redis.DialHook { return n }
+func (g *gateRenew) ProcessPipelineHook(n redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return n
+}
+func (g *gateRenew) ProcessHook(n redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, c redis.Cmder) error {
+		if a := c.Args(); len(a) < 2 || a[1] != renewDigest || !g.held.CompareAndSwap(false, true) {
+			return n(ctx, c)
+		}
+		defer close(g.done)
+		close(g.entered)
+		<-g.gate
+		if g.late {
+			ctx = context.WithoutCancel(ctx)
+		}
+		err := n(ctx, c)
+		if r, ok := c.(*redis.IntSliceCmd); ok && err == nil && len(r.Val()) > 0 {
+			g.status = r.Val()[0]
+		}
+		return err
+	}
+}
+
+// heldPermit acquires the only unit of a new Semaphore whose first renewal is
+// held by g, and waits until that renewal is held.
+func heldPermit(t *testing.T, g *gateRenew, cfg Config) (*redistest.DB, *Semaphore, *Permit) {
+	t.Helper()
+	db := redistest.Connect(t)
+	db.Client.AddHook(g)
+	t.Cleanup(g.open) // before the client is closed, even if the test fails
+	s := New(db.Client, db.Prefix+"sem", 1, cfg)
+	t.Cleanup(func() { s.Close() })
+	p, err := s.Acquire(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.entered:
+	case <-time.After(cfg.Lease):
+		t.Fatal("no renewal call within a lease")
+	}
+	return db, s, p
+}
+
+// releaseWithin calls p.Release with a context that ends after d and fails t
+// unless it returns nil within d.
+func releaseWithin(t *testing.T, p *Permit, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	start := time.Now()
+	res := make(chan error, 1)
+	go func() { res <- p.Release(ctx) }()
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		if el := time.Since(start); el > d {
+			t.Fatalf("Release returned after %v, beyond its %v context", el, d)
+		}
+	case <-time.After(d + 2*time.Second):
+		// The cleanup opens the gate: Release and its goroutine end then.
+		t.Fatalf("Release blocked for %v with a %v context while a renewal call was stuck", d+2*time.Second, d)
+	}
+}
+
+// eventually polls cond (a read of Redis or of a permit) until it holds or d
+// passes.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestReleaseReturnsWhileRenewalStuck: a renewal call stuck in a client that
+// ignores its context does not hold Release, which returns within its own
+// context with the weight free in Redis; the renewal's goroutine ends once
+// the call returns, and the permit is not reported lost.
+func TestReleaseReturnsWhileRenewalStuck(t *testing.T) {
+	g := newGateRenew(false)
+	_, s, p := heldPermit(t, g, Config{Lease: 900 * time.Millisecond, CallTimeout: 100 * time.Millisecond})
+	releaseWithin(t, p, time.Second)
+	// The only unit is free again while the renewal is still stuck.
+	q, err := s.TryAcquire(t.Context(), 1)
+	if err != nil {
+		t.Fatalf("TryAcquire after Release, while its renewal is stuck: %v", err)
+	}
+	q.Release(t.Context())
+	select {
+	case <-g.done:
+		t.Fatal("the stuck renewal returned before the gate opened")
+	default:
+	}
+
+	g.open()
+	<-g.done
+	eventually(t, 5*time.Second, "renewal goroutine still in flight after its call returned", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.stopCall == nil
+	})
+	select {
+	case <-p.Lost():
+		t.Error("a released permit was reported lost")
+	default:
+	}
+	if cause := context.Cause(p.Context()); !errors.Is(cause, ErrReleased) {
+		t.Errorf("permit context cause = %v, want ErrReleased", cause)
+	}
+}
+
+// TestLateReadoptAfterReleaseIsReleasedAgain: with Readopt, a renewal in
+// flight when the permit is released can reach Redis after the release. Its
+// tombstone refuses re-adoption; here the tombstone is gone first (as after
+// TombstoneTTL), so the renewal re-adopts the token, held by no one. The
+// renewal, answered that it re-adopted a released permit's token, releases
+// it again at once, instead of leaving the unit taken for a lease.
+func TestLateReadoptAfterReleaseIsReleasedAgain(t *testing.T) {
+	g := newGateRenew(true)
+	const lease = 4500 * time.Millisecond
+	db, s, p := heldPermit(t, g, Config{Lease: lease, CallTimeout: 100 * time.Millisecond, Readopt: true})
+	releaseWithin(t, p, time.Second)
+	ctx := t.Context()
+	tomb := s.keys[5]
+	if err := db.Client.ZScore(ctx, tomb, p.token).Err(); err != nil {
+		t.Fatalf("no tombstone after the release of a permit with Readopt: %v", err)
+	}
+	if err := db.Client.ZRem(ctx, tomb, p.token).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	g.open()
+	<-g.done
+	if g.status != stReadopted {
+		t.Fatalf("late renewal status = %d, want %d (re-adopted): the test did not set up the case", g.status, stReadopted)
+	}
+	start := time.Now()
+	eventually(t, 2*time.Second, "the token re-adopted after the release is still held (it would be until its lease ends)", func() bool {
+		st, err := s.Stats(ctx)
+		return err == nil && st.Holders == 0 && st.InUse == 0
+	})
+	t.Logf("re-adopted token released again after %v (lease %v)", time.Since(start), lease)
+	if err := db.Client.ZScore(ctx, tomb, p.token).Err(); err != nil {
+		t.Errorf("no tombstone after the second release: %v", err)
+	}
+}
