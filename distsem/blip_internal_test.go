@@ -23,7 +23,7 @@ func (h *renewCalls) ProcessPipelineHook(n redis.ProcessPipelineHook) redis.Proc
 func (h *renewCalls) ProcessHook(n redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, c redis.Cmder) error {
 		err := n(ctx, c)
-		if a := c.Args(); len(a) > 1 && a[1] == renewDigest {
+		if a := c.Args(); len(a) > 1 && a[1] == renewScript.Hash() {
 			h.sent.Add(1)
 			if err == nil {
 				h.answered.Add(1)

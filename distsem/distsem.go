@@ -454,21 +454,29 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// track counts one more goroutine that Close waits for (call s.bg.Done when it
+// ends), and reports whether it did: false once the Semaphore is closed.
+func (s *Semaphore) track() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.bg.Add(1) // under mu, so never concurrent with Close's Wait
+	return true
+}
+
 // cleanup releases tok in the background, detached from the caller's context,
 // retrying store failures until it succeeds, the lease has passed (the permit
 // is then gone anyway) or the Semaphore is closed.
 func (s *Semaphore) cleanup(tok any) {
 	// The release always writes a tombstone (ARGV[8] = 1).
-	s.mu.Lock()
-	if s.closed {
+	if !s.track() {
 		// No background work after Close: one attempt, bounded by CallTimeout,
 		// and none at all while the breaker is open.
-		s.mu.Unlock()
 		s.call(context.Background(), breaker.FailClosed, releaseScript, tok, s.tombArg, 0, 1, 0)
 		return
 	}
-	s.bg.Add(1) // under mu, so never concurrent with Close's Wait
-	s.mu.Unlock()
 	go func() {
 		defer s.bg.Done()
 		// Retry while the token can still matter: a holder lives for Lease, a
@@ -571,7 +579,8 @@ func atoi(v any) int64 {
 }
 
 // Close stops the Semaphore's pub/sub connection and background releases and
-// waits for its goroutines to exit. Permits still held keep renewing until
+// waits for its goroutines to exit, including renewal calls still in flight
+// for permits released before Close. Permits still held keep renewing until
 // released. Calls after Close return ErrClosed. Close is idempotent.
 func (s *Semaphore) Close() error {
 	s.mu.Lock()

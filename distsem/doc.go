@@ -96,9 +96,10 @@
 // never overtakes the queue), and Stats.Readopted counts it.
 // A renewal call is bounded by the local deadline, and a permit whose renewals
 // fail is due again at its deadline at the latest, so a loss is signalled at the
-// deadline. Release takes the permit off the schedule, and cancels and waits for
-// a renewal in flight, before it sends the release, so an intentional release is
-// never reported as lost.
+// deadline. Release takes the permit off the schedule and cancels a renewal in
+// flight without waiting for it (a call that hangs cannot delay Release), and an
+// intentional release is never reported as lost. A renewal that reaches Redis
+// after the release cannot make the token a holder again (see Permit.Release).
 //
 // # When Redis fails
 //

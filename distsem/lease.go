@@ -37,12 +37,13 @@ type Permit struct {
 	cause    error // ErrLeaseLost or ErrReleased once the permit ended
 	// ctx and lost are made on first use (Context, Lost): most permits never
 	// need them.
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
-	lost     chan struct{}
-	deadline time.Time          // local deadline: last successful renewal's send time + Lease
-	granted  time.Time          // when the grant was seen (hold-time estimates)
-	stopCall context.CancelFunc // cancels the renewal in flight; nil when none is
+	ctx        context.Context
+	cancel     context.CancelCauseFunc
+	lost       chan struct{}
+	deadline   time.Time          // local deadline: last successful renewal's send time + Lease
+	granted    time.Time          // when the grant was seen (hold-time estimates)
+	stopCall   context.CancelFunc // cancels the renewal in flight; nil when none is
+	closeWaits bool               // Release counted the renewal in flight in s.bg (see renew)
 
 	// Guarded by the Semaphore's renewals.mu: the permit's place in the
 	// renewal schedule.
@@ -135,8 +136,8 @@ func (p *Permit) endLocked(cause error) {
 }
 
 // Release gives the permit back. Renewal is stopped and a renewal in flight is
-// cancelled, but not waited for, so a renewal call that hangs cannot delay
-// Release. An intentional release is never reported as a lost lease: a
+// cancelled, but not waited for (Close waits for it), so a renewal call that
+// hangs cannot delay Release. An intentional release is never reported as a lost lease: a
 // renewal that returns after Release finds the permit released. The release
 // call is detached from ctx's cancellation (it has its own CallTimeout), so a
 // cancelled request still frees its permit. If it fails, it is retried in the
@@ -173,6 +174,8 @@ func (p *Permit) Release(ctx context.Context) error {
 		// relied on the tombstone as it does now.
 		if p.stopCall != nil {
 			p.stopCall()
+			// Close waits for the call's goroutine instead (see renew).
+			p.closeWaits = p.s.track()
 		}
 	}
 	p.endLocked(ErrReleased)
@@ -238,26 +241,33 @@ func (p *Permit) renew(ctx context.Context, cancel context.CancelFunc) {
 	sent := time.Now()
 	r, _, _, err := s.call(ctx, breaker.FailClosed, renewScript, p.tokArg, p.weight, s.leaseArg, p.fence, b2i(s.cfg.Readopt))
 	cancel()
-	if p.renewed(r, err, sent) {
+	releaseAgain, tracked := p.renewed(r, err, sent)
+	if releaseAgain {
 		s.cleanup(p.tokArg) // after p.mu: it may call Redis at once
+	}
+	if tracked {
+		s.bg.Done()
 	}
 }
 
 // renewed takes the outcome of a renewal call sent at sent and schedules the
 // next (Lease/3 after a success, sooner after a failure, never after the local
 // deadline) unless the permit was released or lost. It reports whether the
-// token must be released again: the permit was released while the call was in
-// flight (Release does not wait for it) and the call re-adopted the token,
-// perhaps after the release ran in Redis.
-func (p *Permit) renewed(r []int64, err error, sent time.Time) (releaseAgain bool) {
+// token must be released again (the permit was released while the call was in
+// flight, since Release does not wait for it, and the call re-adopted the
+// token, perhaps after the release ran in Redis), and whether Release counted
+// the call's goroutine in the Semaphore's background work (tracked: the caller
+// must call s.bg.Done).
+func (p *Permit) renewed(r []int64, err error, sent time.Time) (releaseAgain, tracked bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stopCall = nil
 	if p.released {
-		return err == nil && r[0] == stReadopted
+		tracked, p.closeWaits = p.closeWaits, false
+		return err == nil && r[0] == stReadopted, tracked
 	}
 	if p.isLost {
-		return false
+		return false, false
 	}
 	s := p.s
 	// p is on the schedule at its local deadline (see renewDue), or was just
@@ -268,7 +278,7 @@ func (p *Permit) renewed(r []int64, err error, sent time.Time) (releaseAgain boo
 		// Past the local deadline whatever the answer: the lease may have
 		// run out at the store before the call ran.
 		p.loseLocked()
-		return false
+		return false, false
 	}
 	interval := s.cfg.Lease / 3
 	switch {
@@ -288,7 +298,7 @@ func (p *Permit) renewed(r []int64, err error, sent time.Time) (releaseAgain boo
 	default:
 		p.loseLocked()
 	}
-	return false
+	return false, false
 }
 
 func (p *Permit) loseLocked() {

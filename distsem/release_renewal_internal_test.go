@@ -39,7 +39,7 @@ func (g *gateRenew) ProcessPipelineHook(n redis.ProcessPipelineHook) redis.Proce
 }
 func (g *gateRenew) ProcessHook(n redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, c redis.Cmder) error {
-		if a := c.Args(); len(a) < 2 || a[1] != renewDigest || !g.held.CompareAndSwap(false, true) {
+		if a := c.Args(); len(a) < 2 || a[1] != renewScript.Hash() || !g.held.CompareAndSwap(false, true) {
 			return n(ctx, c)
 		}
 		defer close(g.done)
@@ -61,6 +61,11 @@ func (g *gateRenew) ProcessHook(n redis.ProcessHook) redis.ProcessHook {
 func heldPermit(t *testing.T, g *gateRenew, cfg Config) (*redistest.DB, *Semaphore, *Permit) {
 	t.Helper()
 	db := redistest.Connect(t)
+	// Cached, so that the held call is answered, not refused NOSCRIPT and
+	// sent again as EVAL, a call the hook does not see.
+	if err := renewScript.Load(t.Context(), db.Client).Err(); err != nil {
+		t.Fatal(err)
+	}
 	db.Client.AddHook(g)
 	t.Cleanup(g.open) // before the client is closed, even if the test fails
 	s := New(db.Client, db.Prefix+"sem", 1, cfg)
@@ -115,7 +120,7 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 // TestReleaseReturnsWhileRenewalStuck: a renewal call stuck in a client that
 // ignores its context does not hold Release, which returns within its own
 // context with the weight free in Redis; the renewal's goroutine ends once
-// the call returns, and the permit is not reported lost.
+// the call returns, Close waits for it, and the permit is not reported lost.
 func TestReleaseReturnsWhileRenewalStuck(t *testing.T) {
 	g := newGateRenew(false)
 	_, s, p := heldPermit(t, g, Config{Lease: 900 * time.Millisecond, CallTimeout: 100 * time.Millisecond})
@@ -132,8 +137,22 @@ func TestReleaseReturnsWhileRenewalStuck(t *testing.T) {
 	default:
 	}
 
+	// Close, though, waits for the renewal's goroutine: none outlives it.
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a released permit's renewal call was still running")
+	case <-time.After(200 * time.Millisecond):
+	}
+
 	g.open()
 	<-g.done
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close still waiting 5s after the renewal call returned")
+	}
 	eventually(t, 5*time.Second, "renewal goroutine still in flight after its call returned", func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()

@@ -183,16 +183,20 @@ func TestFastAcquireGivesLostKeysATTL(t *testing.T) {
 }
 
 // stallRenew holds every renew call for 2s, ignoring its context, as a
-// misbehaving hook or client could.
-type stallRenew struct{}
+// misbehaving hook or client could. calls counts the calls it holds, so that a
+// test can wait for them: Release does not (see Permit.Release), and a test
+// must not leave them running into the next one.
+type stallRenew struct{ calls *sync.WaitGroup }
 
 func (stallRenew) DialHook(n redis.DialHook) redis.DialHook { return n }
 func (stallRenew) ProcessPipelineHook(n redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return n
 }
-func (stallRenew) ProcessHook(n redis.ProcessHook) redis.ProcessHook {
+func (h stallRenew) ProcessHook(n redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, c redis.Cmder) error {
 		if a := c.Args(); len(a) > 1 && a[1] == renewScript.Hash() {
+			h.calls.Add(1)
+			defer h.calls.Done()
 			time.Sleep(2 * time.Second)
 		}
 		return n(ctx, c)
@@ -203,7 +207,9 @@ func (stallRenew) ProcessHook(n redis.ProcessHook) redis.ProcessHook {
 // the local deadline is lost at that deadline, not when the call returns.
 func TestLostAtDeadlineWhileRenewalHangs(t *testing.T) {
 	db := redistest.Connect(t)
-	db.Client.AddHook(stallRenew{})
+	var stalled sync.WaitGroup
+	defer stalled.Wait() // last: after Release and Close
+	db.Client.AddHook(stallRenew{&stalled})
 	const lease = 300 * time.Millisecond
 	s := New(db.Client, db.Prefix+"sem", 1, Config{Lease: lease, CallTimeout: 100 * time.Millisecond})
 	defer s.Close()
