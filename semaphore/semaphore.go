@@ -79,10 +79,28 @@ type Config struct {
 // rejects every Acquire with ErrTooLarge. A Weighted is safe for simultaneous use
 // by multiple goroutines.
 type Weighted struct {
-	state    atomic.Uint64 // see the constants above
+	// Fields are grouped by who writes them, a cache line of padding between
+	// groups (whatever the alignment, no line holds two groups), so that
+	// reading what rarely changes (the capacity, the Config) does not miss
+	// because a neighbour was just written by another core.
+
+	// Read-mostly: capacity changes only in Resize.
 	capacity atomic.Int64
+	cfg      Config
+	pool     sync.Pool // of *waiter
+	_        [cacheLine]byte
+
+	// Written by every grant and release, with or without mu.
+	state    atomic.Uint64 // see the constants above
 	acquired atomic.Uint64 // grants on the lock-free path
-	lockers  atomic.Int32  // goroutines blocked waiting for mu
+	_        [cacheLine]byte
+
+	// The locked path: mu, the fields it guards, and what is published to its
+	// holders without it.
+	lockers atomic.Int32 // goroutines blocked waiting for mu
+	// held is set by every holder of mu right after it takes mu and cleared
+	// right before it unlocks; see ensureSeen.
+	held atomic.Bool
 	// inbox is a stack of waiters pushed without mu by Acquire calls that found
 	// mu held (see acquirePushed); every holder of mu moves them to the queue, in
 	// arrival order, before anything else, and re-checks it after unlocking.
@@ -91,12 +109,6 @@ type Weighted struct {
 	// bit was set, not yet seen by a holder of mu: the next holder observes it
 	// and grants the waiters it lets through (see release).
 	released atomic.Int64
-	// held is set by every holder of mu right after it takes mu and cleared
-	// right before it unlocks; see ensureSeen.
-	held atomic.Bool
-
-	cfg  Config
-	pool sync.Pool // of *waiter
 
 	mu sync.Mutex
 	// mu guards:
@@ -116,6 +128,11 @@ type Weighted struct {
 	obsReleased int64
 	rate        float64
 }
+
+// cacheLine is the padding that keeps the groups of Weighted's fields apart:
+// 64 bytes is a line on amd64 and most arm64 cores; the 128 bytes of Apple's
+// are not worth doubling it for.
+const cacheLine = 64
 
 const (
 	reasonQueueFull = iota
