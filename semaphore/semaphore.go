@@ -720,23 +720,27 @@ func (s *Weighted) release(n int64) {
 }
 
 // releaseLocked is release for a caller that found callers queued and took mu
-// at once: it takes n off the state word and grants under mu itself, two
-// atomic writes fewer than handing n over through released.
+// at once: it takes n off the state word and adds the weight of the waiters
+// this lets through in one CAS, and grants them itself: three atomic writes
+// fewer than handing n over through released to a holder that grants.
 func (s *Weighted) releaseLocked(n int64) {
 	s.held.Store(true)
+	s.absorbLocked(false) // first: waiters pushed before this Release go first
 	for {
 		st := s.state.Load()
 		if st&curMask < uint64(n) {
-			s.absorbLocked(false)
 			s.unlock()
 			panic("semaphore: released more than held")
 		}
-		if s.state.CompareAndSwap(st, st-uint64(n)) { // not Add: see release
+		// One write for the release and the grants it lets through. Not Add:
+		// see release.
+		add, k := s.fitLocked(st&curMask - uint64(n))
+		if s.state.CompareAndSwap(st, st-uint64(n)+add) {
+			s.observeLocked(n)
+			s.grantFirstLocked(k)
 			break
 		}
 	}
-	s.observeLocked(n)
-	s.absorbLocked(true)
 	s.unlock()
 }
 
@@ -765,14 +769,30 @@ func (s *Weighted) observeLocked(n int64) {
 // grantLocked grants queued callers in FIFO order while the head fits; unlock
 // signals them.
 func (s *Weighted) grantLocked() {
-	st0 := s.state.Load()
-	st := st0
+	add, k := s.fitLocked(s.state.Load() & curMask)
+	if k > 0 {
+		s.state.Add(add) // not Store: a Release may have taken weight off since
+	}
+	s.grantFirstLocked(k)
+}
+
+// fitLocked returns how many queued callers, from the head, fit beside cur in
+// use, and their weight. Strict FIFO: a heavy head blocks lighter callers
+// behind it.
+func (s *Weighted) fitLocked(cur uint64) (add uint64, k int) {
 	c := uint64(s.capacity.Load())
-	for w := s.head; w != nil; w = s.head {
-		if st&curMask+uint64(w.n) > c {
-			break // strict FIFO: a heavy head blocks lighter callers behind it
-		}
-		st += uint64(w.n)
+	for w := s.head; w != nil && cur+add+uint64(w.n) <= c; w = w.next {
+		add += uint64(w.n)
+		k++
+	}
+	return add, k
+}
+
+// grantFirstLocked grants the first k queued callers, whose weight the caller
+// has added to the state word; unlock signals them.
+func (s *Weighted) grantFirstLocked(k int) {
+	for ; k > 0; k-- {
+		w := s.head
 		s.removeLocked(w)
 		w.state = granted
 		s.lockedGrants++
@@ -781,7 +801,6 @@ func (s *Weighted) grantLocked() {
 	if s.head == nil {
 		s.obsStart = time.Time{}
 	}
-	s.state.Add(st - st0) // not Store: a Release may have taken weight off since
 }
 
 func (s *Weighted) pushLocked(w *waiter) {
