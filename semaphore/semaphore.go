@@ -429,15 +429,18 @@ func (s *Weighted) acquireSlow(ctx context.Context, done <-chan struct{}, n int6
 	}
 	var now time.Time
 	if !s.cfg.NoEarlyReject && s.rate > 0 {
-		est := s.estimateLocked(s.waitingWeight + n)
-		if dl, ok := ctx.Deadline(); ok {
-			now = time.Now()
-			if now.Add(est).After(dl) {
-				return s.rejectLocked(n, reasonDeadline, est)
+		dl, hasDeadline := ctx.Deadline()
+		if hasDeadline || s.cfg.MaxWait > 0 { // else there is nothing to estimate against
+			est := s.estimateLocked(s.waitingWeight + n)
+			if hasDeadline {
+				now = time.Now()
+				if now.Add(est).After(dl) {
+					return s.rejectLocked(n, reasonDeadline, est)
+				}
 			}
-		}
-		if s.cfg.MaxWait > 0 && est > s.cfg.MaxWait {
-			return s.rejectLocked(n, reasonMaxWait, est)
+			if s.cfg.MaxWait > 0 && est > s.cfg.MaxWait {
+				return s.rejectLocked(n, reasonMaxWait, est)
+			}
 		}
 	}
 	w := s.getWaiter()
