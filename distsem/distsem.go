@@ -358,9 +358,7 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 			if timer != nil {
 				timer.Stop()
 			}
-			p := s.newPermit(tokArg, w, r[1], start)
-			p.tomb = calls > 1
-			return p, nil
+			return s.newPermit(tokArg, w, r[1], start, calls > 1), nil
 		case stBusy:
 			return nil, &RejectError{Reason: ErrNoCapacity, Delay: s.retryAfter(w, r)}
 		case stTooHeavy:
@@ -399,9 +397,7 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 			if fence > 0 && fence > queuedAt {
 				// Granted by hand-off with our lease, after our last call
 				// was sent: start is a safe base for the local deadline.
-				p := s.newPermit(tokArg, w, fence, start)
-				p.tomb = calls > 1
-				return p, nil
+				return s.newPermit(tokArg, w, fence, start, calls > 1), nil
 			}
 		case <-timer.C:
 		}
@@ -580,8 +576,9 @@ func atoi(v any) int64 {
 
 // Close stops the Semaphore's pub/sub connection and background releases and
 // waits for its goroutines to exit, including renewal calls still in flight
-// for permits released before Close. Permits still held keep renewing until
-// released. Calls after Close return ErrClosed. Close is idempotent.
+// for permits released before Close: a call stuck in a client or hook that
+// ignores its context delays Close until it returns. Permits still held keep
+// renewing until released. Calls after Close return ErrClosed. Close is idempotent.
 func (s *Semaphore) Close() error {
 	s.mu.Lock()
 	if s.closed {

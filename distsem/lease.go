@@ -62,10 +62,12 @@ const (
 // newPermit returns a Redis permit for token tok (a string) and schedules its
 // renewal. sent is when the acquire call that granted or claimed it was sent:
 // Redis set its expiry to TIME + Lease after that, so sent + Lease is a safe
-// local deadline.
-func (s *Semaphore) newPermit(tok any, w, fence int64, sent time.Time) *Permit {
+// local deadline. tomb is whether its release must write a tombstone (see
+// Permit.tomb); it is set here, before the permit is scheduled and the
+// renewal timer can reach it.
+func (s *Semaphore) newPermit(tok any, w, fence int64, sent time.Time, tomb bool) *Permit {
 	p := s.basePermit(w, permitRedis)
-	p.tokArg, p.fence = tok, fence
+	p.tokArg, p.fence, p.tomb = tok, fence, tomb
 	p.token, _ = tok.(string)
 	p.counted = s.fail.countRedis(w)
 	p.deadline = sent.Add(s.cfg.Lease)
@@ -164,11 +166,13 @@ func (p *Permit) Release(ctx context.Context) error {
 		//   - With Readopt it could insert the token again, so the release
 		//     writes a tombstone (ARGV[8] below), and renew.lua does not
 		//     re-adopt a tombstoned token.
-		//   - A renewal that reaches Redis only after the tombstone expired
-		//     (TombstoneTTL after the release) re-adopts the token; if it
-		//     answers, renewed releases the token again, and if it never
-		//     does, the token expires by its lease. Re-adoption only takes
-		//     free capacity, so the limit holds meanwhile.
+		//   - A renewal that reaches Redis only after the tombstone is gone
+		//     (expired, TombstoneTTL after the release, and then swept by a
+		//     later release, which is the only call that removes expired
+		//     tombstones) re-adopts the token; if it answers, renewed
+		//     releases the token again, and if it never does, the token
+		//     expires by its lease. Re-adoption only takes free capacity, so
+		//     the limit holds meanwhile.
 		// Waiting ordered the two calls only for a renewal that answered: one
 		// that timed out at the client may still run in Redis later, and
 		// relied on the tombstone as it does now.
