@@ -178,11 +178,7 @@ func (q *RedisQueue) Wait(ctx context.Context, cost int64) error {
 	}
 	r, src, err := breaker.Do(ctx, q.brk, q.policy, func(ctx context.Context) ([7]int64, error) {
 		var out [7]int64
-		v, err := reserveScript.Run(ctx, q.client, []string{q.key}, args...).Result()
-		if err != nil {
-			return out, err
-		}
-		if err := parseInts(v, out[:]); err != nil {
+		if err := evalKey(ctx, q.client, reserveScript, q.key, out[:], args...); err != nil {
 			return out, err
 		}
 		if out[0] != 0 && out[0] != 1 || out[1] < 0 {

@@ -327,15 +327,12 @@ func (l *Lease) leaseCall(ctx context.Context, want, least, giveback int64) ([4]
 	r, _, err := breaker.Do(ctx, m.brk, breaker.FailClosed, func(ctx context.Context) ([4]int64, error) {
 		var out [4]int64
 		cctx, deadline, cancel := m.bound.Bound(ctx)
-		v, err := leaseScript.Run(cctx, m.client, []string{m.Key(l.key)}, args...).Result()
+		err := evalKey(cctx, m.client, leaseScript, m.Key(l.key), out[:], args...)
 		if cancel != nil {
 			cancel()
 		}
 		if err != nil {
 			return out, callError(ctx, deadline, err)
-		}
-		if err := parseInts(v, out[:]); err != nil {
-			return out, err
 		}
 		if out[0] < 0 || out[0] > want || out[2] < 0 {
 			return out, errors.New("shaper: unexpected lease reply")

@@ -476,21 +476,18 @@ func parseReply(v []int64) ([4]int64, error) {
 	return out, nil
 }
 
-// parseInts checks that v is an array of len(dst) integers and stores them in dst.
-func parseInts(v any, dst []int64) error {
-	a, ok := v.([]any)
-	if !ok {
-		return fmt.Errorf("shaper: unexpected reply %T", v)
+// evalKey runs sc (EVALSHA, then EVAL on NOSCRIPT) with the one key key and
+// argv, and stores its reply, an array of len(dst) integers, in dst.
+func evalKey(ctx context.Context, c redis.UniversalClient, sc *redisscript.Script, key string, dst []int64, argv ...any) error {
+	args := make([]any, 4, 4+len(argv)) // args[0:2] are written by EvalInts
+	args[2], args[3] = oneKey, key
+	v, err := sc.EvalInts(ctx, c, append(args, argv...))
+	if err != nil {
+		return err
 	}
-	if len(a) != len(dst) {
-		return fmt.Errorf("shaper: unexpected reply of %d elements", len(a))
+	if len(v) != len(dst) {
+		return fmt.Errorf("shaper: unexpected reply of %d elements", len(v))
 	}
-	for i, e := range a {
-		x, ok := e.(int64)
-		if !ok {
-			return fmt.Errorf("shaper: unexpected reply element %T", e)
-		}
-		dst[i] = x
-	}
+	copy(dst, v)
 	return nil
 }

@@ -338,11 +338,7 @@ func TestReserveScriptContract(t *testing.T) {
 	ctx := context.Background()
 	reserve := func(n, maxwait int64) [3]int64 {
 		var out [7]int64
-		v, err := reserveScript.Run(ctx, db.Client, []string{q.Key()}, q.rl.args[0], q.rl.args[1], q.rl.args[2], n, maxwait, now).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := parseInts(v, out[:]); err != nil {
+		if err := evalKey(ctx, db.Client, reserveScript, q.Key(), out[:], q.rl.args[0], q.rl.args[1], q.rl.args[2], n, maxwait, now); err != nil {
 			t.Fatal(err)
 		}
 		return [3]int64(out[:3])
