@@ -698,8 +698,9 @@ func (s *Weighted) Release(n int64) {
 // release takes n off the state word with a CAS whether or not the slow bit is
 // set: Release is the one change to the word that does not need mu, which is
 // why every change made under mu is an atomic add or a CAS, never a store of a
-// value read before. With the bit set, someone queued may now fit: n is added
-// to released, and whoever holds mu next grants them (see locked and unlock),
+// value read before. With the bit set, someone queued may now fit: if mu is
+// free, release takes it and grants them itself (releaseLocked); if not, n is
+// added to released, and whoever holds mu grants them (see locked and unlock),
 // so Release never waits for mu.
 func (s *Weighted) release(n int64) {
 	if s.state.Load()&slowBit != 0 && s.mu.TryLock() {
@@ -709,7 +710,7 @@ func (s *Weighted) release(n int64) {
 	for {
 		st := s.state.Load()
 		if st&curMask < uint64(n) {
-			panic("semaphore: released more than held")
+			panic(errOverRelease)
 		}
 		if s.state.CompareAndSwap(st, st-uint64(n)) {
 			if st&slowBit == 0 {
@@ -722,18 +723,27 @@ func (s *Weighted) release(n int64) {
 	s.ensureSeen()
 }
 
-// releaseLocked is release for a caller that found callers queued and took mu
-// at once: it takes n off the state word and adds the weight of the waiters
+const errOverRelease = "semaphore: released more than held"
+
+// releaseLocked is release for a caller that found the slow bit set (callers
+// queued, or a holder of mu at work) and took mu at once: it takes n off the state word and adds the weight of the waiters
 // this lets through in one CAS, and grants them itself: three atomic writes
 // fewer than handing n over through released to a holder that grants.
 func (s *Weighted) releaseLocked(n int64) {
 	s.held.Store(true)
+	// Checked before absorbLocked as well as in the loop: absorbing may grant
+	// weight released without mu to waiters, which would hide an over-release
+	// of that weight.
+	if s.state.Load()&curMask < uint64(n) {
+		s.unlock()
+		panic(errOverRelease)
+	}
 	s.absorbLocked(false) // first: waiters pushed before this Release go first
 	for {
 		st := s.state.Load()
 		if st&curMask < uint64(n) {
 			s.unlock()
-			panic("semaphore: released more than held")
+			panic(errOverRelease)
 		}
 		// One write for the release and the grants it lets through. Not Add:
 		// see release.

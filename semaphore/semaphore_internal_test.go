@@ -1,8 +1,10 @@
 package semaphore
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 )
 
 // A lock-free acquire that read the state word and the capacity before a
@@ -47,4 +49,43 @@ func TestPushedAfterShrinkFails(t *testing.T) {
 	if !s.TryAcquire(2) {
 		t.Fatal("TryAcquire(2) failed on an empty semaphore")
 	}
+}
+
+// An over-release is caught even while weight released without mu is pending
+// (in released) with a waiter that it lets through: a Release that takes mu
+// checks before it absorbs that weight, which would grant it to the waiter
+// and make the over-release look covered (found in review).
+func TestOverReleaseCaughtWithReleasedPending(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New(2, Config{})
+		if err := s.Acquire(t.Context(), 2); err != nil {
+			t.Fatal(err)
+		}
+		s.lock() // a holder of mu
+		res := make(chan error, 1)
+		go func() { res <- s.Acquire(context.Background(), 2) }()
+		synctest.Wait() // pushed onto the inbox
+		s.Release(2)    // mu held: the weight goes to released
+		if s.released.Load() != 2 {
+			t.Fatalf("released = %d, want 2", s.released.Load())
+		}
+		s.held.Store(false)
+		s.mu.Unlock() // the holder, between its Unlock and its look at released
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("Release(2) with nothing held did not panic")
+				}
+			}()
+			s.Release(2)
+		}()
+		s.ensureSeen() // the holder's look
+		if err := <-res; err != nil {
+			t.Fatalf("Acquire = %v, want nil", err)
+		}
+		if st := s.Stats(); st.InUse != 2 || st.Waiters != 0 {
+			t.Fatalf("Stats = %+v, want 2 in use (the waiter's) and no waiters", st)
+		}
+		s.Release(2)
+	})
 }
