@@ -684,7 +684,10 @@ func (s *Weighted) TryAcquire(n int64) bool {
 }
 
 // Release releases weight n, granting queued callers in order while the head of
-// the queue fits. It panics if n <= 0 or if more weight is released than is held.
+// the queue fits. It panics if n <= 0 or if more weight is released than is held
+// in all (as x/sync/semaphore, it cannot tell whose weight is released: a caller
+// releasing more than it holds, while others hold enough, frees theirs, and the
+// panic comes at a later Release).
 func (s *Weighted) Release(n int64) {
 	if n <= 0 {
 		panic("semaphore: release of non-positive weight")
