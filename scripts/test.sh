@@ -4,7 +4,8 @@
 # On a fresh Debian machine it installs redis-server if missing, starts redis-server
 # and a throwaway PostgreSQL cluster on free loopback ports, exports REDIS_ADDR,
 # DATABASE_URL and REDIS_SERVER, runs gofmt, go vet and go test -race -shuffle=on on
-# the root module, then vets and smoke-runs bench/ (one iteration each). Both servers
+# the root module, then its allocation tests without -race, then vets and
+# smoke-runs bench/ (one iteration each). Both servers
 # are stopped and their data removed on every exit path: success, failure or Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -119,6 +120,11 @@ run go vet ./...
 
 log "go test -race -shuffle=on ./..."
 run go test -race -shuffle=on -timeout 30m ${GOTESTFLAGS:-} ./...
+
+# The allocation tests are built without -race only (//go:build !race): the
+# race detector allocates on its own and makes sync.Pool drop items.
+log "allocation budgets, without -race"
+run go test -count=1 -run 'Allocs|Allocat' ./...
 
 log "benchmarks, one iteration (root module)"
 run go test -run='^$' -bench=. -benchtime=1x ./... >"$WORK/bench-root.log" 2>&1 ||
