@@ -3,9 +3,10 @@
 test:
 	./scripts/test.sh
 
-# Cancellation and race regressions, many times over (no servers needed).
+# Cancellation, race, stress and FIFO regressions, many times over (no servers
+# needed; tests that need one skip).
 stress:
-	go test -race -count=50 -run 'Cancel|Race' ./...
+	go test -race -count=50 -run 'Cancel|Race|Stress|Adv|FIFO|OverRelease|Pushed' ./...
 
 # Benchmarks of the root module (in-package, beside their local baselines).
 bench:
