@@ -729,9 +729,10 @@ func (s *Weighted) release(n int64) {
 const errOverRelease = "semaphore: released more than held"
 
 // releaseLocked is release for a caller that found the slow bit set (callers
-// queued, or a holder of mu at work) and took mu at once: it takes n off the state word and adds the weight of the waiters
-// this lets through in one CAS, and grants them itself: three atomic writes
-// fewer than handing n over through released to a holder that grants.
+// queued, or a holder of mu at work) and took mu at once: it takes n off the
+// state word and adds the weight of the waiters this lets through in one CAS,
+// and grants them itself: three atomic writes fewer than handing n over
+// through released to a holder that grants.
 func (s *Weighted) releaseLocked(n int64) {
 	s.held.Store(true)
 	// Checked before absorbLocked as well as in the loop: absorbing may grant
