@@ -111,8 +111,10 @@ type Semaphore struct {
 	bound    calltimeout.Bounder // CallTimeout, applied by run
 	hold     atomic.Int64        // mean hold time of this Semaphore's released permits (ns, EWMA); 0 if none yet
 
-	// isClosed: closed, readable without mu (every acquire checks it).
-	isClosedFlag atomic.Bool
+	// closed is set by Close under mu, and read under mu where what follows
+	// must not race with Close (track, listen), without it elsewhere (every
+	// acquire checks it).
+	closed atomic.Bool
 
 	// wmu guards waiters (apart from mu: every Acquire registers and
 	// unregisters).
@@ -123,7 +125,6 @@ type Semaphore struct {
 	// mu guards:
 	ps        *redis.PubSub
 	listening bool
-	closed    bool
 }
 
 // New returns a Semaphore of the given limit named name on client. It does no
@@ -455,7 +456,7 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 func (s *Semaphore) track() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return false
 	}
 	s.bg.Add(1) // under mu, so never concurrent with Close's Wait
@@ -581,12 +582,11 @@ func atoi(v any) int64 {
 // renewing until released. Calls after Close return ErrClosed. Close is idempotent.
 func (s *Semaphore) Close() error {
 	s.mu.Lock()
-	if s.closed {
+	if s.closed.Load() {
 		s.mu.Unlock()
 		return nil
 	}
-	s.closed = true
-	s.isClosedFlag.Store(true)
+	s.closed.Store(true)
 	ps := s.ps
 	s.mu.Unlock()
 	s.stopFn()
@@ -597,4 +597,4 @@ func (s *Semaphore) Close() error {
 	return nil
 }
 
-func (s *Semaphore) isClosed() bool { return s.isClosedFlag.Load() }
+func (s *Semaphore) isClosed() bool { return s.closed.Load() }

@@ -79,7 +79,7 @@ func (s *Semaphore) wakeAll() {
 // caller never waits for the subscription; its confirmation wakes all waiters.
 func (s *Semaphore) listen() {
 	s.mu.Lock()
-	if s.listening || s.closed {
+	if s.listening || s.closed.Load() {
 		s.mu.Unlock()
 		return
 	}
@@ -106,7 +106,7 @@ func (s *Semaphore) receive() {
 	}
 	cancel()
 	s.mu.Lock()
-	if s.closed {
+	if s.closed.Load() {
 		s.mu.Unlock()
 		ps.Close()
 		return
