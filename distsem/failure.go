@@ -59,12 +59,6 @@ func (s *Semaphore) command(tok any, extra ...any) []any {
 	return append(a, extra...)
 }
 
-// eval runs sc with tok and extra (see command) bounded by CallTimeout; see
-// run. It does not go through the breaker; see call.
-func (s *Semaphore) eval(ctx context.Context, sc *redisscript.Script, tok any, extra ...any) ([]int64, error) {
-	return s.run(ctx, sc, s.command(tok, extra...))
-}
-
 // run runs sc with the command args (from command) bounded by CallTimeout,
 // and returns its integer reply: EVALSHA, then EVAL on NOSCRIPT, read
 // straight into []int64 (redisscript.Script.EvalInts; the scripts return
@@ -95,7 +89,7 @@ func (s *Semaphore) run(ctx context.Context, sc *redisscript.Script, args []any)
 	return r, nil
 }
 
-// call runs a script through the breaker with policy p (see eval for sc, tok
+// call runs a script through the breaker with policy p (see command for tok
 // and extra). ran reports whether the script was sent (its outcome may then be
 // unknown on error). With FailOpen or FailLocal and no answer from Redis, it
 // returns a nil reply, a nil error and the breaker's Source.
