@@ -32,131 +32,134 @@ func waitDone(t *testing.T, s *Weighted, wg *sync.WaitGroup, what string) {
 	}
 }
 
+// runAll runs f(0) … f(n-1), each in a goroutine of its own, and waits for
+// them all with waitDone.
+func runAll(t *testing.T, s *Weighted, what string, n int, f func(g int)) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for g := range n {
+		wg.Go(func() { f(g) })
+	}
+	waitDone(t, s, &wg, what)
+}
+
+// spin calls f over and over in a goroutine of its own until stop is called;
+// stop returns once f has returned for the last time. It is also called when
+// the test ends, so that a failing test leaves no spinner behind.
+func spin(t *testing.T, f func()) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			f()
+		}
+	})
+	stop = sync.OnceFunc(func() { close(done); wg.Wait() })
+	t.Cleanup(stop)
+	return stop
+}
+
+// checkIdle fails t unless s has no weight in use and no waiters, and returns
+// its Stats.
+func checkIdle(t *testing.T, s *Weighted) Stats {
+	t.Helper()
+	st := s.Stats()
+	if st.InUse != 0 || st.Waiters != 0 || st.WaitingWeight != 0 {
+		t.Fatalf("final stats %+v, want nothing in use and no waiters", st)
+	}
+	return st
+}
+
 // Hammer: mixed Acquire/Release/TryAcquire/cancel with background Stats to keep mu busy.
 func TestAdvHammer(t *testing.T) {
 	const C = 10
 	var inUse atomic.Int64
 	var over atomic.Int64
 	s := New(C, Config{})
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	var bg sync.WaitGroup
-	bg.Add(1)
-	go func() {
-		defer bg.Done()
-		for {
-			select {
-			case <-stop:
-				return
+	stop := spin(t, func() {
+		runtime.Gosched() // a pure spinner starves timer-woken holders at GOMAXPROCS=1
+		st := s.Stats()
+		if st.InUse < 0 || st.Waiters < 0 || st.WaitingWeight < 0 {
+			over.Add(1)
+		}
+	})
+	runAll(t, s, "hammer", 16, func(g int) {
+		r := rand.New(rand.NewPCG(uint64(g), 1))
+		for i := 0; i < 300; i++ {
+			n := int64(1 + r.IntN(C))
+			switch r.IntN(4) {
+			case 0:
+				if !s.TryAcquire(n) {
+					continue
+				}
+			case 1:
+				ctx, cancel := context.WithCancel(context.Background())
+				if r.IntN(2) == 0 {
+					d := time.Duration(r.IntN(50)) * time.Microsecond
+					go func() { time.Sleep(d); cancel() }()
+				}
+				err := s.Acquire(ctx, n)
+				cancel()
+				if err != nil {
+					continue
+				}
 			default:
+				if err := s.Acquire(context.Background(), n); err != nil {
+					t.Errorf("acquire: %v", err)
+					return
+				}
 			}
-			runtime.Gosched() // a pure spinner starves timer-woken holders at GOMAXPROCS=1
-			st := s.Stats()
-			if st.InUse < 0 || st.Waiters < 0 || st.WaitingWeight < 0 {
+			if v := inUse.Add(n); v > C {
 				over.Add(1)
 			}
-		}
-	}()
-	for g := 0; g < 16; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(g), 1))
-			for i := 0; i < 300; i++ {
-				n := int64(1 + r.IntN(C))
-				switch r.IntN(4) {
-				case 0:
-					if !s.TryAcquire(n) {
-						continue
-					}
-				case 1:
-					ctx, cancel := context.WithCancel(context.Background())
-					if r.IntN(2) == 0 {
-						d := time.Duration(r.IntN(50)) * time.Microsecond
-						go func() { time.Sleep(d); cancel() }()
-					}
-					err := s.Acquire(ctx, n)
-					cancel()
-					if err != nil {
-						continue
-					}
-				default:
-					if err := s.Acquire(context.Background(), n); err != nil {
-						t.Errorf("acquire: %v", err)
-						return
-					}
-				}
-				if v := inUse.Add(n); v > C {
-					over.Add(1)
-				}
-				if r.IntN(3) == 0 {
-					time.Sleep(time.Duration(r.IntN(5)) * time.Microsecond)
-				}
-				inUse.Add(-n)
-				s.Release(n)
+			if r.IntN(3) == 0 {
+				time.Sleep(time.Duration(r.IntN(5)) * time.Microsecond)
 			}
-		}(g)
-	}
-	waitDone(t, s, &wg, "hammer")
-	close(stop)
-	bg.Wait()
+			inUse.Add(-n)
+			s.Release(n)
+		}
+	})
+	stop()
 	if over.Load() != 0 {
 		t.Fatalf("capacity exceeded or bad stats %d times", over.Load())
 	}
-	if st := s.Stats(); st.InUse != 0 || st.Waiters != 0 || st.WaitingWeight != 0 {
-		t.Fatalf("final stats %+v", st)
-	}
+	checkIdle(t, s)
 }
 
 // Hammer with Resize racing pushes and releases.
 func TestAdvResize(t *testing.T) {
 	s := New(8, Config{})
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	var bg sync.WaitGroup
-	bg.Add(1)
-	go func() {
-		defer bg.Done()
-		r := rand.New(rand.NewPCG(99, 1))
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			s.Resize(int64(4 + r.IntN(8)))
-			time.Sleep(time.Duration(r.IntN(20)) * time.Microsecond)
-		}
-	}()
-	for g := 0; g < 12; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(g), 2))
-			for i := 0; i < 300; i++ {
-				n := int64(1 + r.IntN(6))
-				if r.IntN(4) == 0 {
-					if !s.TryAcquire(n) {
-						continue
-					}
-				} else if err := s.Acquire(context.Background(), n); err != nil {
-					if !errors.Is(err, ErrTooLarge) {
-						t.Errorf("acquire: %v", err)
-						return
-					}
+	rr := rand.New(rand.NewPCG(99, 1))
+	stop := spin(t, func() {
+		s.Resize(int64(4 + rr.IntN(8)))
+		time.Sleep(time.Duration(rr.IntN(20)) * time.Microsecond)
+	})
+	runAll(t, s, "resize", 12, func(g int) {
+		r := rand.New(rand.NewPCG(uint64(g), 2))
+		for i := 0; i < 300; i++ {
+			n := int64(1 + r.IntN(6))
+			if r.IntN(4) == 0 {
+				if !s.TryAcquire(n) {
 					continue
 				}
-				s.Release(n)
+			} else if err := s.Acquire(context.Background(), n); err != nil {
+				if !errors.Is(err, ErrTooLarge) {
+					t.Errorf("acquire: %v", err)
+					return
+				}
+				continue
 			}
-		}(g)
-	}
-	waitDone(t, s, &wg, "resize")
-	close(stop)
-	bg.Wait()
+			s.Release(n)
+		}
+	})
+	stop()
 	s.Resize(20)
-	if st := s.Stats(); st.InUse != 0 || st.Waiters != 0 {
-		t.Fatalf("final stats %+v", st)
-	}
+	checkIdle(t, s)
 }
 
 // Hooks calling back into the semaphore.
@@ -171,49 +174,31 @@ func TestAdvHooksReenter(t *testing.T) {
 		},
 		OnRelease: func(n int64) { _ = s.Stats() },
 	})
-	var wg sync.WaitGroup
-	for g := 0; g < 8; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			for i := 0; i < 300; i++ {
-				n := int64(1 + (i+g)%3)
-				if err := s.Acquire(context.Background(), n); err != nil {
-					t.Error(err)
-					return
-				}
-				s.Release(n)
+	runAll(t, s, "hooks", 8, func(g int) {
+		for i := 0; i < 300; i++ {
+			n := int64(1 + (i+g)%3)
+			if err := s.Acquire(context.Background(), n); err != nil {
+				t.Error(err)
+				return
 			}
-		}(g)
-	}
-	waitDone(t, s, &wg, "hooks")
-	if st := s.Stats(); st.InUse != 0 || st.Waiters != 0 {
-		t.Fatalf("final stats %+v", st)
-	}
+			s.Release(n)
+		}
+	})
+	checkIdle(t, s)
 }
 
 // FIFO among waiters queued one after another, with mu kept busy so they are pushed.
 func TestAdvFIFOPushed(t *testing.T) {
 	s := New(3, Config{})
 	s.Acquire(context.Background(), 3)
-	stop := make(chan struct{})
-	var bg sync.WaitGroup
-	for i := 0; i < 2; i++ {
-		bg.Add(1)
-		go func() {
-			defer bg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				runtime.Gosched()
-				if s.TryAcquire(1) { // must fail: capacity full / waiters queued
-					panic("TryAcquire succeeded with capacity held / waiters queued")
-				}
+	var stops [2]func()
+	for i := range stops {
+		stops[i] = spin(t, func() {
+			runtime.Gosched()
+			if s.TryAcquire(1) { // must fail: capacity full / waiters queued
+				panic("TryAcquire succeeded with capacity held / waiters queued")
 			}
-		}()
+		})
 	}
 	const N = 8
 	order := make(chan int, N)
@@ -237,8 +222,9 @@ func TestAdvFIFOPushed(t *testing.T) {
 			}
 		}
 	}
-	close(stop)
-	bg.Wait()
+	for _, stop := range stops {
+		stop()
+	}
 	s.Release(3)
 	waitDone(t, s, &wg, "fifo")
 	close(order)
@@ -254,32 +240,24 @@ func TestAdvFIFOPushed(t *testing.T) {
 // Cancellation while in the inbox / queue, with releases racing.
 func TestAdvCancelInbox(t *testing.T) {
 	s := New(2, Config{})
-	var wg sync.WaitGroup
-	for g := 0; g < 16; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			for i := 0; i < 200; i++ {
-				ctx, cancel := context.WithCancel(context.Background())
-				if (i+g)%2 == 0 {
-					cancel()
-				} else {
-					go cancel()
-				}
-				n := int64(1 + (i+g)%2)
-				if s.Acquire(ctx, n) == nil {
-					s.Release(n)
-				}
-				if s.Acquire(context.Background(), 1) == nil {
-					s.Release(1)
-				}
+	runAll(t, s, "cancel", 16, func(g int) {
+		for i := 0; i < 200; i++ {
+			ctx, cancel := context.WithCancel(context.Background())
+			if (i+g)%2 == 0 {
+				cancel()
+			} else {
+				go cancel()
 			}
-		}(g)
-	}
-	waitDone(t, s, &wg, "cancel")
-	if st := s.Stats(); st.InUse != 0 || st.Waiters != 0 {
-		t.Fatalf("final stats %+v", st)
-	}
+			n := int64(1 + (i+g)%2)
+			if s.Acquire(ctx, n) == nil {
+				s.Release(n)
+			}
+			if s.Acquire(context.Background(), 1) == nil {
+				s.Release(1)
+			}
+		}
+	})
+	checkIdle(t, s)
 }
 
 // Over-release panics in the caller even with the slow bit set.
@@ -303,50 +281,40 @@ func TestAdvOverReleasePanics(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Release(1)
-	if st := s.Stats(); st.InUse != 0 || st.Waiters != 0 {
-		t.Fatalf("%+v", st)
-	}
+	checkIdle(t, s)
 }
 
 // Full-capacity ping-pong: every acquire needs the whole capacity, so each grant
 // depends on the previous holder's release reaching a waiter. Lost wake-ups hang.
 func TestAdvPingPong(t *testing.T) {
 	s := New(4, Config{})
-	var wg sync.WaitGroup
 	var inUse atomic.Int64
 	var bad atomic.Int64
-	for g := 0; g < 8; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			for i := 0; i < 500; i++ {
-				n := int64(4)
-				if (i+g)%3 == 0 {
-					n = int64(1 + (i+g)%4)
-				}
-				if (i+g)%5 == 0 {
-					if !s.TryAcquire(n) {
-						continue
-					}
-				} else if err := s.Acquire(context.Background(), n); err != nil {
-					t.Error(err)
-					return
-				}
-				if inUse.Add(n) > 4 {
-					bad.Add(1)
-				}
-				inUse.Add(-n)
-				s.Release(n)
+	runAll(t, s, "pingpong", 8, func(g int) {
+		for i := 0; i < 500; i++ {
+			n := int64(4)
+			if (i+g)%3 == 0 {
+				n = int64(1 + (i+g)%4)
 			}
-		}(g)
-	}
-	waitDone(t, s, &wg, "pingpong")
+			if (i+g)%5 == 0 {
+				if !s.TryAcquire(n) {
+					continue
+				}
+			} else if err := s.Acquire(context.Background(), n); err != nil {
+				t.Error(err)
+				return
+			}
+			if inUse.Add(n) > 4 {
+				bad.Add(1)
+			}
+			inUse.Add(-n)
+			s.Release(n)
+		}
+	})
 	if bad.Load() != 0 {
 		t.Fatalf("over capacity %d times", bad.Load())
 	}
-	if st := s.Stats(); st.InUse != 0 || st.Waiters != 0 {
-		t.Fatalf("final stats %+v", st)
-	}
+	checkIdle(t, s)
 }
 
 // TryAcquire must fail while a waiter (possibly pushed) is queued, even if weight is free
@@ -355,27 +323,13 @@ func TestAdvTryAcquireVsQueued(t *testing.T) {
 	for iter := 0; iter < 50; iter++ {
 		s := New(2, Config{})
 		s.Acquire(context.Background(), 2)
-		stop := make(chan struct{})
-		var bg sync.WaitGroup
-		bg.Add(1)
-		go func() { // keep mu busy so the next Acquire is likely pushed
-			defer bg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				s.Stats()
-			}
-		}()
+		stop := spin(t, func() { s.Stats() }) // keep mu busy so the next Acquire is likely pushed
 		got := make(chan error, 1)
 		go func() { got <- s.Acquire(context.Background(), 2) }()
 		for s.Stats().Waiters != 1 {
 			runtime.Gosched()
 		}
-		close(stop)
-		bg.Wait()
+		stop()
 		s.Release(1) // 1 free, head needs 2
 		if s.TryAcquire(1) {
 			t.Fatalf("TryAcquire(1) overtook a queued waiter: %+v", s.Stats())
@@ -385,9 +339,7 @@ func TestAdvTryAcquireVsQueued(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Release(2)
-		if st := s.Stats(); st.InUse != 0 || st.Waiters != 0 {
-			t.Fatalf("%+v", st)
-		}
+		checkIdle(t, s)
 	}
 }
 
@@ -415,7 +367,9 @@ func TestAdvInboxDeterministic(t *testing.T) {
 		t.Fatalf("released = %d", s.released.Load())
 	}
 	cancel()
-	time.Sleep(10 * time.Millisecond) // b now blocked in abandon's lock()
+	for s.lockers.Load() == 0 { // until b waits for mu in abandon's lock()
+		runtime.Gosched()
+	}
 	s.unlock()
 	if err := <-a; err != nil {
 		t.Fatal(err)
@@ -425,29 +379,20 @@ func TestAdvInboxDeterministic(t *testing.T) {
 	}
 	s.Release(1)
 	s.Release(1)
-	if st := s.Stats(); st.InUse != 0 || st.Waiters != 0 || st.Canceled != 1 {
-		t.Fatalf("%+v", st)
+	if st := checkIdle(t, s); st.Canceled != 1 {
+		t.Fatalf("%+v, want 1 canceled", st)
 	}
 }
 
 func TestAdvFIFOWithResize(t *testing.T) {
 	s := New(2, Config{})
 	s.Acquire(context.Background(), 2)
-	stop := make(chan struct{})
-	var bg sync.WaitGroup
-	bg.Add(1)
-	go func() {
-		defer bg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			s.Resize(int64(2 + i%2))
-			runtime.Gosched()
-		}
-	}()
+	resizes := 0
+	stop := spin(t, func() {
+		s.Resize(int64(2 + resizes%2))
+		resizes++
+		runtime.Gosched()
+	})
 	const N = 10
 	order := make(chan int, N)
 	var wg sync.WaitGroup
@@ -468,8 +413,7 @@ func TestAdvFIFOWithResize(t *testing.T) {
 	}
 	s.Release(2)
 	waitDone(t, s, &wg, "fifo-resize")
-	close(stop)
-	bg.Wait()
+	stop()
 	close(order)
 	want := 0
 	for i := range order {
