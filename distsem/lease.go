@@ -1,6 +1,7 @@
 package distsem
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
 	"sync"
@@ -336,9 +337,34 @@ func (p *Permit) loseLocked() {
 type renewals struct {
 	mu sync.Mutex
 	// mu guards (with the due and slot fields of the permits on the heap):
-	heap  []*Permit // heap[0] is due first; heap[i].slot == i+1
+	heap  permitHeap
 	timer *time.Timer
 	armed time.Time // when timer fires; zero if it is not armed
+}
+
+// permitHeap is the schedule's heap for container/heap: heap[0] is due first,
+// and every permit on it knows its place (heap[i].slot == i+1).
+type permitHeap []*Permit
+
+func (h permitHeap) Len() int           { return len(h) }
+func (h permitHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h permitHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].slot, h[j].slot = i+1, j+1
+}
+func (h *permitHeap) Push(x any) {
+	p := x.(*Permit)
+	*h = append(*h, p)
+	p.slot = len(*h)
+}
+func (h *permitHeap) Pop() any {
+	old := *h
+	last := len(old) - 1
+	p := old[last]
+	old[last] = nil // the backing array must not keep a released permit
+	*h = old[:last]
+	p.slot = 0
+	return p
 }
 
 // add schedules p for due, or moves it to due if it is already scheduled: a
@@ -348,10 +374,9 @@ func (rs *renewals) add(p *Permit, due time.Time) {
 	defer rs.mu.Unlock()
 	p.due = due
 	if p.slot == 0 {
-		rs.heap = append(rs.heap, p)
-		rs.up(len(rs.heap) - 1)
-	} else if i := p.slot - 1; !rs.up(i) {
-		rs.down(i)
+		heap.Push(&rs.heap, p)
+	} else {
+		heap.Fix(&rs.heap, p.slot-1)
 	}
 	if p.slot == 1 && (rs.armed.IsZero() || due.Before(rs.armed)) {
 		rs.arm(due)
@@ -373,81 +398,16 @@ func (rs *renewals) scheduled(p *Permit) bool {
 }
 
 func (rs *renewals) removeLocked(p *Permit) {
-	i := p.slot - 1
-	if i < 0 {
-		return
+	if p.slot != 0 {
+		heap.Remove(&rs.heap, p.slot-1)
 	}
-	p.slot = 0
-	h := rs.heap
-	last := len(h) - 1
-	q := h[last]
-	h[last] = nil // the backing array must not keep a released permit
-	rs.heap = h[:last]
-	if i == last {
-		return
-	}
-	h[i] = q // the last permit fills the hole, then finds its place
-	q.slot = i + 1
-	if !rs.up(i) {
-		rs.down(i)
-	}
-}
-
-// up moves the permit at heap index i towards the root while it is due before
-// its parent, and reports whether it moved. Every permit passed over, and the
-// one moved, get their new slot. rs.mu must be held, as for down.
-func (rs *renewals) up(i int) bool {
-	h := rs.heap
-	p := h[i]
-	j := i
-	for j > 0 {
-		parent := (j - 1) / 2
-		if !p.due.Before(h[parent].due) {
-			break
-		}
-		h[j] = h[parent]
-		h[j].slot = j + 1
-		j = parent
-	}
-	h[j] = p
-	p.slot = j + 1
-	return j != i
-}
-
-// down moves the permit at heap index i towards the leaves while a child is
-// due before it, and reports whether it moved.
-func (rs *renewals) down(i int) bool {
-	h := rs.heap
-	n := len(h)
-	p := h[i]
-	j := i
-	for {
-		c := 2*j + 1
-		if c >= n {
-			break
-		}
-		if r := c + 1; r < n && h[r].due.Before(h[c].due) {
-			c = r
-		}
-		if !h[c].due.Before(p.due) {
-			break
-		}
-		h[j] = h[c]
-		h[j].slot = j + 1
-		j = c
-	}
-	h[j] = p
-	p.slot = j + 1
-	return j != i
 }
 
 // takeDueLocked takes every permit due at now off the heap and appends them to
 // buf, in due order.
 func (rs *renewals) takeDueLocked(now time.Time, buf []*Permit) []*Permit {
 	for len(rs.heap) > 0 && !rs.heap[0].due.After(now) {
-		p := rs.heap[0]
-		rs.removeLocked(p)
-		buf = append(buf, p)
+		buf = append(buf, heap.Pop(&rs.heap).(*Permit))
 	}
 	return buf
 }
