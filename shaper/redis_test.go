@@ -571,7 +571,10 @@ func TestRedisQueuePolicies(t *testing.T) {
 // says to retry after the call timeout, as a shared breaker's refusal does.
 func TestRedisHalfOpenRetryAfter(t *testing.T) {
 	srv := redistest.Start(t)
-	m := shaper.NewRedisMeter(srv.Client(), shaper.Limit{Rate: shaper.PerSecond(1000), Burst: 100},
+	c := srv.Client()
+	var rt redistest.RoundTrips // counts each command as it is sent
+	c.AddHook(&rt)
+	m := shaper.NewRedisMeter(c, shaper.Limit{Rate: shaper.PerSecond(1000), Burst: 100},
 		shaper.RedisConfig{CallTimeout: 100 * time.Millisecond})
 	ctx := context.Background()
 	if _, err := m.Allow(ctx, "k"); err != nil {
@@ -585,12 +588,20 @@ func TestRedisHalfOpenRetryAfter(t *testing.T) {
 		}
 	}
 	time.Sleep(1300 * time.Millisecond) // past the open period (1s + 10% jitter)
+	sent := rt.N.Load()
 	probe := make(chan error, 1)
 	go func() {
 		_, err := m.Allow(ctx, "k")
 		probe <- err
 	}()
-	time.Sleep(30 * time.Millisecond) // the probe is waiting on the paused Redis
+	// The probe is in flight, waiting on the paused Redis, once its command
+	// reaches the client (the breaker admitted it); its call timeout leaves
+	// 100ms for the next call.
+	for deadline := time.Now().Add(5 * time.Second); rt.N.Load() == sent; time.Sleep(100 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the half-open probe sent nothing to Redis within 5s")
+		}
+	}
 	_, err := m.Allow(ctx, "k")
 	oe, ok := errors.AsType[*breaker.OpenError](err)
 	if !ok || oe.State != breaker.StateHalfOpen {
