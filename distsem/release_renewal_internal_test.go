@@ -12,6 +12,24 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// onRenew is a go-redis hook that hands each renew call (an EVALSHA of
+// renewScript) to f with the rest of the chain, and passes every other command
+// and every pipeline straight on.
+type onRenew func(ctx context.Context, c redis.Cmder, next redis.ProcessHook) error
+
+func (onRenew) DialHook(n redis.DialHook) redis.DialHook { return n }
+func (onRenew) ProcessPipelineHook(n redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return n
+}
+func (f onRenew) ProcessHook(n redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, c redis.Cmder) error {
+		if a := c.Args(); len(a) > 1 && a[1] == renewScript.Hash() {
+			return f(ctx, c, n)
+		}
+		return n(ctx, c)
+	}
+}
+
 // gateRenew holds the first renew call at the client until open is called,
 // ignoring the call's context as a misbehaving hook or client could. Then it
 // sends the call: with its context, or with late set, detached from it (a
@@ -33,27 +51,22 @@ func newGateRenew(late bool) *gateRenew {
 // open lets the held call go on. It may be called more than once.
 func (g *gateRenew) open() { g.once.Do(func() { close(g.gate) }) }
 
-func (g *gateRenew) DialHook(n redis.DialHook) redis.DialHook { return n }
-func (g *gateRenew) ProcessPipelineHook(n redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return n
-}
-func (g *gateRenew) ProcessHook(n redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, c redis.Cmder) error {
-		if a := c.Args(); len(a) < 2 || a[1] != renewScript.Hash() || !g.held.CompareAndSwap(false, true) {
-			return n(ctx, c)
-		}
-		defer close(g.done)
-		close(g.entered)
-		<-g.gate
-		if g.late {
-			ctx = context.WithoutCancel(ctx)
-		}
-		err := n(ctx, c)
-		if r, ok := c.(*redis.IntSliceCmd); ok && err == nil && len(r.Val()) > 0 {
-			g.status = r.Val()[0]
-		}
-		return err
+// hold is g's onRenew.
+func (g *gateRenew) hold(ctx context.Context, c redis.Cmder, n redis.ProcessHook) error {
+	if !g.held.CompareAndSwap(false, true) {
+		return n(ctx, c)
 	}
+	defer close(g.done)
+	close(g.entered)
+	<-g.gate
+	if g.late {
+		ctx = context.WithoutCancel(ctx)
+	}
+	err := n(ctx, c)
+	if r, ok := c.(*redis.IntSliceCmd); ok && err == nil && len(r.Val()) > 0 {
+		g.status = r.Val()[0]
+	}
+	return err
 }
 
 // heldPermit acquires the only unit of a new Semaphore whose first renewal is
@@ -66,7 +79,7 @@ func heldPermit(t *testing.T, g *gateRenew, cfg Config) (*redistest.DB, *Semapho
 	if err := renewScript.Load(t.Context(), db.Client).Err(); err != nil {
 		t.Fatal(err)
 	}
-	db.Client.AddHook(g)
+	db.Client.AddHook(onRenew(g.hold))
 	t.Cleanup(g.open) // before the client is closed, even if the test fails
 	s := New(db.Client, db.Prefix+"sem", 1, cfg)
 	t.Cleanup(func() { s.Close() })

@@ -182,23 +182,15 @@ func TestFastAcquireGivesLostKeysATTL(t *testing.T) {
 	ttlsOK(t, db, r.s, "fast acquire after H and D were lost")
 }
 
-// stallRenew holds every renew call for 2s, ignoring its context, as a
-// misbehaving hook or client could. calls counts the calls it holds, so that a
-// test can wait for them: Release does not (see Permit.Release), and a test
-// must not leave them running into the next one.
-type stallRenew struct{ calls *sync.WaitGroup }
-
-func (stallRenew) DialHook(n redis.DialHook) redis.DialHook { return n }
-func (stallRenew) ProcessPipelineHook(n redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return n
-}
-func (h stallRenew) ProcessHook(n redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, c redis.Cmder) error {
-		if a := c.Args(); len(a) > 1 && a[1] == renewScript.Hash() {
-			h.calls.Add(1)
-			defer h.calls.Done()
-			time.Sleep(2 * time.Second)
-		}
+// stallRenew returns a hook that holds every renew call for 2s, ignoring its
+// context, as a misbehaving hook or client could. calls counts the calls it
+// holds, so that a test can wait for them: Release does not (see
+// Permit.Release), and a test must not leave them running into the next one.
+func stallRenew(calls *sync.WaitGroup) onRenew {
+	return func(ctx context.Context, c redis.Cmder, n redis.ProcessHook) error {
+		calls.Add(1)
+		defer calls.Done()
+		time.Sleep(2 * time.Second)
 		return n(ctx, c)
 	}
 }
@@ -209,7 +201,7 @@ func TestLostAtDeadlineWhileRenewalHangs(t *testing.T) {
 	db := redistest.Connect(t)
 	var stalled sync.WaitGroup
 	defer stalled.Wait() // last: after Release and Close
-	db.Client.AddHook(stallRenew{&stalled})
+	db.Client.AddHook(stallRenew(&stalled))
 	const lease = 300 * time.Millisecond
 	s := New(db.Client, db.Prefix+"sem", 1, Config{Lease: lease, CallTimeout: 100 * time.Millisecond})
 	defer s.Close()
