@@ -64,6 +64,16 @@ func spin(t *testing.T, f func()) (stop func()) {
 	return stop
 }
 
+// waitQueued waits until s has n waiters, failing t if that takes over 5s.
+func waitQueued(t *testing.T, s *Weighted, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); s.Stats().Waiters != n; runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiter %d never queued: %+v", n, s.Stats())
+		}
+	}
+}
+
 // checkIdle fails t unless s has no weight in use and no waiters, and returns
 // its Stats.
 func checkIdle(t *testing.T, s *Weighted) Stats {
@@ -215,12 +225,7 @@ func TestAdvFIFOPushed(t *testing.T) {
 			order <- i
 			s.Release(n)
 		}(i)
-		deadline := time.Now().Add(5 * time.Second)
-		for s.Stats().Waiters != i+1 {
-			if time.Now().After(deadline) {
-				t.Fatalf("waiter %d never queued: %+v", i, s.Stats())
-			}
-		}
+		waitQueued(t, s, i+1)
 	}
 	for _, stop := range stops {
 		stop()
@@ -266,8 +271,7 @@ func TestAdvOverReleasePanics(t *testing.T) {
 	s.Acquire(context.Background(), 2)
 	done := make(chan error)
 	go func() { done <- s.Acquire(context.Background(), 1) }()
-	for s.Stats().Waiters != 1 {
-	}
+	waitQueued(t, s, 1)
 	func() {
 		defer func() {
 			if recover() == nil {
@@ -326,9 +330,7 @@ func TestAdvTryAcquireVsQueued(t *testing.T) {
 		stop := spin(t, func() { s.Stats() }) // keep mu busy so the next Acquire is likely pushed
 		got := make(chan error, 1)
 		go func() { got <- s.Acquire(context.Background(), 2) }()
-		for s.Stats().Waiters != 1 {
-			runtime.Gosched()
-		}
+		waitQueued(t, s, 1)
 		stop()
 		s.Release(1) // 1 free, head needs 2
 		if s.TryAcquire(1) {
@@ -407,9 +409,7 @@ func TestAdvFIFOWithResize(t *testing.T) {
 			order <- i
 			s.Release(2)
 		}(i)
-		for s.Stats().Waiters != i+1 {
-			runtime.Gosched()
-		}
+		waitQueued(t, s, i+1)
 	}
 	s.Release(2)
 	waitDone(t, s, &wg, "fifo-resize")
