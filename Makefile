@@ -3,8 +3,9 @@
 test:
 	./scripts/test.sh
 
-# Cancellation, race, stress and FIFO regressions, many times over (no servers
-# needed; tests that need one skip).
+# Cancellation, race, stress, adversarial (Adv), FIFO, over-release and inbox
+# (Pushed) regressions, many times over (no servers needed; tests that need one
+# skip).
 stress:
 	go test -race -count=50 -run 'Cancel|Race|Stress|Adv|FIFO|OverRelease|Pushed' ./...
 

@@ -347,10 +347,11 @@ func (b *Breaker) Stats() Stats {
 // atomic loads and a closure call to gobreaker's Execute, and allocates
 // nothing when it derives no per-call context: when CallTimeout is negative,
 // or when ctx already has a deadline no later than CallTimeout from now
-// (usually decided without calling time.Now), and nothing when ctx can never
-// be done (context.Background, context.WithoutCancel): such calls share one
-// deadline context, made at most once every CallTimeout/16, so each of them
-// gets between 15/16 of CallTimeout and all of it. Otherwise (a cancellable
+// (usually decided without calling time.Now). A ctx that can never be done
+// shares one deadline context with the calls starting within CallTimeout/16
+// (each gets between 15/16 of CallTimeout and all of it): that costs nothing
+// for context.Background, and one small wrapper that keeps ctx's values for
+// any other (context.WithoutCancel, values on Background). Otherwise (a cancellable
 // ctx without a sooner deadline, such as an HTTP request's) it derives the
 // call's context with context.WithDeadline, which costs that function's usual
 // 4 allocations and a runtime timer (about 1µs on a small VM; a Redis round
@@ -571,7 +572,9 @@ func (b *Breaker) verdict(ctx context.Context, deadline time.Time, err error) er
 
 // callContext derives the context of one call: ctx bounded by CallTimeout,
 // which must be on. It returns ctx itself, with no cancel func and a zero
-// deadline, if ctx's own deadline is not later.
+// deadline, if ctx's own deadline is not later; the shared deadline context
+// (see calltimeout.Bounder.Share), with no cancel func, if ctx can never be
+// done; otherwise a context.WithDeadline child and its cancel func.
 func (b *Breaker) callContext(ctx context.Context) (context.Context, context.CancelFunc, time.Time) {
 	pd, ok := ctx.Deadline()
 	// seen is a time observed earlier, so seen+CallTimeout <= now+CallTimeout:

@@ -104,7 +104,7 @@ type Semaphore struct {
 
 	stopCtx  context.Context // cancelled by Close: background cleanups give up
 	stopFn   context.CancelFunc
-	bg       sync.WaitGroup // background cleanups and the listener
+	bg       sync.WaitGroup // background cleanups, the listener, and renewal calls of permits released during them
 	readopts atomic.Int64
 	lost     atomic.Int64
 	renewals renewals            // the renewal schedule of this Semaphore's permits

@@ -99,7 +99,9 @@
 // deadline. Release takes the permit off the schedule and cancels a renewal in
 // flight without waiting for it (a call that hangs cannot delay Release), and an
 // intentional release is never reported as lost. A renewal that reaches Redis
-// after the release cannot make the token a holder again (see Permit.Release).
+// after the release extends nothing; with Config.Readopt it is refused while the
+// release's tombstone lasts, and one that re-adopts the token later is released
+// again or expires with its lease, within the limit (see Permit.Release).
 //
 // # When Redis fails
 //

@@ -42,11 +42,14 @@
 // # Performance
 //
 // While no one is queued, Acquire, TryAcquire and Release are a single
-// compare-and-swap on one word, take no lock and allocate nothing. Queued
-// callers use pooled waiters, so a blocked Acquire allocates nothing either.
-// Release never blocks on the internal lock: while callers are queued it gives
-// the weight back with one CAS and leaves the granting to whoever holds the lock
-// (it may yield for a moment while another goroutine takes or leaves the lock).
+// compare-and-swap on one word (a grant also counts itself in a second word),
+// take no lock and allocate nothing. Queued callers use pooled waiters, so a
+// blocked Acquire allocates nothing either. Release never blocks on the
+// internal lock: while callers are queued it takes the lock if it is free and
+// grants them itself, with one CAS for its weight and theirs; if the lock is
+// held, it gives the weight back with one CAS and leaves the granting to the
+// holder (it may yield for a moment while another goroutine takes or leaves
+// the lock).
 //
 // A Weighted is safe for simultaneous use by multiple goroutines. Waiters are
 // pooled per Weighted; do not share one Weighted between a testing/synctest

@@ -699,9 +699,10 @@ func (s *Weighted) Release(n int64) {
 }
 
 // release takes n off the state word with a CAS whether or not the slow bit is
-// set: Release is the one change to the word that does not need mu, which is
-// why every change made under mu is an atomic add or a CAS, never a store of a
-// value read before. With the bit set, someone queued may now fit: if mu is
+// set: Release is the one change to the word that does not need mu (apart
+// from setting the slow bit, see acquirePushed), which is why every change
+// made under mu is an atomic add, Or or CAS, never a store of a value read
+// before. With the bit set, someone queued may now fit: if mu is
 // free, release takes it and grants them itself (releaseLocked); if not, n is
 // added to released, and whoever holds mu grants them (see locked and unlock),
 // so Release never waits for mu.

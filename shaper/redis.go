@@ -15,13 +15,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultCallTimeout is the per-call timeout of a Redis meter's own breaker
-// (RedisConfig.CallTimeout when zero).
+// DefaultCallTimeout is the per-call timeout of a Redis meter's calls and of a
+// RedisQueue's own breaker (RedisConfig.CallTimeout when zero).
 const DefaultCallTimeout = 100 * time.Millisecond
 
 // RedisConfig configures a Redis-backed meter ([RedisMeter]), a [RedisQueue] and
 // the leases taken from a meter. The zero value is a valid RedisConfig: keys under
-// "shaper:<algorithm>:", a breaker of its own with a 100ms call timeout, and
+// "shaper:<algorithm>:", a breaker of its own, a 100ms call timeout, and
 // breaker.FailClosed.
 type RedisConfig struct {
 	// Prefix starts every Redis key. The key of a user key k is Prefix + "{" + k +
@@ -35,11 +35,12 @@ type RedisConfig struct {
 	// Breaker guards every Redis call: store failures (timeouts, refused
 	// connections, LOADING, ...) are counted, while it is open no call waits on
 	// the network, and its CallTimeout bounds each call. Share one Breaker per
-	// Redis endpoint. If nil, the meter makes its own with CallTimeout.
+	// Redis endpoint. If nil, the meter makes its own, and applies CallTimeout
+	// itself (see CallTimeout); a RedisQueue gives its own breaker CallTimeout.
 	Breaker *breaker.Breaker
 
-	// CallTimeout bounds each Redis call of the meter's own breaker. It is used
-	// only when Breaker is nil. If zero, DefaultCallTimeout (100ms). A meter
+	// CallTimeout bounds each Redis call when Breaker is nil (with a Breaker,
+	// its CallTimeout does). If zero, DefaultCallTimeout (100ms). A meter
 	// applies it itself, so that it costs no allocation and no timer per call
 	// when the caller's context can never be done (context.Background, or
 	// values on it): calls starting within CallTimeout/16 of each other then
@@ -392,7 +393,8 @@ type result struct{ d Decision }
 // [, now]. The constants are boxed once per script and limit
 // (redisLimit.args); the key, n and now are passed by pointer (go-redis writes
 // *string and *int64 arguments, and Cluster reads the key through them), so
-// building the command allocates nothing. A buffer is reused (from evalPool)
+// filling the command allocates nothing (the prefixed key itself is one
+// string, built by the caller). A buffer is reused (from evalPool)
 // once its call has returned: go-redis is done with the arguments when Process
 // returns.
 type evalBuf struct {

@@ -7,9 +7,12 @@ import (
 	"github.com/floodgate-go/floodgate/internal/redisscript"
 )
 
-// Each Redis script is the prelude lua/common.lua (argument validation, TIME,
-// helpers) followed by one algorithm's file; the result is what Redis caches
-// (EVALSHA, then EVAL on NOSCRIPT). See the header of each file for its contract.
+// Each Redis script is "local NARGS = k", the prelude lua/common.lua (argument
+// validation, TIME, helpers), one algorithm's file wrapped as the function
+// decide(key, n) (decideFunc), and one call of it (newMeterScript); the batch
+// form calls it once per key (batch.lua, newBatchScript). The result is what
+// Redis caches (EVALSHA, then EVAL on NOSCRIPT: redisscript). See the header of
+// each file for its contract.
 
 //go:embed lua/common.lua
 var commonLua string

@@ -1,7 +1,7 @@
 -- acquire.lua: take, claim or wait for weight w of a distributed semaphore.
 -- Idempotent per token: a repeated call for a held token returns the same fence
 -- and extends the lease; for a queued token it refreshes the waiter heartbeat.
--- KEYS, ARGV[1..5]: see common.lua.
+-- KEYS, ARGV[1..5]: see head.lua.
 -- ARGV[6] = weight (1..), ARGV[7] = lease ms, ARGV[8] = 1 to queue when not
 -- granted, 0 to only try, ARGV[9] = waiter heartbeat TTL ms, ARGV[10] = notify
 -- id of the calling process.

@@ -7,7 +7,7 @@
 -- of a permit whose grant the client saw; skipping its tombstone saves a write
 -- and memory per release at full throughput).
 -- Idempotent: a second release changes nothing but the tombstone's expiry.
--- KEYS, ARGV[1..5]: see common.lua (ARGV[1] may be "" to only set the limit).
+-- KEYS, ARGV[1..5]: see head.lua (ARGV[1] may be "" to only set the limit).
 -- ARGV[6] = tombstone TTL ms, ARGV[7] = new limit to store, or 0 to keep it,
 -- ARGV[8] = 1 to always write the tombstone, 0 to write it unless held,
 -- ARGV[9] = the weight the token was granted with, or 0 if unknown (the fast

@@ -1,5 +1,5 @@
 -- renew.lua: extend the lease of a held token.
--- KEYS, ARGV[1..5]: see common.lua.
+-- KEYS, ARGV[1..5]: see head.lua.
 -- ARGV[6] = weight, ARGV[7] = lease ms, ARGV[8] = fence of the permit,
 -- ARGV[9] = 1 to re-adopt a missing token when capacity is free and no waiter is
 -- left queued after the queue was served, else 0.

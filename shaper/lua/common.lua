@@ -1,4 +1,4 @@
--- common.lua: prelude shared by every meter script (prepended to each file).
+-- common.lua: prelude shared by every meter script (see shaper/scripts.go).
 -- KEYS[1] = the meter's state key for one user key, "<prefix>{<key>}"
 -- ARGV[1] = P, the rate's period in µs          (integer ≥ 1)
 -- ARGV[2] = C, the rate's count per period       (integer ≥ 1)
@@ -14,7 +14,9 @@
 -- move its own now), then "return {decide(KEYS[1], n)}": decide makes one
 -- decision for the state key key at cost n and returns its four integers. The
 -- batch form (batch.lua) calls decide once per key instead.
--- Every script replies {allowed (0|1), remaining, retry_after µs, reset_after µs}.
+-- A single-key script replies {allowed (0|1), remaining, retry_after µs,
+-- reset_after µs}; a batch script those four per key (-1 first for a failed
+-- decision: see batch.lua).
 -- All arithmetic is on integers below 2^53, so Lua's doubles are exact; the Go
 -- side (shaper/*.go) runs the same lines and must give the same answers.
 local P = tonumber(ARGV[1])
