@@ -1,7 +1,6 @@
 package shaper
 
 import (
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,33 +13,19 @@ import (
 //
 // Policy it answers: the same as [Meter]'s, for one stream of events.
 //
-// Concurrency: when the limit's emission interval T = Period/Count is a whole
-// number of microseconds (PerSecond(n) for n dividing 10^6, PerMinute(n) for n
-// dividing 6·10^7, Every(d) for whole µs d: most limits), the whole state is one
-// theoretical arrival time in µs, held in one atomic int64 and updated by
-// compare-and-swap: Allow is lock-free, a failed swap retries with the new state,
-// and no call ever fails because of contention. A fractional interval (3/s is
-// 333333⅓ µs) needs the fraction too, a second int64 (see [Meter]'s arithmetic),
-// and every call under such a limit takes a small mutex. While the state has a
-// non-zero fraction it lives behind that mutex and the atomic word holds a marker
-// that sends every call there; a decision that leaves the fraction at zero puts the
-// state back in the word. Both paths run the same decide lines as Meter.
+// Concurrency: the state (three int64s, see [Meter]'s arithmetic) is behind one
+// small mutex, held only for the decision's arithmetic.
 //
 // The zero Limiter rejects every call with ErrNeverAllowed; use [NewLimiter]. A
 // Limiter is safe for concurrent use by multiple goroutines.
 type Limiter struct {
 	a     atomic.Pointer[gcraAlgo]
-	tat   atomic.Int64 // the state's tat when its fraction rem is zero, else fractional
 	clock clock
 
 	mu sync.Mutex
 	// mu guards:
-	s gcraState // the state while tat holds fractional
+	s gcraState
 }
-
-// fractional marks Limiter.tat while the state has a fraction and lives in
-// Limiter.s. No time a meter computes is that far in the past.
-const fractional = math.MinInt64
 
 // NewLimiter returns a GCRA limiter enforcing lim. It panics on an invalid limit, as
 // [NewMeter] does.
@@ -59,13 +44,14 @@ func (l *Limiter) Allow() bool { return l.allowAt(l.clock.nowUS()) }
 func (l *Limiter) AllowN(n int64) (Decision, error) { return l.allowN(l.clock.nowUS(), n) }
 
 // AllowNAt is AllowN at time t (microsecond resolution) instead of now. A t earlier
-// than an earlier call's only makes the answer stricter.
+// than an earlier call's only makes the answer stricter; a t outside [0, 2^53) µs
+// since the Unix epoch is refused with ErrTimeRange.
 func (l *Limiter) AllowNAt(t time.Time, n int64) (Decision, error) {
 	return l.allowN(t.UnixMicro(), n)
 }
 
-// SetLimit changes the limit. The state is kept and clamped, as [Meter.SetLimit]
-// does. It panics on an invalid limit, as NewLimiter does.
+// SetLimit changes the limit. The state is kept and read under the new limit as
+// [Meter.SetLimit] does. It panics on an invalid limit, as NewLimiter does.
 func (l *Limiter) SetLimit(lim Limit) { l.a.Store(newGCRA("SetLimit", lim)) }
 
 // Limit returns the current limit, with Burst made explicit.
@@ -79,26 +65,12 @@ func (l *Limiter) Limit() Limit {
 // allowAt is Allow at now (Unix µs).
 func (l *Limiter) allowAt(now int64) bool {
 	a := l.a.Load()
-	if a == nil {
+	if a == nil || a.b < 1 {
 		return false
 	}
-	if a.tUS > 0 {
-		// gcraAlgo.decide's division-free branch for n = 1, inlined.
-		for {
-			tat := l.tat.Load()
-			if tat == fractional {
-				break
-			}
-			nd := min(max(tat-now, 0), a.tauUS) + a.tUS
-			if nd > a.tauUS {
-				return false
-			}
-			if l.tat.CompareAndSwap(tat, now+nd) {
-				return true
-			}
-		}
-	}
-	_, ok := l.decideLocked(a, now, 1)
+	l.mu.Lock()
+	ok := a.decide(&l.s, false, now, 1)
+	l.mu.Unlock()
 	return ok
 }
 
@@ -113,22 +85,16 @@ func (l *Limiter) allowN(now, n int64) (Decision, error) {
 	if n > a.b {
 		return Decision{Limit: a.lim}, &CostError{Cost: n, Max: a.b}
 	}
-	var (
-		s  gcraState
-		ok bool
-	)
-	for {
-		tat := l.tat.Load()
-		if a.tUS == 0 || tat == fractional {
-			s, ok = l.decideLocked(a, now, n)
-			break
-		}
-		s = gcraState{tat: tat}
-		ok = a.decide(&s, false, now, n)
-		if !ok || n == 0 || l.tat.CompareAndSwap(tat, s.tat) {
-			break
-		}
+	if !validTime(now) {
+		return Decision{Limit: a.lim}, ErrTimeRange
 	}
+	l.mu.Lock()
+	s := l.s
+	ok := a.decide(&s, false, now, n)
+	if n > 0 {
+		l.s = s // a peek records nothing
+	}
+	l.mu.Unlock()
 	remaining, retryUS, resetUS := a.report(&s, now, n, ok)
 	return Decision{
 		Allowed:    ok,
@@ -137,22 +103,4 @@ func (l *Limiter) allowN(now, n int64) (Decision, error) {
 		ResetAfter: micros(resetUS),
 		Limit:      a.lim,
 	}, nil
-}
-
-// decideLocked decides under mu, for a fractional interval or state. It takes the
-// state out of the atomic word (so that no lock-free call can change it meanwhile),
-// decides, and puts it back if its fraction is zero. It returns the state after
-// the decision, for report.
-func (l *Limiter) decideLocked(a *gcraAlgo, now, n int64) (gcraState, bool) {
-	l.mu.Lock()
-	if tat := l.tat.Swap(fractional); tat != fractional {
-		l.s = gcraState{tat: tat}
-	}
-	ok := a.decide(&l.s, false, now, n)
-	s := l.s
-	if s.rem == 0 {
-		l.tat.Store(s.tat)
-	}
-	l.mu.Unlock()
-	return s, ok
 }

@@ -61,19 +61,3 @@ func TestLimiterMatchesMeter(t *testing.T) {
 }
 
 var t0US = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
-
-// TestLimiterFractionalHandOff: a fractional state leaves the lock-free word, and
-// comes back to it once its fraction is zero under a whole-µs limit.
-func TestLimiterFractionalHandOff(t *testing.T) {
-	l := NewLimiter(Limit{Rate: PerSecond(3), Burst: 3})
-	l.allowN(t0US, 1) // tat = t0 + 333333⅓ µs
-	if l.tat.Load() != fractional {
-		t.Fatalf("tat word = %d after a fractional admission, want the marker", l.tat.Load())
-	}
-	l.SetLimit(Limit{Rate: PerSecond(10), Burst: 3})
-	// Clamped d = min(rem, C−1) stays fractional until the state is idle again.
-	l.allowN(t0US+time.Second.Microseconds(), 1)
-	if got, want := l.tat.Load(), t0US+time.Second.Microseconds()+100_000; got != want {
-		t.Errorf("tat word = %d after a whole-µs decision on an idle state, want %d", got, want)
-	}
-}

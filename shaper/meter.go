@@ -32,15 +32,15 @@ type algo[S any] interface {
 // retry µs, reset µs}; differential tests then compare Decisions field by field.
 // Per-key state and a TTL that never forgets a live key:
 //
-//	GCRA:            HSET tat rem                 TTL ⌈reset⌉ (tat ≤ now + τ/C)
+//	GCRA:            HSET tat rem last            TTL ⌈reset⌉ (tat ≤ now + τ/C)
 //	token bucket:    HSET tokens last per         TTL ⌈(K·P − tokens)/C⌉ + 1
 //	fixed window:    HSET start count             TTL start + P − now
 //	sliding counter: HSET start prev cur          TTL start + 2P − now
 //	sliding log:     ZSET member=ts:n score=ts    TTL newest + P − now
 //
 // The GCRA and token bucket states carry units (rem in 1/C µs, tokens in 1/P
-// tokens); SetLimit changes them, which decide handles by clamping rem and by
-// rescaling tokens with the stored per.
+// tokens); SetLimit changes them, which decide handles by clamping rem (and the
+// debt, with last) and by rescaling tokens with the stored per.
 
 // core is the keyed, concurrency-safe part shared by every meter: a clock, the
 // current algo (swapped atomically by SetLimit) and the sharded store.
@@ -70,13 +70,23 @@ func (c *core[S, A, PA]) allowN(key string, now, n int64) (Decision, error) {
 	if max := a.max(); n > max {
 		return Decision{Limit: a.limit()}, &CostError{Cost: n, Max: max}
 	}
+	if !validTime(now) {
+		return Decision{Limit: a.limit()}, ErrTimeRange
+	}
 	sh, tag := c.st.locate(key)
 	sh.mu.Lock()
 	var (
 		ok                          bool
 		remaining, retryUS, resetUS int64
 	)
-	if s := sh.lookupLocked(key, tag); s != nil {
+	if s := sh.lookupLocked(key, tag); s != nil && n == 0 {
+		// A peek decides on a copy: it records nothing, not even its time.
+		// (A copy of a sliding log's state shares its ring, which decide
+		// only reads for n = 0.)
+		cp := *s
+		ok = a.decide(&cp, false, now, 0)
+		remaining, retryUS, resetUS = a.report(&cp, now, 0, ok)
+	} else if s != nil {
 		ok = a.decide(s, false, now, n)
 		remaining, retryUS, resetUS = a.report(s, now, n, ok)
 	} else if n == 0 {
@@ -148,8 +158,16 @@ func (c *core[S, A, PA]) getLimit() Limit {
 //	Limit() Limit
 //
 // AllowN and AllowNAt return an error only for a cost no call can ever get
-// (ErrNeverAllowed); a denial is a Decision with Allowed false. A negative cost
-// panics; a zero cost reports the state without recording anything.
+// (ErrNeverAllowed) or, for AllowNAt, a time outside [0, 2^53) µs since the Unix
+// epoch (ErrTimeRange); a denial is a Decision with Allowed false. A negative
+// cost panics; a zero cost reports the state without recording anything, not
+// even its time.
+//
+// Every denial's RetryAfter is exact for the meter's own decision function: the
+// same call is admitted at the call's time plus RetryAfter and denied 1µs
+// sooner, if nothing else is admitted meanwhile, including after a limit change
+// and for a call dated before earlier ones (its wait is counted from its own
+// time).
 
 // Meter is a keyed GCRA meter (the generic cell rate algorithm, the leaky bucket
 // used as a meter): each call is admitted or denied at once, never queued.
@@ -166,15 +184,30 @@ func (c *core[S, A, PA]) getLimit() Limit {
 //
 //	P = Rate.Period in µs, C = Rate.Count, B = Burst; emission interval T = P/C µs.
 //	Times are scaled by C so T·C = P is an integer; τ = B·P.
-//	state: tat (µs), rem ∈ [0, C): the theoretical arrival time is tat + rem/C.
-//	d  = (tat − now)·C + min(rem, C−1), or 0 if tat < now;  d = min(d, τ)
+//	state: tat (µs), rem ∈ [0, C): the theoretical arrival time is tat + rem/C;
+//	       last (µs): the time of the admission that wrote them.
+//	rem = min(rem, C−1);  if (tat − last)·C + rem > τ: tat + rem/C = last + τ/C
+//	d  = (tat − now)·C + rem, or 0 if tat < now
 //	nd = d + n·P
-//	nd > τ: deny;  retry = ⌈(nd−τ)/C⌉, remaining = ⌊(τ−d)/P⌋, reset = ⌈d/C⌉
-//	else:   allow; tat = now + ⌊nd/C⌋, rem = nd mod C,
+//	nd > τ: deny;  retry = ⌈(nd−τ)/C⌉, remaining = max(τ−d, 0)/P, reset = ⌈d/C⌉
+//	else:   allow; tat = now + ⌊nd/C⌋, rem = nd mod C, last = now,
 //	        remaining = ⌊(τ−nd)/P⌋, reset = ⌈nd/C⌉
 //
-// Clamping d to τ makes a limit change (SetLimit) take effect at once: the next
-// decision is at most one emission interval later than a fresh meter's.
+// An admission leaves a debt of at most τ after its time (tat − last ≤ τ/C), so
+// the cap in the second line only acts after a limit change: the stored state is
+// read as if its debt had been capped to the new burst when it was written. After
+// SetLimit from PerHour(1) to PerSecond(10) (burst 10), a key that used its hour
+// at t0 has used its whole new burst at t0: it is admitted again at t0 + 100 ms, as
+// [TokenBucket] and x/time/rate do, and a denial before that says exactly when.
+// The cap is a function of the stored state only, not of now, so every denial's
+// retry is exact and stays true as time passes; a denial writes nothing.
+//
+// d is not capped otherwise: a call dated before the state's time (AllowNAt with
+// an earlier time, or a Redis clock that steps back) owes the whole debt and is
+// told the whole wait from its own time. Debt is never forgiven: whatever the order
+// of the times, no half-open interval of length T holds more than Burst admitted. A call dated far
+// ahead of the others is admitted and moves the key's time there: calls at the
+// real time then wait for it, and are told so.
 //
 // The zero Meter rejects every call with ErrNeverAllowed; use [NewMeter]. A Meter is
 // safe for concurrent use by multiple goroutines.
@@ -202,29 +235,31 @@ func (m *Meter) AllowN(key string, n int64) (Decision, error) {
 
 // AllowNAt is AllowN at time t instead of now, for tests and for callers with their
 // own clock. Time is taken at microsecond resolution. A t earlier than an earlier
-// call's only makes the answer stricter: the meter never gives back.
+// call's only makes the answer stricter: the meter never gives back. A t outside
+// [0, 2^53) µs since the Unix epoch is refused with ErrTimeRange.
 func (m *Meter) AllowNAt(key string, t time.Time, n int64) (Decision, error) {
 	return m.c.allowN(key, t.UnixMicro(), n)
 }
 
-// SetLimit changes the limit for every key. Stored state is kept and clamped, so a
-// key that was over the old limit is at most one emission interval away from a
-// fresh key's answer. It panics on an invalid limit, as NewMeter does.
+// SetLimit changes the limit for every key. Stored state is kept, and read as if
+// each key's debt had been capped to the new burst when it was last admitted (see
+// the arithmetic above). It panics on an invalid limit, as NewMeter does.
 func (m *Meter) SetLimit(lim Limit) { m.c.setLimit(newGCRA("SetLimit", lim)) }
 
 // Limit returns the current limit, with Burst made explicit.
 func (m *Meter) Limit() Limit { return m.c.getLimit() }
 
 type gcraState struct {
-	tat int64 // µs
-	rem int64 // in units of 1/C µs
+	tat  int64 // µs
+	rem  int64 // in units of 1/C µs
+	last int64 // µs: the time of the admission that wrote tat and rem
 }
 
 type gcraAlgo struct {
 	lim       Limit
 	p, c, b   int64
 	tau       int64 // B·P
-	tauMicros int64 // ⌊τ/C⌋ + 1, beyond which d is clamped without multiplying
+	tauMicros int64 // ⌊τ/C⌋ + 1: a (tat − now) at least this is a debt d > τ
 	tUS       int64 // T = P/C when C divides P (most limits), else 0
 	tauUS     int64 // B·T when tUS > 0
 }
@@ -244,45 +279,71 @@ func (a *gcraAlgo) limit() Limit { return a.lim }
 
 func (a *gcraAlgo) idle(s *gcraState, now int64) bool { return s.tat < now }
 
-// debt returns the scaled debt d of s at now, clamped to [0, τ].
-func (a *gcraAlgo) debt(s *gcraState, now int64) int64 {
-	dt := s.tat - now
-	switch {
-	case dt < 0:
-		return 0
-	case dt >= a.tauMicros:
-		return a.tau
+// arrival returns the state's theoretical arrival time tat + rem/C under the
+// current limit: as stored, but at most last + τ/C, as if the debt had been
+// capped to the current burst when it was written. Without a limit change since
+// that write it is the stored time (an admission leaves at most τ of debt).
+func (a *gcraAlgo) arrival(s *gcraState) (tat, rem int64) {
+	tat, rem = s.tat, min(s.rem, a.c-1)
+	if dt := tat - s.last; dt >= a.tauMicros || dt*a.c+rem > a.tau {
+		return s.last + a.tau/a.c, a.tau % a.c
 	}
-	return min(dt*a.c+min(s.rem, a.c-1), a.tau)
+	return tat, rem
 }
 
 func (a *gcraAlgo) decide(s *gcraState, _ bool, now, n int64) bool {
 	if a.tUS > 0 && s.rem == 0 {
 		// The same arithmetic divided through by C, exact when T is a whole
 		// number of µs and there is no fraction: no division on the hot path.
-		nd := min(max(s.tat-now, 0), a.tauUS) + n*a.tUS
+		nd := max(min(s.tat, s.last+a.tauUS)-now, 0) + n*a.tUS
 		if nd > a.tauUS {
 			return false
 		}
 		if n > 0 {
-			s.tat = now + nd
+			s.tat, s.last = now+nd, now
 		}
 		return true
 	}
-	nd := a.debt(s, now) + n*a.p
+	tat, rem := a.arrival(s)
+	dt := tat - now
+	if dt >= a.tauMicros {
+		return false // d > τ
+	}
+	nd := n * a.p
+	if dt >= 0 {
+		nd += dt*a.c + rem
+	}
 	if nd > a.tau {
 		return false
 	}
 	if n > 0 {
-		s.tat, s.rem = now+nd/a.c, nd%a.c
+		s.tat, s.rem, s.last = now+nd/a.c, nd%a.c, now
 	}
 	return true
 }
 
 func (a *gcraAlgo) report(s *gcraState, now, n int64, ok bool) (remaining, retryUS, resetUS int64) {
-	d := a.debt(s, now) // after an allowed call this is nd
+	tat, rem := a.arrival(s) // after an allowed call, d is nd
+	dt := tat - now
+	switch {
+	case dt < 0:
+		return a.b, 0, 0
+	case dt >= a.tauMicros:
+		// d = dt·C + rem > τ: a call dated before the state's time. The
+		// wait is dt + ⌈(rem + n·P − τ)/C⌉, computed without dt·C.
+		return 0, dt + ceilDivSigned(rem+n*a.p-a.tau, a.c), dt + ceilDiv(rem, a.c)
+	}
+	d := dt*a.c + rem
 	if !ok {
 		retryUS = ceilDiv(d+n*a.p-a.tau, a.c)
 	}
-	return (a.tau - d) / a.p, retryUS, ceilDiv(d, a.c)
+	return max(a.tau-d, 0) / a.p, retryUS, ceilDiv(d, a.c)
+}
+
+// ceilDivSigned returns ⌈a/b⌉ for any a, b > 0.
+func ceilDivSigned(a, b int64) int64 {
+	if a < 0 {
+		return a / b // truncation toward zero is the ceiling for a < 0
+	}
+	return ceilDiv(a, b)
 }

@@ -95,10 +95,13 @@ func TestMeterSteps(t *testing.T) {
 		})
 	})
 	t.Run("clock-backwards-is-stricter", func(t *testing.T) {
-		// The debt seen from 50ms is 150ms, clamped to τ = 100ms.
+		// The debt seen from 50ms is 150ms, all of it owed: the next
+		// admission is at 200ms, 150ms after the call's own time.
 		runSteps(t, shaper.NewMeter(shaper.Limit{Rate: shaper.PerSecond(10), Burst: 1}), []step{
 			{at: 100 * ms, n: 1, ok: true, reset: 100 * ms},
-			{at: 50 * ms, n: 1, ok: false, retry: 100 * ms, reset: 100 * ms},
+			{at: 50 * ms, n: 1, ok: false, retry: 150 * ms, reset: 150 * ms},
+			{at: 199 * ms, n: 1, ok: false, retry: ms, reset: ms},
+			{at: 200 * ms, n: 1, ok: true, reset: 100 * ms},
 		})
 	})
 }
@@ -118,10 +121,11 @@ func TestTokenBucketSteps(t *testing.T) {
 		})
 	})
 	t.Run("clock-never-moves-backwards", func(t *testing.T) {
-		// As the seed's Lua: a call dated before the last one is taken at its time.
+		// As the seed's Lua: a call dated before the last one is taken at its
+		// time; its waits count from its own time.
 		runSteps(t, shaper.NewTokenBucket(shaper.Limit{Rate: shaper.PerSecond(10), Burst: 1}), []step{
 			{at: 100 * ms, n: 1, ok: true, reset: 100 * ms},
-			{at: 50 * ms, n: 1, ok: false, retry: 100 * ms, reset: 100 * ms},
+			{at: 50 * ms, n: 1, ok: false, retry: 150 * ms, reset: 150 * ms},
 			{at: 200 * ms, n: 1, ok: true, reset: 100 * ms},
 		})
 	})

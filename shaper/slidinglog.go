@@ -20,9 +20,12 @@ import "time"
 //	now = max(now, newest ts)
 //	drop entries with ts ≤ now − P
 //	sum + n ≤ N: allow, append (now, n) (merged with an entry at the same now)
-//	retry (denied): the smallest ts_i + P − now such that
+//	retry (denied): the smallest ts_i + P − now₀ such that
 //	        sum − (n_0 + … + n_i) + n ≤ N
-//	remaining = N − sum;  reset = newest ts + P − now, or 0 if empty
+//	remaining = max(N − sum, 0);  reset = newest ts + P − now₀, or 0 if empty
+//
+// where now₀ is the call's own time: a call dated before the newest entry is
+// decided at that entry's time and told the whole wait from its own.
 //
 // The zero SlidingLog rejects every call with ErrNeverAllowed; use [NewSlidingLog].
 // A SlidingLog is safe for concurrent use by multiple goroutines.
@@ -139,9 +142,10 @@ func (a *slAlgo) decide(s *slState, _ bool, now, n int64) bool {
 
 func (a *slAlgo) report(s *slState, now, n int64, ok bool) (remaining, retryUS, resetUS int64) {
 	if s.len == 0 {
-		return a.n - s.sum, 0, 0
+		return max(a.n-s.sum, 0), 0, 0
 	}
-	now = max(now, s.at(s.len-1).ts)
+	// The waits count from the call's own time, even if it was before the
+	// newest entry (the call was decided at that entry's time).
 	if !ok {
 		freed := int64(0)
 		for i := range s.len {
@@ -153,5 +157,5 @@ func (a *slAlgo) report(s *slState, now, n int64, ok bool) (remaining, retryUS, 
 			}
 		}
 	}
-	return a.n - s.sum, retryUS, s.at(s.len-1).ts + a.p - now
+	return max(a.n-s.sum, 0), retryUS, s.at(s.len-1).ts + a.p - now
 }

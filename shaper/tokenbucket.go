@@ -25,10 +25,14 @@ import "time"
 //	        tokens = min(tokens, K·P);  now = max(now, last);  e = now − last
 //	        tokens = K·P if e ≥ ⌈(K·P − tokens)/C⌉ else tokens + e·C;  last = now
 //	tokens ≥ n·P: allow, tokens −= n·P
-//	remaining = ⌊tokens/P⌋, reset = ⌈(K·P − tokens)/C⌉,
-//	retry (when denied) = ⌈(n·P − tokens)/C⌉
+//	remaining = ⌊tokens/P⌋, reset = late + ⌈(K·P − tokens)/C⌉,
+//	retry (when denied) = late + ⌈(n·P − tokens)/C⌉
+//	where late = last − now if the call's now was before last, else 0
 //
-// The refill is written on a denial too, as the seed's script does.
+// The refill is written on a denial too, as the seed's script does, so a denial
+// moves the key's time forward; a zero-cost peek writes nothing, not even its
+// time. retry and reset count from the call's own time, so a call dated before
+// the last one is told the whole wait.
 //
 // The zero TokenBucket rejects every call with ErrNeverAllowed; use
 // [NewTokenBucket]. A TokenBucket is safe for concurrent use by multiple goroutines.
@@ -128,9 +132,12 @@ func (a *tbAlgo) decide(s *tbState, fresh bool, now, n int64) bool {
 	return false
 }
 
-func (a *tbAlgo) report(s *tbState, _, n int64, ok bool) (remaining, retryUS, resetUS int64) {
+func (a *tbAlgo) report(s *tbState, now, n int64, ok bool) (remaining, retryUS, resetUS int64) {
+	// A call dated before the state's time was decided at last: its waits
+	// count from its own time.
+	late := max(s.last-now, 0)
 	if !ok {
-		retryUS = ceilDiv(n*a.p-s.tokens, a.c)
+		retryUS = late + ceilDiv(n*a.p-s.tokens, a.c)
 	}
-	return s.tokens / a.p, retryUS, ceilDiv(a.full-s.tokens, a.c)
+	return s.tokens / a.p, retryUS, late + ceilDiv(a.full-s.tokens, a.c)
 }

@@ -16,9 +16,12 @@ import "time"
 //	P = Rate.Period in µs, N = Rate.Count; state: start (µs), count.
 //	now = max(now, start);  w = now − (now mod P)  (floor)
 //	w ≠ start: start = w, count = 0
-//	count + n > N: deny; retry = start + P − now
+//	count + n > N: deny; retry = start + P − now₀
 //	else count += n
-//	remaining = N − count;  reset = start + P − now if count > 0, else 0
+//	remaining = max(N − count, 0);  reset = start + P − now₀ if count > 0, else 0
+//
+// where now₀ is the call's own time: a call dated before the window's start is
+// decided in that window and told the whole wait.
 //
 // The zero FixedWindow rejects every call with ErrNeverAllowed; use
 // [NewFixedWindow]. A FixedWindow is safe for concurrent use by multiple goroutines.
@@ -101,8 +104,7 @@ func (a *fwAlgo) decide(s *fwState, fresh bool, now, n int64) bool {
 }
 
 func (a *fwAlgo) report(s *fwState, now, _ int64, ok bool) (remaining, retryUS, resetUS int64) {
-	now = max(now, s.start)
-	end := s.start + a.p - now
+	end := s.start + a.p - now // from the call's own time, even if before start
 	if !ok {
 		retryUS = end
 	}
@@ -138,6 +140,10 @@ func (a *fwAlgo) report(s *fwState, now, _ int64, ok bool) (remaining, retryUS, 
 //	  r ≥ 0: (P − e) − ⌊r·P/prev⌋
 //	  r < 0: (P − e) + max(0, P − ⌊(N − n)·P/cur⌋)
 //	reset = start + 2P − now if cur > 0; start + P − now if prev > 0; else 0
+//	a call dated before start (now₀ < start): retry and reset + (start − now₀)
+//
+// The retry is exact for this decision function (the admission test is linear in
+// e within a window, and the next window starts with prev = cur).
 //
 // The zero SlidingCounter rejects every call with ErrNeverAllowed; use
 // [NewSlidingCounter]. A SlidingCounter is safe for concurrent use by multiple
@@ -220,7 +226,8 @@ func (a *scAlgo) decide(s *scState, fresh bool, now, n int64) bool {
 }
 
 func (a *scAlgo) report(s *scState, now, n int64, ok bool) (remaining, retryUS, resetUS int64) {
-	now = max(now, s.start)
+	late := max(s.start-now, 0) // a call dated before start was decided at start
+	now += late
 	e := now - s.start
 	weighted := s.prev * (a.p - e)
 	if !ok {
@@ -229,13 +236,14 @@ func (a *scAlgo) report(s *scState, now, n int64, ok bool) (remaining, retryUS, 
 		} else {
 			retryUS = a.p - e + max(0, a.p-(a.n-n)*a.p/s.cur)
 		}
+		retryUS += late
 	}
 	remaining = max(0, (a.np-weighted)/a.p-s.cur)
 	switch {
 	case s.cur > 0:
-		resetUS = s.start + 2*a.p - now
+		resetUS = late + s.start + 2*a.p - now
 	case s.prev > 0:
-		resetUS = s.start + a.p - now
+		resetUS = late + s.start + a.p - now
 	}
 	return remaining, retryUS, resetUS
 }
