@@ -5,8 +5,9 @@
 -- ARGV[3] = B, the burst / capacity / count      (integer ≥ 1)
 -- ARGV[4] = n, the cost of this call             (integer, 0 ≤ n ≤ B; 0 = peek)
 -- ARGV[5..NARGS] = the script's own arguments, if any
--- ARGV[NARGS+1] = (tests only) the time in Unix µs to use instead of TIME; when
---           given, keys get a TTL of at least one hour, as test time is not real
+-- ARGV[NARGS+1] = (tests only) the time in Unix µs to use instead of TIME, an
+--           integer in [0, 2^53) (shaper.ErrTimeRange's range); when given, keys
+--           get a TTL of at least one hour, as test time is not real
 -- The line before this prelude, "local NARGS = k", sets the script's own ARGV
 -- count. A meter script (gcra, tokenbucket, fixedwindow, slidinglog,
 -- slidingcounter) is this prelude, then its file as the body of
@@ -32,6 +33,9 @@ end
 local now, ttlfloor
 if #ARGV > NARGS then
   now = tonumber(ARGV[NARGS + 1])
+  if not now or now < 0 or now >= EXACT or now % 1 ~= 0 then
+    return redis.error_reply('ERR shaper: time out of range')
+  end
   ttlfloor = 3600000
 else
   local t = redis.call('TIME')
@@ -44,7 +48,7 @@ local function idiv(a, b)
   if q >= 0 then return math.floor(q) end
   return math.ceil(q)
 end
--- ceildiv is ⌈a/b⌉ for a ≥ 0, b > 0.
+-- ceildiv is ⌈a/b⌉ for b > 0 (exact for |a| < 2^53).
 local function ceildiv(a, b) return math.ceil(a / b) end
 -- ttlms converts a lifetime in µs to a PEXPIRE argument in ms (rounded up).
 local function ttlms(us) return math.max(ttlfloor, math.ceil(us / 1000)) end
@@ -68,23 +72,24 @@ local function ints(v, k)
   return out
 end
 
--- gcra_debt reads the GCRA state "tat rem" at key (gcra.lua, lease.lua) and
--- returns d, the scaled debt at now: (tat - now)·C + min(rem, C-1), clamped to
--- [0, tau] (meter.go's formula; the clamp also applies a lowered limit at once).
-local function gcra_debt(key, tau)
+-- gcra_arrival reads the GCRA state "tat rem last" at key (gcra.lua, lease.lua)
+-- and returns the theoretical arrival time tat + rem/C under the current limit
+-- (meter.go's arrival): as stored, but at most last + tau/C, as if the debt had
+-- been capped to the current burst when it was written. A missing or malformed
+-- state is fresh (0 0 0).
+local function gcra_arrival(key, tau)
   local v = redis.call('GET', key)
   if not v then
-    return 0
+    return 0, 0
   end
-  local tat, rem = pair(v)
-  if not tat then
-    return 0
+  local s = ints(v, 3)
+  if not s then
+    return 0, 0
   end
-  local dt = tat - now
-  if dt < 0 then
-    return 0
-  elseif dt >= math.floor(tau / C) + 1 then
-    return tau
+  local tat, rem, last = s[1], math.min(s[2], C - 1), s[3]
+  local dt = tat - last
+  if dt >= math.floor(tau / C) + 1 or dt * C + rem > tau then
+    return last + math.floor(tau / C), tau % C
   end
-  return math.min(dt * C + math.min(rem, C - 1), tau)
+  return tat, rem
 end

@@ -3,8 +3,8 @@
 -- key     = the state key: the string "start count"
 -- ARGV    = P, C, B (= C), n [, now]  (see common.lua)
 -- decide returns allowed, remaining, retry_after_us, reset_after_us.
--- Writes when the key existed or n > 0 (never on a denial, which cannot roll the
--- window); the TTL ends with the window.
+-- Writes only on an admission with n > 0 (a denial or a peek records nothing);
+-- the TTL ends with the window.
 local N = C
 local start, count
 local fresh = true
@@ -19,14 +19,14 @@ local w = now - (now % P)
 if fresh or w ~= start then
   start, count = w, 0
 end
--- The answer is reported at the call's time, clamped to the (new) window start.
-local stop = start + P - math.max(t0, start)
+-- The waits count from the call's own time, even if it is before start.
+local stop = start + P - t0
 if count + n > N then
   return 0, math.max(N - count, 0), stop, stop
 end
 count = count + n
 if count == 0 then stop = 0 end
-if not fresh or n > 0 then
+if n > 0 then
   redis.call('SET', key, string.format('%d %d', start, count), 'PX', ttlms(stop))
 end
 return 1, math.max(N - count, 0), 0, stop

@@ -1,11 +1,13 @@
 -- lease.lua: take up to n tokens at once from a GCRA meter's key (the same key and
 -- arithmetic as gcra.lua), after giving back unused ones (shaper.Lease).
--- KEYS[1] = state: the string "tat rem", shared with gcra.lua
+-- KEYS[1] = state: the string "tat rem last", shared with gcra.lua
 -- ARGV    = P, C, B, n (most to take, ≤ B), giveback (≥ 0), least (0..n: take
 --           nothing unless at least this many are available) [, now]
 -- Returns {taken, remaining, retry_after_us, reset_after_us}: retry_after_us is
 -- 0 if taken > 0, else the wait until max(least, 1) tokens are available.
--- Writes only if it took or gave back something.
+-- Writes only if it took or gave back something. A call that finds a debt above
+-- the burst (a Redis clock that stepped back) takes nothing and writes nothing
+-- (a giveback is then dropped, which never admits more).
 local giveback = tonumber(ARGV[5])
 local least = tonumber(ARGV[6])
 if not giveback or not least or giveback < 0 or giveback % 1 ~= 0 or giveback > B
@@ -13,7 +15,13 @@ if not giveback or not least or giveback < 0 or giveback % 1 ~= 0 or giveback > 
   return redis.error_reply('ERR shaper: invalid arguments')
 end
 local tau = B * P
-local d = gcra_debt(KEYS[1], tau)
+local tat, rem = gcra_arrival(KEYS[1], tau)
+local dt = tat - now
+if dt >= math.floor(tau / C) + 1 then
+  return {0, 0, dt + ceildiv(rem + math.max(least, 1) * P - tau, C), dt + ceildiv(rem, C)}
+end
+local d = 0
+if dt >= 0 then d = dt * C + rem end
 if giveback > 0 then d = math.max(0, d - giveback * P) end
 local k = math.min(n, idiv(tau - d, P))
 if k < least or k < 0 then k = 0 end
@@ -21,11 +29,11 @@ local nd = d + k * P
 if k > 0 or giveback > 0 then
   local q = math.floor(nd / C)
   if nd > 0 then
-    redis.call('SET', KEYS[1], string.format('%d %d', now + q, nd - q * C), 'PX', ttlms(q + 1))
+    redis.call('SET', KEYS[1], string.format('%d %d %d', now + q, nd - q * C, now), 'PX', ttlms(q + 1))
   else
     redis.call('DEL', KEYS[1])
   end
 end
 local retry = 0
 if k == 0 then retry = ceildiv(math.max(0, nd + math.max(least, 1) * P - tau), C) end
-return {k, idiv(tau - nd, P), retry, ceildiv(nd, C)}
+return {k, idiv(math.max(tau - nd, 0), P), retry, ceildiv(nd, C)}

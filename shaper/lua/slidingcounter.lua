@@ -4,7 +4,8 @@
 -- key     = the state key: the string "start prev cur"
 -- ARGV    = P, C, B (= C), n [, now]  (see common.lua)
 -- decide returns allowed, remaining, retry_after_us, reset_after_us.
--- Writes when the key existed or n > 0; the TTL ends when both windows have passed.
+-- Writes when n > 0 (a peek records nothing); the TTL ends when both windows
+-- have passed.
 local N = C
 local NP = N * P
 local start, prev, cur
@@ -30,8 +31,10 @@ if (cur + n) * P + prev * (P - (now - start)) <= NP then
   cur = cur + n
   allowed = 1
 end
--- The answer is reported at the call's time, clamped to the (new) window start.
+-- The answer is computed at the call's time clamped to the (new) window start,
+-- and its waits count from the call's own time.
 now = math.max(t0, start)
+local late = now - t0
 local e = now - start
 local weighted = prev * (P - e)
 if allowed == 0 then
@@ -41,15 +44,16 @@ if allowed == 0 then
   else
     retry = P - e + math.max(0, P - idiv((N - n) * P, cur))
   end
+  retry = retry + late
 end
 local remaining = math.max(0, idiv(NP - weighted, P) - cur)
 local reset = 0
 if cur > 0 then
-  reset = start + 2 * P - now
+  reset = late + start + 2 * P - now
 elseif prev > 0 then
-  reset = start + P - now
+  reset = late + start + P - now
 end
-if not fresh or n > 0 then
+if n > 0 then
   redis.call('SET', key, string.format('%d %d %d', start, prev, cur), 'PX', ttlms(start + 2 * P - now))
 end
 return allowed, remaining, retry, reset

@@ -4,8 +4,10 @@
 --           share one entry); at most C entries
 -- ARGV    = P, C, B (= C), n [, now]  (see common.lua)
 -- decide returns allowed, remaining, retry_after_us, reset_after_us.
--- Reads the whole list (O(C)); trims expired entries, appends on admission, and
--- sets a TTL that ends when the newest entry leaves the window.
+-- Reads the whole list (O(C)); for n > 0 trims expired entries, appends on
+-- admission, and sets a TTL that ends when the newest entry leaves the window;
+-- a peek (n = 0) writes nothing. Waits count from the call's own time, even if
+-- it is before the newest entry (the call is decided at that entry's time).
 local N = C
 local raw = redis.call('LRANGE', key, 0, -1)
 local ts, cnt, len = {}, {}, 0
@@ -16,6 +18,7 @@ for i = 1, #raw do
     ts[len], cnt[len] = s[1], s[2]
   end
 end
+local t0 = now
 if len > 0 and ts[len] > now then now = ts[len] end
 local first, sum = 1, 0
 while first <= len and ts[first] <= now - P do first = first + 1 end
@@ -26,7 +29,7 @@ if sum + n > N then
   for i = first, len do
     freed = freed + cnt[i]
     if sum - freed + n <= N then
-      retry = ts[i] + P - now
+      retry = ts[i] + P - t0
       break
     end
   end
@@ -34,7 +37,7 @@ else
   allowed = 1
 end
 local dropped = first - 1
-if dropped > 0 or #raw ~= len then
+if n > 0 and (dropped > 0 or #raw ~= len) then
   if dropped >= len or #raw ~= len then
     redis.call('DEL', key)
     for i = first, len do redis.call('RPUSH', key, string.format('%d %d', ts[i], cnt[i])) end
@@ -56,7 +59,7 @@ if allowed == 1 and n > 0 then
 end
 local reset = 0
 if newest then
-  reset = newest + P - now
-  redis.call('PEXPIRE', key, ttlms(reset))
+  reset = newest + P - t0
+  if n > 0 then redis.call('PEXPIRE', key, ttlms(newest + P - now)) end
 end
-return allowed, N - sum, retry, reset
+return allowed, math.max(N - sum, 0), retry, reset

@@ -5,7 +5,9 @@
 -- time to fill an empty bucket). Differences from the seed, each shown by a test:
 -- integer µs instead of float tokens per ms (the seed's repeated float refills
 -- lose tokens: ten refills of 0.1 make 0.9999999999999999, and a call made when
--- its retry_after said is denied), and a cost of 0 is a peek instead of an error.
+-- its retry_after said is denied), a cost of 0 is a peek that writes nothing
+-- instead of an error, and a call dated before the last one is told its wait
+-- from its own time.
 -- key     = the state key: the string "tokens last per" (tokens scaled by per = P µs)
 -- ARGV    = P, C, B (capacity), n [, now]  (see common.lua)
 -- decide returns allowed, remaining, retry_after_us, reset_after_us.
@@ -40,20 +42,22 @@ if not fresh or n > 0 then
     last = t
   end
 else
-  tokens = full -- a peek at a fresh key writes nothing
+  tokens, last = full, now -- a peek at a fresh key
 end
+-- A call dated before last was decided at last: its waits count from its own time.
+local late = math.max(last - now, 0)
 local need = n * P
 local allowed = 0
 local retry = 0
 if tokens < need then
-  retry = ceildiv(need - tokens, C)
+  retry = late + ceildiv(need - tokens, C)
 else
   tokens = tokens - need
   allowed = 1
 end
-if not fresh or n > 0 then
+if n > 0 then -- a peek (n = 0) writes nothing, not even its time
   local fill = ceildiv(full, C)
   redis.call('SET', key, string.format('%d %d %d', tokens, last, per),
     'PX', math.max(ttlms(0), 60000, 2 * math.ceil(fill / 1000)))
 end
-return allowed, idiv(tokens, P), retry, ceildiv(full - tokens, C)
+return allowed, idiv(tokens, P), retry, late + ceildiv(full - tokens, C)
