@@ -18,7 +18,7 @@
 //   - About Count per rolling window in O(1) memory (a weighted estimate):
 //     [SlidingCounter].
 //   - One limit for the whole process, no keys (x/time/rate's use case): [Limiter],
-//     the GCRA of [Meter] on one lock-free atomic word.
+//     the GCRA of [Meter] on one state behind one small mutex.
 //
 // # Rates and limits
 //
@@ -39,8 +39,8 @@
 //	Limit() Limit
 //
 // [Limiter] is the unkeyed GCRA: the same methods without the key, and exactly the
-// decisions a Meter makes for one key, without hashing a key or taking a lock
-// (whole-µs emission intervals; see its documentation for fractional ones):
+// decisions a Meter makes for one key, without hashing a key or taking a shard
+// lock:
 //
 //	partnerAPI := shaper.NewLimiter(shaper.Limit{Rate: shaper.PerSecond(100), Burst: 20})
 //	if !partnerAPI.Allow() {

@@ -101,7 +101,7 @@ func TestRedisDifferential(t *testing.T) {
 				max := lim.burst()
 				var hist []string
 				for i := range steps {
-					if r.IntN(100) == 0 { // change the limit on both sides
+					if r.IntN(25) == 0 { // change the limit on both sides
 						lim = randomLimit(r, algoKind(kind))
 						max = lim.burst()
 						rm.SetLimit(lim)
@@ -120,6 +120,9 @@ func TestRedisDifferential(t *testing.T) {
 					}
 					var n int64
 					now, n = randomStep(r, now, lim, max)
+					if r.IntN(40) == 0 { // a step back of up to three periods
+						now -= r.Int64N(3*int64(lim.Rate.Period/time.Microsecond) + 1)
+					}
 					hist = append(hist, fmt.Sprintf("t=%d n=%d", now, n))
 					want, werr := localAt(local, key, now, n)
 					got, gerr := rm.AllowN(ctx, key, n)
