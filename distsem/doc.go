@@ -55,7 +55,7 @@
 // stored limit, whatever it was configured with, until the semaphore's keys
 // expire or Semaphore.SetLimit changes it. A process configured with a smaller
 // limit refuses weights above its own limit without I/O; one configured with a
-// larger limit gets ErrWeightExceedsLimit from Redis for weights above the
+// larger limit gets ErrTooLarge from Redis for weights above the
 // stored one. Stats reports both limits, so a mismatch can be alerted on.
 // Shrinking never revokes permits: holders drain.
 //
