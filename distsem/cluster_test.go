@@ -46,7 +46,7 @@ func TestCluster(t *testing.T) {
 				t.Errorf("300 contended acquisitions took %v: notifications not delivered?", el)
 			}
 			st := stats(t, sems[0])
-			if st.Holders != 0 || st.Waiters != 0 || st.Limit != 2 {
+			if st.Holders != 0 || st.Waiting != 0 || st.Limit != 2 {
 				t.Errorf("Stats at the end = %+v", st)
 			}
 			t.Logf("slot of {%s}: 300 acquisitions in %v", name, el)

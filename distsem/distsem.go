@@ -14,16 +14,18 @@ import (
 
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/calltimeout"
+	"github.com/floodgate-go/floodgate/internal/reject"
 	"github.com/redis/go-redis/v9"
 )
 
 // Config configures a Semaphore. The zero value is a valid Config: 10s leases,
-// 250ms per Redis call, 3s waiter heartbeats, 10s tombstones, no re-adoption.
+// 250ms per Redis call, 1s waiter liveness, 10s tombstones, names of at most
+// 1024 bytes, no re-adoption.
 type Config struct {
 	// Lease is how long a permit stays valid at the store without a renewal. A
 	// holder renews every Lease/3; if it dies, its permit is free again at most
 	// Lease after its last renewal. If zero, 10s. It must be at least
-	// 3 × CallTimeout.
+	// 3 × CallTimeout and at most MaxTTL.
 	Lease time.Duration
 
 	// CallTimeout bounds every Redis call (the caller's context deadline bounds it
@@ -32,12 +34,20 @@ type Config struct {
 	// such a call may be bounded by 15/16 of CallTimeout. If zero, 250ms.
 	CallTimeout time.Duration
 
-	// WaiterTTL is how long a queued caller stays in the queue without a
-	// heartbeat. Waiters heartbeat every min(WaiterTTL, Lease)/3; that heartbeat is also the
-	// poll that covers a lost notification, so it bounds the extra wait a lost
-	// pub/sub message can cause. A waiter that dies is dropped from the queue
-	// within WaiterTTL; if it is granted by hand-off before that, its permit is
-	// held for one Lease, like a holder that crashed. If zero, 3s.
+	// WaiterTTL is the liveness of a queued caller: its queue entry, and a
+	// permit handed to it by the hand-off that it has not claimed yet, live
+	// WaiterTTL after its last call to Redis. A waiter calls (heartbeats)
+	// every min(WaiterTTL, Lease)/3; that heartbeat is also the poll that covers
+	// a lost notification, so it bounds the extra wait a lost pub/sub message
+	// can cause. A permit handed to a waiter is held with the full Lease once
+	// the waiter claims it: by its first renewal, due within half of what is
+	// left of that window, or by a heartbeat that finds it granted.
+	//
+	// WaiterTTL is therefore the bound on what a process that dies while
+	// callers wait takes with it beyond what it held: its queue entries and
+	// everything granted to them are free again within WaiterTTL of its last
+	// call (so within WaiterTTL of its death); only the weight it held stays
+	// out until its leases end. If zero, 1s.
 	WaiterTTL time.Duration
 
 	// TombstoneTTL is how long Redis remembers the token of an acquire that
@@ -45,6 +55,11 @@ type Config struct {
 	// runs late (a go-redis retry, a call that timed out at the client but sat in
 	// a socket), is refused rather than granted. If zero, 10s.
 	TombstoneTTL time.Duration
+
+	// MaxNameLen bounds the length of the semaphore's name in bytes: the name is
+	// part of every key and notify channel, and a huge key costs Redis time on
+	// every call. If zero, DefaultMaxNameLen.
+	MaxNameLen int
 
 	// Readopt makes a holder whose token vanished from Redis (expiry during a
 	// pause, data loss after a restart or failover) insert it again, with its old
@@ -80,7 +95,8 @@ type Config struct {
 }
 
 // A Semaphore is a weighted semaphore shared by every process that uses the same
-// Redis and name. Use New; a zero Semaphore panics when used. A Semaphore is safe
+// Redis and name. Use New; every method of a zero Semaphore panics with a
+// "distsem: " message. A Semaphore is safe
 // for simultaneous use by multiple goroutines.
 type Semaphore struct {
 	client  redis.UniversalClient
@@ -127,6 +143,23 @@ type Semaphore struct {
 	listening bool
 }
 
+// Bounds of the values a Semaphore sends to Redis. The scripts compute in Lua
+// numbers (doubles), exact only up to 2^53: a limit, a weight and their sum
+// must stay below that, and so must the Redis time in ms plus a duration.
+const (
+	// MaxLimit is the largest limit (and so the largest n) a Semaphore accepts:
+	// the weight in use plus n is then at most 2^53, exact in a Lua number.
+	MaxLimit = 1 << 52
+
+	// MaxTTL is the longest Lease, WaiterTTL, TombstoneTTL or CallTimeout a
+	// Config may set.
+	MaxTTL = 30 * 24 * time.Hour
+
+	// DefaultMaxNameLen is the longest name New accepts when
+	// Config.MaxNameLen is zero, in bytes.
+	DefaultMaxNameLen = 1024
+)
+
 // New returns a Semaphore of the given limit named name on client. It does no
 // I/O: the first call reports connectivity.
 //
@@ -135,61 +168,29 @@ type Semaphore struct {
 // the semaphore's keys expire (they do when it is idle for about
 // 2 × max(Lease, WaiterTTL, TombstoneTTL)) or SetLimit changes it. A process
 // configured with a different limit therefore obeys the stored one; its own limit
-// is only used to refuse at once a weight above it. Stats reports both.
+// is only used to refuse at once an n above it. Stats reports both.
 //
-// New panics if limit < 1, if name is empty or contains '{' or '}', if a
-// duration in cfg is negative, if Lease or WaiterTTL < 3 × CallTimeout (a
-// renewal or heartbeat must fit in its period), or if client is a
-// *redis.Client, *redis.ClusterClient or *redis.Ring without
-// ContextTimeoutEnabled: without it go-redis ignores context deadlines and a
-// frozen Redis would hold callers for its socket timeouts.
+// New panics, with a message starting "distsem: ", on a programmer error:
+// client is nil; limit < 1 or > MaxLimit; name is empty, longer than
+// Config.MaxNameLen bytes (DefaultMaxNameLen if zero) or contains '{' or '}';
+// a duration in cfg is negative or above MaxTTL; MaxNameLen is negative;
+// Lease or WaiterTTL < 3 × CallTimeout (a renewal or heartbeat must fit in
+// its period); or client is a *redis.Client, *redis.ClusterClient or
+// *redis.Ring without ContextTimeoutEnabled: without it go-redis ignores
+// context deadlines and a frozen Redis would hold callers for its socket
+// timeouts.
 func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Semaphore {
 	if client == nil {
 		panic("distsem: nil client")
 	}
-	if limit < 1 {
-		panic("distsem: limit < 1")
+	if limit < 1 || limit > MaxLimit {
+		panic("distsem: limit out of range [1, MaxLimit]")
 	}
-	if name == "" || strings.ContainsAny(name, "{}") {
-		panic("distsem: name must be non-empty and without braces")
+	cfg = withDefaults(cfg)
+	if name == "" || len(name) > cfg.MaxNameLen || strings.ContainsAny(name, "{}") {
+		panic("distsem: name must be non-empty, at most MaxNameLen bytes and without braces")
 	}
-	if cfg.Lease < 0 || cfg.CallTimeout < 0 || cfg.WaiterTTL < 0 || cfg.TombstoneTTL < 0 {
-		panic("distsem: negative duration in Config")
-	}
-	if cfg.Lease == 0 {
-		cfg.Lease = 10 * time.Second
-	}
-	if cfg.CallTimeout == 0 {
-		cfg.CallTimeout = 250 * time.Millisecond
-	}
-	if cfg.WaiterTTL == 0 {
-		cfg.WaiterTTL = 3 * time.Second
-	}
-	if cfg.TombstoneTTL == 0 {
-		cfg.TombstoneTTL = 10 * time.Second
-	}
-	if cfg.Lease < 3*cfg.CallTimeout {
-		panic("distsem: Lease < 3 × CallTimeout")
-	}
-	if cfg.WaiterTTL < 3*cfg.CallTimeout {
-		panic("distsem: WaiterTTL < 3 × CallTimeout")
-	}
-	sharded := false
-	switch c := client.(type) {
-	case *redis.Client:
-		if !c.Options().ContextTimeoutEnabled {
-			panic("distsem: client without ContextTimeoutEnabled")
-		}
-	case *redis.ClusterClient:
-		if !c.Options().ContextTimeoutEnabled {
-			panic("distsem: client without ContextTimeoutEnabled")
-		}
-		sharded = true
-	case *redis.Ring:
-		if !c.Options().ContextTimeoutEnabled {
-			panic("distsem: client without ContextTimeoutEnabled")
-		}
-	}
+	sharded := checkClient(client)
 	tag := "{" + name + "}"
 	var id [8]byte
 	rand.Read(id[:])
@@ -224,9 +225,72 @@ func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Se
 	return s
 }
 
+// withDefaults returns cfg with its zero fields set to their defaults; it
+// panics on a value out of range (see New).
+func withDefaults(cfg Config) Config {
+	for _, d := range []time.Duration{cfg.Lease, cfg.CallTimeout, cfg.WaiterTTL, cfg.TombstoneTTL} {
+		if d < 0 || d > MaxTTL {
+			panic("distsem: duration in Config out of range [0, MaxTTL]")
+		}
+	}
+	if cfg.MaxNameLen < 0 {
+		panic("distsem: negative MaxNameLen")
+	}
+	if cfg.Lease == 0 {
+		cfg.Lease = 10 * time.Second
+	}
+	if cfg.CallTimeout == 0 {
+		cfg.CallTimeout = 250 * time.Millisecond
+	}
+	if cfg.WaiterTTL == 0 {
+		cfg.WaiterTTL = time.Second
+	}
+	if cfg.TombstoneTTL == 0 {
+		cfg.TombstoneTTL = 10 * time.Second
+	}
+	if cfg.MaxNameLen == 0 {
+		cfg.MaxNameLen = DefaultMaxNameLen
+	}
+	if cfg.Lease < 3*cfg.CallTimeout {
+		panic("distsem: Lease < 3 × CallTimeout")
+	}
+	if cfg.WaiterTTL < 3*cfg.CallTimeout {
+		panic("distsem: WaiterTTL < 3 × CallTimeout")
+	}
+	return cfg
+}
+
+// checkClient panics if client is a go-redis client without
+// ContextTimeoutEnabled, and reports whether it is a Cluster client.
+func checkClient(client redis.UniversalClient) (sharded bool) {
+	enabled := true
+	switch c := client.(type) {
+	case *redis.Client:
+		enabled = c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		enabled, sharded = c.Options().ContextTimeoutEnabled, true
+	case *redis.Ring:
+		enabled = c.Options().ContextTimeoutEnabled
+	}
+	if !enabled {
+		panic("distsem: client without ContextTimeoutEnabled")
+	}
+	return sharded
+}
+
+// mustBeMade panics if s is a zero Semaphore (not made by New).
+func (s *Semaphore) mustBeMade() {
+	if s.client == nil {
+		panic("distsem: Semaphore not made by New")
+	}
+}
+
 // Keys returns the Redis keys of the semaphore, all under the hash tag {name}.
 // The notify channels of waiting processes are "{name}:n:<id>".
-func (s *Semaphore) Keys() []string { return append([]string(nil), s.keys...) }
+func (s *Semaphore) Keys() []string {
+	s.mustBeMade()
+	return append([]string(nil), s.keys...)
+}
 
 // argTok is the index of the token (ARGV[1]) in a script command.
 const argTok = 9
@@ -238,34 +302,35 @@ func (s *Semaphore) newToken() string {
 	return string(strconv.AppendUint(t, s.seq.Add(1), 36))
 }
 
-// Acquire waits for weight of the semaphore and returns a Permit holding it.
-// Waiting callers of all processes are granted in FIFO order: a caller is
+// Acquire waits for n of the semaphore's limit and returns a Permit holding
+// it. Waiting callers of all processes are granted in FIFO order: a caller is
 // never overtaken, so heavy callers are not starved (at the cost of
 // head-of-line blocking).
 //
-// It returns a *RejectError matching ErrWeightExceedsLimit at once, without I/O,
-// if weight exceeds the configured limit (or later, if it exceeds the limit
-// stored in Redis); ctx.Err() if ctx is done first; and a wrapped Redis error,
-// or what the failure policy decides, if Redis fails. On every error nothing is
-// held: the token is released in the background (detached from ctx), so a
-// cancelled or timed-out Acquire leaves no orphan permit even if its call ran
-// in Redis after the caller gave up. Acquire panics if weight < 1.
-func (s *Semaphore) Acquire(ctx context.Context, weight int64) (*Permit, error) {
-	return s.acquire(ctx, weight, true)
+// It returns a *RejectError matching ErrTooLarge at once, without I/O, if n
+// exceeds the configured limit (or later, if it exceeds the limit stored in
+// Redis); ctx.Err() if ctx is done first; ErrClosed if the Semaphore is
+// closed before or while it waits; and a wrapped Redis error, or what the
+// failure policy decides, if Redis fails. On every error nothing is held: the
+// token is released in the background (detached from ctx), so a cancelled or
+// timed-out Acquire leaves no orphan permit even if its call ran in Redis
+// after the caller gave up. Acquire panics if n < 1.
+func (s *Semaphore) Acquire(ctx context.Context, n int64) (*Permit, error) {
+	return s.acquire(ctx, n, true)
 }
 
-// TryAcquire takes weight if it is free and no one is queued, with one Redis
-// call, and otherwise returns a *RejectError matching ErrNoCapacity, with an
-// estimated RetryAfter (see RejectError.Delay). It never queues. Other errors
-// are as for Acquire.
-func (s *Semaphore) TryAcquire(ctx context.Context, weight int64) (*Permit, error) {
-	return s.acquire(ctx, weight, false)
+// TryAcquire takes n if it is free and no one is queued, with one Redis call,
+// and otherwise returns a *RejectError matching ErrNoCapacity, with an
+// estimated RetryAfter (see ErrNoCapacity). It never queues. Other errors are
+// as for Acquire.
+func (s *Semaphore) TryAcquire(ctx context.Context, n int64) (*Permit, error) {
+	return s.acquire(ctx, n, false)
 }
 
-// Do acquires weight, runs fn with a context that is cancelled if the lease is
+// Do acquires n, runs fn with a context that is cancelled if the lease is
 // lost or ctx is done, and releases the permit when fn returns or panics.
-func (s *Semaphore) Do(ctx context.Context, weight int64, fn func(context.Context) error) error {
-	p, err := s.Acquire(ctx, weight)
+func (s *Semaphore) Do(ctx context.Context, n int64, fn func(context.Context) error) error {
+	p, err := s.Acquire(ctx, n)
 	if err != nil {
 		return err
 	}
@@ -277,12 +342,17 @@ func (s *Semaphore) Do(ctx context.Context, weight int64, fn func(context.Contex
 	return fn(fctx)
 }
 
-func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, error) {
-	if w < 1 {
-		panic("distsem: weight < 1")
+// acquire is Acquire (wait) or TryAcquire (!wait): the checks that need no
+// I/O, then a loop of acquire calls. Each call grants, refuses or queues the
+// token; a queued caller waits for a hand-off message, its next heartbeat,
+// its context or Close (see attempt).
+func (s *Semaphore) acquire(ctx context.Context, n int64, wait bool) (*Permit, error) {
+	s.mustBeMade()
+	if n < 1 {
+		panic("distsem: n < 1")
 	}
-	if w > s.limit {
-		return nil, &RejectError{Reason: ErrWeightExceedsLimit}
+	if n > s.limit {
+		return nil, reject.New(ErrTooLarge, 0)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -291,118 +361,205 @@ func (s *Semaphore) acquire(ctx context.Context, w int64, wait bool) (*Permit, e
 		return nil, ErrClosed
 	}
 	if s.fail.open() && s.fail.policy != breaker.FailClosed {
-		return s.fallback(ctx, w, wait)
+		return s.fallback(ctx, n, wait)
 	}
 	tok := s.newToken()
-	tokArg := any(tok) // boxed once for every call with it
-	var wake chan int64
+	a := attempt{s: s, n: n, wait: wait, tok: tok}
 	if wait {
 		// Registered before the first call, so a hand-off notification that
 		// arrives before that call returns is not lost.
-		wake = s.register(tok)
+		a.wake = s.register(tok)
 		defer s.unregister(tok)
+		defer a.stopTimer()
 	}
-	// Heartbeat at a third of the shorter of WaiterTTL and Lease: a waiter
-	// granted by hand-off whose message was lost must call (and find itself
-	// held) before that grant's lease runs out, or it would be reaped and queued
-	// again at the back, for ever under load.
-	beat := min(s.cfg.WaiterTTL, s.cfg.Lease) / 3
-	// queuedAt is the Redis time (µs) of the last call that left tok queued. A
-	// hand-off message whose fence is not above it is stale: it is for an
-	// earlier grant of tok that expired unseen before tok was queued again.
-	var queuedAt int64
-	var timer *time.Timer
-	errs := 0
-	sent := false // a call with tok was sent: Redis may know tok
-	calls := 0    // calls with tok sent: more than one means its release needs a tombstone
 	for {
-		start := time.Now()
-		// Through the breaker with FailClosed: the policy is applied here, so
-		// that a queued waiter can ride out a blip before falling back.
-		r, _, ran, err := s.call(ctx, breaker.FailClosed, acquireScript, tokArg, w, s.leaseArg, b2i(wait), s.waitArg, s.idArg)
-		sent = sent || ran
-		if ran {
-			calls++
-		}
+		r, err := a.send(ctx)
 		if err != nil {
-			if cerr := ctx.Err(); cerr != nil {
-				if sent {
-					// The outcome is unknown: the call may still run in Redis.
-					s.cleanup(tokArg)
-				}
-				return nil, cerr
-			}
-			down := errors.Is(err, breaker.ErrUnavailable)
-			var open *breaker.OpenError
-			if wait && down && errs < 2 && r == nil && !errors.As(err, &open) && sent {
-				// A queued waiter survives a blip: the script is idempotent per
-				// token, so retrying keeps its place in the queue (the entry
-				// lives for WaiterTTL without a heartbeat).
-				errs++
-				if !sleepCtx(ctx, beat/8) {
-					s.cleanup(tokArg)
-					return nil, ctx.Err()
-				}
+			if a.rideOut(ctx, err) {
 				continue
 			}
-			if sent {
-				s.cleanup(tokArg)
-			}
-			if down && s.fail.policy != breaker.FailClosed {
-				return s.fallback(ctx, w, wait)
-			}
-			return nil, fmt.Errorf("distsem: acquire %q: %w", s.name, err)
+			return a.failed(ctx, err)
 		}
-		errs = 0
-		switch r[0] {
-		case stGranted:
-			if timer != nil {
-				timer.Stop()
-			}
-			return s.newPermit(tokArg, w, r[1], start, calls > 1), nil
-		case stBusy:
-			return nil, &RejectError{Reason: ErrNoCapacity, Delay: s.retryAfter(w, r)}
-		case stTooHeavy:
-			return nil, &RejectError{Reason: ErrWeightExceedsLimit}
-		case stTomb:
-			// Only our own cleanup tombstones our token, and we never reuse a
-			// token after cleanup: a broken invariant, not a caller error.
-			return nil, fmt.Errorf("distsem: acquire %q: token released while acquiring", s.name)
-		case stQueued:
-			if len(r) > 6 {
-				queuedAt = r[6]
-			}
-		default:
-			s.cleanup(tokArg)
-			return nil, fmt.Errorf("distsem: acquire %q: unexpected status %d", s.name, r[0])
+		p, err := a.answer(r)
+		if err != errQueued {
+			return p, err
 		}
-		s.listen()
-		// Heartbeat every beat. The head of the queue also calls just
-		// after the earliest lease expires, so that a crashed holder's permit is
-		// reaped and handed on at once rather than at the next heartbeat.
-		next := beat
-		if len(r) > 5 && r[4] == 0 && r[5] >= 0 {
-			next = min(next, time.Duration(r[5])*time.Millisecond+5*time.Millisecond)
-		}
-		if timer == nil {
-			timer = time.NewTimer(next)
-			defer timer.Stop()
-		} else {
-			timer.Reset(next)
-		}
-		select {
-		case <-ctx.Done():
-			s.cleanup(tokArg)
-			return nil, ctx.Err()
-		case fence := <-wake:
-			if fence > 0 && fence > queuedAt {
-				// Granted by hand-off with our lease, after our last call
-				// was sent: start is a safe base for the local deadline.
-				return s.newPermit(tokArg, w, fence, start, calls > 1), nil
-			}
-		case <-timer.C:
+		if p, err = a.await(ctx, r); err != errQueued {
+			return p, err
 		}
 	}
+}
+
+// errQueued is what attempt.answer and attempt.await return when the caller
+// is still queued and must call again; it never leaves the package.
+var errQueued = errors.New("distsem: queued")
+
+// An attempt is one Acquire or TryAcquire in progress: its token and what its
+// calls so far have told it.
+type attempt struct {
+	s    *Semaphore
+	n    int64
+	wait bool
+	tok  any        // the token, boxed once for every call with it
+	wake chan int64 // hand-off notifications (wait only)
+
+	start time.Time // send time of the call in flight or last made
+	sent  bool      // a call with tok was sent: Redis may know tok
+	calls int       // calls with tok sent: more than one means its release needs a tombstone
+	errs  int       // store failures in a row ridden out (see rideOut)
+	timer *time.Timer
+
+	// queuedSent is the send time of the last call that left tok queued, and
+	// queuedAt its Redis time (µs). A hand-off grant made after that call
+	// lives at least min(WaiterTTL, Lease) after queuedSent, so that is the
+	// local deadline of a permit claimed from a hand-off message; and a
+	// message whose fence is not above queuedAt is stale: it is for an earlier
+	// grant of tok that expired unseen before tok was queued again.
+	queuedSent time.Time
+	queuedAt   int64
+}
+
+// send makes one acquire call for the attempt.
+func (a *attempt) send(ctx context.Context) ([]int64, error) {
+	s := a.s
+	a.start = time.Now()
+	// Through the breaker with FailClosed: the policy is applied by failed, so
+	// that a queued waiter can ride out a blip before falling back.
+	r, _, ran, err := s.call(ctx, breaker.FailClosed, acquireScript, a.tok, a.n, s.leaseArg, b2i(a.wait), s.waitArg, s.idArg)
+	a.sent = a.sent || ran
+	if ran {
+		a.calls++
+	}
+	if err == nil {
+		a.errs = 0
+	}
+	return r, err
+}
+
+// rideOut reports whether a failed call should be made again: a queued
+// waiter survives a blip (at most two failures in a row, not while the
+// breaker is open), because the script is idempotent per token, so retrying
+// keeps its place in the queue (the entry lives for WaiterTTL without a
+// heartbeat). It sleeps before the retry; false if ctx ends meanwhile (failed
+// then returns ctx.Err()).
+func (a *attempt) rideOut(ctx context.Context, err error) bool {
+	var open *breaker.OpenError
+	if !a.wait || !a.sent || a.errs >= 2 || ctx.Err() != nil ||
+		!errors.Is(err, breaker.ErrUnavailable) || errors.As(err, &open) {
+		return false
+	}
+	a.errs++
+	return sleepCtx(ctx, a.s.beat()/8)
+}
+
+// failed ends the attempt after a failed call: the token is released in the
+// background if Redis may know it; the caller's own cancellation is returned
+// as ctx.Err(); a store failure goes to the failure policy.
+func (a *attempt) failed(ctx context.Context, err error) (*Permit, error) {
+	s := a.s
+	if a.sent {
+		// The outcome is unknown: the call may still run in Redis.
+		s.cleanup(a.tok)
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return nil, cerr
+	}
+	if errors.Is(err, breaker.ErrUnavailable) && s.fail.policy != breaker.FailClosed {
+		return s.fallback(ctx, a.n, a.wait)
+	}
+	return nil, fmt.Errorf("distsem: acquire %q: %w", s.name, err)
+}
+
+// answer reads the reply of an acquire call: a grant (with the full Lease:
+// the call made or extended it), a refusal, or errQueued.
+func (a *attempt) answer(r []int64) (*Permit, error) {
+	s := a.s
+	switch r[0] {
+	case stGranted:
+		return a.granted(r[1], a.start, s.cfg.Lease)
+	case stBusy:
+		return nil, reject.New(ErrNoCapacity, s.retryAfter(a.n, r))
+	case stTooHeavy:
+		return nil, reject.New(ErrTooLarge, 0)
+	case stTomb:
+		// Only our own cleanup tombstones our token, and we never reuse a
+		// token after cleanup: a broken invariant, not a caller error.
+		return nil, fmt.Errorf("distsem: acquire %q: token released while acquiring", s.name)
+	case stQueued:
+		a.queuedSent = a.start
+		if len(r) > 6 {
+			a.queuedAt = r[6]
+		}
+		return nil, errQueued
+	}
+	s.cleanup(a.tok)
+	return nil, fmt.Errorf("distsem: acquire %q: unexpected status %d", s.name, r[0])
+}
+
+// granted returns the Permit of a grant with fence whose lease, at the
+// store, lasts at least lease after sent. A grant seen after Close is given
+// back: Close fails waiting callers with ErrClosed.
+func (a *attempt) granted(fence int64, sent time.Time, lease time.Duration) (*Permit, error) {
+	s := a.s
+	if s.isClosed() {
+		s.cleanup(a.tok)
+		return nil, ErrClosed
+	}
+	return s.newPermit(a.tok, a.n, fence, sent, lease, a.calls > 1), nil
+}
+
+// await waits, after a call that left the token queued (reply r), for a
+// hand-off message, the next heartbeat, ctx or Close. It returns errQueued
+// when the caller must call again.
+func (a *attempt) await(ctx context.Context, r []int64) (*Permit, error) {
+	s := a.s
+	s.listen()
+	// Heartbeat every beat. The head of the queue also calls just after the
+	// earliest lease expires, so that a crashed holder's permit is reaped and
+	// handed on at once rather than at the next heartbeat.
+	next := s.beat()
+	if len(r) > 5 && r[4] == 0 && r[5] >= 0 {
+		next = min(next, time.Duration(r[5])*time.Millisecond+5*time.Millisecond)
+	}
+	if a.timer == nil {
+		a.timer = time.NewTimer(next)
+	} else {
+		a.timer.Reset(next)
+	}
+	select {
+	case <-ctx.Done():
+		s.cleanup(a.tok)
+		return nil, ctx.Err()
+	case <-s.stopCtx.Done():
+		s.cleanup(a.tok) // withdraws the entry, or gives back a grant racing Close
+		return nil, ErrClosed
+	case fence := <-a.wake:
+		// Granted by hand-off after our last queued call: the grant lives
+		// until that call's queue entry would have expired, and is claimed
+		// for the full Lease by the permit's first renewal. With too little of
+		// that left for a renewal call (the message came late), claim it now
+		// with a call instead: it finds the token held and extends it.
+		claim := min(s.cfg.WaiterTTL, s.cfg.Lease)
+		if fence > 0 && fence > a.queuedAt && time.Until(a.queuedSent.Add(claim)) > s.cfg.CallTimeout {
+			return a.granted(fence, a.queuedSent, claim)
+		}
+	case <-a.timer.C:
+	}
+	return nil, errQueued
+}
+
+func (a *attempt) stopTimer() {
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+}
+
+// beat is the waiter heartbeat period: a third of the shorter of WaiterTTL
+// and Lease. A waiter granted by hand-off whose message was lost must call
+// (and find itself held) before that grant runs out, or it would be reaped
+// and queued again at the back, for ever under load.
+func (s *Semaphore) beat() time.Duration {
+	return min(s.cfg.WaiterTTL, s.cfg.Lease) / 3
 }
 
 // observeHold folds the hold time of a released permit into s.hold, an
@@ -497,10 +654,17 @@ func (s *Semaphore) cleanup(tok any) {
 // SetLimit stores a new limit in Redis for every process. Growing it hands the
 // new capacity to waiters at once; shrinking it never revokes permits: holders
 // drain until the weight in use is below the new limit. The configured limit of
-// this Semaphore (used to refuse heavier weights without I/O) is not changed.
+// this Semaphore (used to refuse larger n without I/O) is not changed.
+//
+// It returns an error, without I/O, if limit < 1 or limit > MaxLimit, and
+// ErrClosed after Close; the stored limit is then unchanged.
 func (s *Semaphore) SetLimit(ctx context.Context, limit int64) error {
-	if limit < 1 {
-		panic("distsem: limit < 1")
+	s.mustBeMade()
+	if limit < 1 || limit > MaxLimit {
+		return fmt.Errorf("distsem: set limit %q: limit %d out of range [1, MaxLimit]", s.name, limit)
+	}
+	if s.isClosed() {
+		return ErrClosed
 	}
 	_, _, _, err := s.call(ctx, breaker.FailClosed, releaseScript, "", s.tombArg, limit, 0, 0)
 	if err != nil {
@@ -517,18 +681,23 @@ type Stats struct {
 	// Limit is the limit stored in Redis (0 if the semaphore has no state yet);
 	// ConfiguredLimit the one given to New.
 	Limit, ConfiguredLimit int64
-	// InUse is the weight held, Holders the number of permits, Waiters the
+	// InUse is the weight held, Holders the number of permits, Waiting the
 	// number of queued callers of all processes. Expired holders and dead waiters
 	// are counted until a script reaps them.
-	InUse, Holders, Waiters int64
+	InUse, Holders, Waiting int64
 	// Readopted and Lost count this Semaphore's permits re-adopted after they
 	// vanished from Redis and permits lost; Degraded counts permits granted
 	// without Redis by the failure policy (FailOpen or FailLocal).
 	Readopted, Lost, Degraded int64
 }
 
-// Stats reads the semaphore's state from Redis in one round trip (MULTI).
+// Stats reads the semaphore's state from Redis in one round trip (MULTI). It
+// returns ErrClosed after Close.
 func (s *Semaphore) Stats(ctx context.Context) (Stats, error) {
+	s.mustBeMade()
+	if s.isClosed() {
+		return Stats{}, ErrClosed
+	}
 	st := Stats{
 		ConfiguredLimit: s.limit,
 		Readopted:       s.readopts.Load(),
@@ -565,7 +734,7 @@ func (s *Semaphore) Stats(ctx context.Context) (Stats, error) {
 	st.Limit = atoi(vals[0])
 	st.InUse = atoi(vals[1])
 	st.Holders = hc.Val()
-	st.Waiters = qc.Val()
+	st.Waiting = qc.Val()
 	return st, nil
 }
 
@@ -575,12 +744,16 @@ func atoi(v any) int64 {
 	return n
 }
 
-// Close stops the Semaphore's pub/sub connection and background releases and
-// waits for its goroutines to exit, including renewal calls still in flight
-// for permits released before Close: a call stuck in a client or hook that
-// ignores its context delays Close until it returns. Permits still held keep
-// renewing until released. Calls after Close return ErrClosed. Close is idempotent.
+// Close fails every Acquire still waiting with ErrClosed (each withdraws its
+// queue entry, or gives back a permit granted to it meanwhile, with one call
+// of at most CallTimeout), stops the Semaphore's pub/sub connection and
+// background releases and waits for its goroutines to exit, including renewal
+// calls still in flight for permits released before Close: a call stuck in a
+// client or hook that ignores its context delays Close until it returns.
+// Permits still held keep renewing until released. Acquire, TryAcquire, Do,
+// SetLimit and Stats return ErrClosed after Close. Close is idempotent.
 func (s *Semaphore) Close() error {
+	s.mustBeMade()
 	s.mu.Lock()
 	if s.closed.Load() {
 		s.mu.Unlock()

@@ -203,7 +203,7 @@ func TestOverlapNeverAboveLimit(t *testing.T) {
 		t.Errorf("%.3f acquire calls per grant, want ≤ 1.2", perGrant)
 	}
 	st := stats(t, sems[0])
-	if st.InUse != 0 || st.Holders != 0 || st.Waiters != 0 || st.Limit != 5 {
+	if st.InUse != 0 || st.Holders != 0 || st.Waiting != 0 || st.Limit != 5 {
 		t.Errorf("Stats at quiescence = %+v, want limit 5 and nothing held or queued", st)
 	}
 	onlyOwnKeys(t, db, sems[0])
@@ -283,7 +283,7 @@ func TestFIFOOrder(t *testing.T) {
 			mu.Unlock()
 			p.Release(ctx)
 		})
-		waitFor(t, 10*time.Second, fmt.Sprintf("waiter %d not queued", i), func() bool { return stats(t, s0).Waiters == int64(i+1) })
+		waitFor(t, 10*time.Second, fmt.Sprintf("waiter %d not queued", i), func() bool { return stats(t, s0).Waiting == int64(i+1) })
 	}
 	holder.Release(ctx)
 	wg.Wait()
@@ -301,8 +301,8 @@ func TestWeightExceedsLimitFailsAtOnce(t *testing.T) {
 	s := newSem(t, db.Client, db.Prefix+"sem", 3, distsem.Config{})
 	start := time.Now()
 	p, err := s.Acquire(t.Context(), 4)
-	if p != nil || !errors.Is(err, distsem.ErrWeightExceedsLimit) {
-		t.Fatalf("Acquire(ctx, 4) with limit 3 = %v, %v; want ErrWeightExceedsLimit", p, err)
+	if p != nil || !errors.Is(err, distsem.ErrTooLarge) {
+		t.Fatalf("Acquire(ctx, 4) with limit 3 = %v, %v; want ErrTooLarge", p, err)
 	}
 	var ra interface{ RetryAfter() time.Duration }
 	if !errors.As(err, &ra) {
@@ -410,7 +410,7 @@ func TestCancelledWaitersLeaveNothing(t *testing.T) {
 	wg.Wait()
 	waitFor(t, 2*time.Second, "queue residue after cancelled waiters", func() bool {
 		st := stats(t, s)
-		return st.Waiters == 0 && st.Holders == 1
+		return st.Waiting == 0 && st.Holders == 1
 	})
 	h.Release(ctx)
 	c, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -488,8 +488,71 @@ func TestClosedSemaphore(t *testing.T) {
 	s := distsem.New(db.Client, db.Prefix+"sem", 1, distsem.Config{})
 	s.Close()
 	s.Close()
-	if _, err := s.Acquire(t.Context(), 1); !errors.Is(err, distsem.ErrClosed) {
-		t.Fatalf("Acquire after Close = %v, want ErrClosed", err)
+	ctx := t.Context()
+	if _, err := s.Acquire(ctx, 1); !errors.Is(err, distsem.ErrClosed) {
+		t.Errorf("Acquire after Close = %v, want ErrClosed", err)
+	}
+	if _, err := s.TryAcquire(ctx, 1); !errors.Is(err, distsem.ErrClosed) {
+		t.Errorf("TryAcquire after Close = %v, want ErrClosed", err)
+	}
+	if err := s.Do(ctx, 1, func(context.Context) error { return nil }); !errors.Is(err, distsem.ErrClosed) {
+		t.Errorf("Do after Close = %v, want ErrClosed", err)
+	}
+	if _, err := s.Stats(ctx); !errors.Is(err, distsem.ErrClosed) {
+		t.Errorf("Stats after Close = %v, want ErrClosed", err)
+	}
+	if err := s.SetLimit(ctx, 2); !errors.Is(err, distsem.ErrClosed) {
+		t.Errorf("SetLimit after Close = %v, want ErrClosed", err)
+	}
+	if n, _ := db.Client.Exists(ctx, s.Keys()...).Result(); n != 0 {
+		t.Errorf("%d keys written after Close, want none", n)
+	}
+}
+
+// TestCloseWakesWaitingAcquire: Close fails an Acquire waiting in the queue
+// with ErrClosed at once, and the waiter leaves nothing behind: it is not
+// granted later when capacity frees up (it was, and kept renewing).
+func TestCloseWakesWaitingAcquire(t *testing.T) {
+	db := redistest.Connect(t)
+	name := db.Prefix + "sem"
+	ctx := t.Context()
+	other := newSem(t, db.Client, name, 1, distsem.Config{})
+	s := distsem.New(db.Client, name, 1, distsem.Config{})
+	h, err := other.Acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		p, err := s.Acquire(c, 1)
+		if p != nil {
+			p.Release(context.Background())
+		}
+		got <- err
+	}()
+	waitFor(t, 5*time.Second, "waiter not queued", func() bool { return stats(t, other).Waiting == 1 })
+	closed := time.Now()
+	s.Close()
+	select {
+	case err := <-got:
+		if !errors.Is(err, distsem.ErrClosed) {
+			t.Fatalf("waiting Acquire after Close = %v, want ErrClosed", err)
+		}
+		if d := time.Since(closed); d > time.Second {
+			t.Errorf("waiting Acquire returned %v after Close, want at once", d)
+		}
+	case <-time.After(5 * time.Second):
+		h.Release(ctx)
+		t.Fatalf("waiting Acquire still blocked 5s after Close (returned %v once the holder released)", <-got)
+	}
+	if st := stats(t, other); st.Waiting != 0 {
+		t.Errorf("after Close: Waiting = %d, want 0", st.Waiting)
+	}
+	h.Release(ctx)
+	if st := stats(t, other); st.InUse != 0 || st.Holders != 0 {
+		t.Errorf("after Close and the holder's release: Stats = %+v, want nothing held", st)
 	}
 }
 
@@ -538,8 +601,8 @@ func TestStoredLimitWins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, err := s10.TryAcquire(ctx, 6); !errors.Is(err, distsem.ErrWeightExceedsLimit) {
-		t.Fatalf("TryAcquire(6) by a process configured with 10, stored limit 5 = %v, %v; want ErrWeightExceedsLimit", p, err)
+	if p, err := s10.TryAcquire(ctx, 6); !errors.Is(err, distsem.ErrTooLarge) {
+		t.Fatalf("TryAcquire(6) by a process configured with 10, stored limit 5 = %v, %v; want ErrTooLarge", p, err)
 	}
 	rest, err := s10.Acquire(ctx, 4)
 	if err != nil {
@@ -561,7 +624,7 @@ func TestStoredLimitWins(t *testing.T) {
 		}
 		got <- err
 	}()
-	waitFor(t, 5*time.Second, "waiter not queued", func() bool { return stats(t, s5).Waiters == 1 })
+	waitFor(t, 5*time.Second, "waiter not queued", func() bool { return stats(t, s5).Waiting == 1 })
 	start := time.Now()
 	if err := s5.SetLimit(ctx, 7); err != nil {
 		t.Fatal(err)

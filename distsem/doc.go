@@ -54,10 +54,16 @@
 // state stores the limit given to New; from then on every process obeys the
 // stored limit, whatever it was configured with, until the semaphore's keys
 // expire or Semaphore.SetLimit changes it. A process configured with a smaller
-// limit refuses weights above its own limit without I/O; one configured with a
-// larger limit gets ErrWeightExceedsLimit from Redis for weights above the
-// stored one. Stats reports both limits, so a mismatch can be alerted on.
-// Shrinking never revokes permits: holders drain.
+// limit refuses an n above its own limit without I/O; one configured with a
+// larger limit gets ErrTooLarge from Redis for an n above the stored one.
+// Stats reports both limits, so a mismatch can be alerted on. Shrinking never
+// revokes permits: holders drain.
+//
+// The scripts compute in Lua numbers, exact up to 2^53, so a limit is at most
+// MaxLimit (2^52: the weight in use plus n stays exact) and every duration at
+// most MaxTTL; New panics on larger values and SetLimit refuses them. The name
+// is part of every key, and is at most Config.MaxNameLen bytes
+// (DefaultMaxNameLen by default).
 //
 // # Fairness and wake-ups
 //
@@ -69,19 +75,34 @@
 // weight short and the mean hold time of the Semaphore's own released permits.
 // The script that frees capacity
 // (a release, a renewal or acquire that reaps expired holders, SetLimit) grants
-// it to the head of the queue, with the waiter's own lease, and publishes the
-// token and fence on the notify channel of the waiter's process only: each
-// process has one pub/sub connection per Semaphore, opened when a caller first
-// has to wait. A granted waiter holds its permit without another call. A lost
-// message costs latency, not liveness: waiters heartbeat every
-// min(WaiterTTL, Lease)/3 with an idempotent acquire that finds them granted
-// (before a hand-off grant's lease can run out), and the head of the queue also
+// it to the head of the queue and publishes the token and fence on the notify
+// channel of the waiter's process only: each process has one pub/sub
+// connection per Semaphore, opened when a caller first has to wait. A granted
+// waiter holds its permit without another call. A lost message costs latency,
+// not liveness: waiters heartbeat every min(WaiterTTL, Lease)/3 with an
+// idempotent acquire that finds them granted (before the grant's claim window
+// can run out, see below), and the head of the queue also
 // calls when the earliest lease expires, so a crashed holder's permit is handed
 // on within its lease plus a round trip (plus up to a heartbeat for a waiter
 // that became head since its last call). A message delivered late, after its
 // grant expired unseen and the waiter was queued again, is recognised as stale
 // (its fence predates the waiter's last call) and ignored. There is no broadcast
 // and no fixed-interval polling.
+//
+// # Crashed processes
+//
+// A process that dies takes with it only the weight it held, until the leases
+// of its permits end (at most Lease after their last renewal). What was
+// handed to its queued callers comes back within Config.WaiterTTL (1s by
+// default): a queue entry lives WaiterTTL after its waiter's last call, and a
+// hand-off grant lives only as long as the queue entry it replaced would have
+// (its claim window) until the waiter claims it, with the first renewal of its
+// Permit (due within half of what is left of the window) or a heartbeat that
+// finds it granted; from then on it has the full Lease. A waiter of a process
+// that died never claims, so its grant is reaped and handed on, and the
+// queue, in FIFO order, passes over the dead entries as they expire. A permit
+// granted by hand-off and held for longer than about a third of WaiterTTL
+// costs one renewal call more than one granted at once.
 //
 // # Leases
 //
@@ -140,8 +161,9 @@
 //     outage that did not fit in the share. Permits granted locally stay held
 //     after Redis recovers until released; they are not reported to Redis.
 //
-// A waiter that dies after being granted by hand-off, before it learns of the
-// grant, holds its permit for one Lease (under-admission, not over-admission).
+// A waiter that dies after being granted by hand-off, before it claims the
+// grant, holds its permit for at most WaiterTTL (under-admission, not
+// over-admission).
 //
 // # Concurrency
 //
@@ -149,5 +171,7 @@
 // goroutines. A Semaphore starts no goroutine in New: the pub/sub reader starts
 // with the first waiter and stops in Close; a renewal goroutine lives only while
 // its call is in flight, and the renewal schedule keeps renewing held permits
-// after Close, until they are released or lost.
+// after Close, until they are released or lost. Close fails every Acquire still
+// waiting with ErrClosed; each withdraws its queue entry (or gives back a
+// grant that raced Close) before it returns.
 package distsem

@@ -107,7 +107,7 @@ func TestKilledHolderProcess(t *testing.T) {
 		got, gotErr = s.Acquire(ctx, 2)
 		waiting <- time.Now()
 	}()
-	waitFor(t, 5*time.Second, "waiter not queued", func() bool { return stats(t, s).Waiters == 1 })
+	waitFor(t, 5*time.Second, "waiter not queued", func() bool { return stats(t, s).Waiting == 1 })
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestFrozenRedisNoOrphans(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Stats: %v", err)
 		}
-		return st.Holders == 0 && st.Waiters == 0 && st.InUse == 0
+		return st.Holders == 0 && st.Waiting == 0 && st.InUse == 0
 	})
 	// Still none a little later (no late acquire sneaking in).
 	time.Sleep(300 * time.Millisecond)

@@ -61,19 +61,23 @@ const (
 )
 
 // newPermit returns a Redis permit for token tok (a string) and schedules its
-// renewal. sent is when the acquire call that granted or claimed it was sent:
-// Redis set its expiry to TIME + Lease after that, so sent + Lease is a safe
-// local deadline. tomb is whether its release must write a tombstone (see
-// Permit.tomb); it is set here, before the permit is scheduled and the
-// renewal timer can reach it.
-func (s *Semaphore) newPermit(tok any, w, fence int64, sent time.Time, tomb bool) *Permit {
-	p := s.basePermit(w, permitRedis)
+// renewal. Its lease at the store lasts at least lease after sent (the send
+// time of the acquire call that granted it, or of the last call that left it
+// queued for a hand-off), so sent + lease is a safe local deadline. The first
+// renewal is due after Lease/3, or after half of what is left before the
+// local deadline if that is sooner: a hand-off grant lives only for the
+// waiter's claim window (see Config.WaiterTTL) until its first renewal
+// extends it to the full Lease. tomb is whether its release must write a
+// tombstone (see Permit.tomb); it is set here, before the permit is scheduled
+// and the renewal timer can reach it.
+func (s *Semaphore) newPermit(tok any, n, fence int64, sent time.Time, lease time.Duration, tomb bool) *Permit {
+	p := s.basePermit(n, permitRedis)
 	p.tokArg, p.fence, p.tomb = tok, fence, tomb
 	p.token, _ = tok.(string)
-	p.counted = s.fail.countRedis(w)
-	p.deadline = sent.Add(s.cfg.Lease)
+	p.counted = s.fail.countRedis(n)
+	p.deadline = sent.Add(lease)
 	p.granted = time.Now()
-	s.renewals.add(p, p.granted.Add(s.cfg.Lease/3))
+	s.renewals.add(p, p.granted.Add(min(s.cfg.Lease/3, p.deadline.Sub(p.granted)/2)))
 	return p
 }
 
@@ -87,7 +91,7 @@ func (s *Semaphore) basePermit(w int64, kind permitKind) *Permit {
 // steps back. 0 for a permit granted without Redis by the failure policy.
 func (p *Permit) Fence() int64 { return p.fence }
 
-// Weight returns the weight held.
+// Weight returns the weight held: the n of the Acquire that returned it.
 func (p *Permit) Weight() int64 { return p.weight }
 
 // Degraded reports whether the permit was granted without Redis by the failure

@@ -216,3 +216,42 @@ func TestLateReadoptAfterReleaseIsReleasedAgain(t *testing.T) {
 		t.Errorf("no tombstone after the second release: %v", err)
 	}
 }
+
+// stallRenew returns a hook that holds every renew call for 2s, ignoring its
+// context, as a misbehaving hook or client could. calls counts the calls it
+// holds, so that a test can wait for them: Release does not (see
+// Permit.Release), and a test must not leave them running into the next one.
+func stallRenew(calls *sync.WaitGroup) onRenew {
+	return func(ctx context.Context, c redis.Cmder, n redis.ProcessHook) error {
+		calls.Add(1)
+		defer calls.Done()
+		time.Sleep(2 * time.Second)
+		return n(ctx, c)
+	}
+}
+
+// TestLostAtDeadlineWhileRenewalHangs: a permit whose renewal call hangs past
+// the local deadline is lost at that deadline, not when the call returns.
+func TestLostAtDeadlineWhileRenewalHangs(t *testing.T) {
+	db := redistest.Connect(t)
+	var stalled sync.WaitGroup
+	defer stalled.Wait() // last: after Release and Close
+	db.Client.AddHook(stallRenew(&stalled))
+	const lease = 300 * time.Millisecond
+	s := New(db.Client, db.Prefix+"sem", 1, Config{Lease: lease, CallTimeout: 100 * time.Millisecond})
+	defer s.Close()
+	start := time.Now()
+	p, err := s.Acquire(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release(context.Background())
+	select {
+	case <-p.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("never lost")
+	}
+	if d := time.Since(start); d > lease+150*time.Millisecond {
+		t.Fatalf("Lost after %v, want at the %v lease", d, lease)
+	}
+}

@@ -524,3 +524,19 @@ func TestRenewDoesNotReadoptPastQueuedWaiter(t *testing.T) {
 		t.Fatalf("used = %d, want 1 (b only)", got)
 	}
 }
+
+// TestFastAcquireGivesLostKeysATTL: when H and D were lost on their own (an
+// eviction, a DEL) while S still counts weight in use, the fast acquire that
+// recreates them gives them a TTL (an optimisation once skipped the PEXPIREs
+// whenever weight was in use).
+func TestFastAcquireGivesLostKeysATTL(t *testing.T) {
+	r, db := newRaw(t, 2)
+	r.acquire("a", 1, false)
+	if err := db.Client.Del(t.Context(), r.s.keys[1], r.s.keys[4]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.acquire("b", 1, false); got[0] != stGranted {
+		t.Fatalf("acquire(b) = %v", got)
+	}
+	ttlsOK(t, db, r.s, "fast acquire after H and D were lost")
+}

@@ -131,11 +131,12 @@ end
 
 -- Hand freed capacity to the head of the queue, in order, and notify exactly the
 -- granted waiters. FIFO with head-of-line blocking: a heavy head is never
--- overtaken, so it is not starved. The waiter is granted with its own lease and
--- told its token and fence ("<token>:<fence>") on its process's channel, so it
--- holds the permit without another call; if the message is lost, its next
--- heartbeat (an idempotent acquire) finds it granted. A head whose heartbeat
--- expired is dropped, not granted. Returns true when the queue is empty
+-- overtaken, so it is not starved. The waiter is granted until its heartbeat
+-- expiry (at most its own lease) and told its token and fence
+-- ("<token>:<fence>") on its process's channel, so it holds the permit without
+-- another call; if the message is lost, its next heartbeat (an idempotent
+-- acquire) finds it granted and extends it to its lease. A head whose
+-- heartbeat expired is dropped, not granted. Returns true when the queue is empty
 -- afterwards. The stored waiter count never under-counts (every ZADD to the
 -- queue adds to it), so 0 means the queue is empty without looking.
 local function handoff()
@@ -160,7 +161,11 @@ local function handoff()
       local id = redis.call('HGET', D, 'c:' .. head)
       local lease = tonumber(redis.call('HGET', D, 'l:' .. head) or '1000')
       drop_waiter(head)
-      local fence = grant(head, w, now + lease)
+      -- Granted until the waiter's heartbeat would have expired (its claim
+      -- window), not for a whole lease: if its process died, the grant comes
+      -- back as soon as its queue entry would have. Claiming it (a renewal,
+      -- or an acquire call that finds it held) extends it to the lease.
+      local fence = grant(head, w, math.min(now + lease, beat))
       if id then
         redis.call(pub, chan_prefix .. id, head .. ':' .. int(fence))
       end
