@@ -204,8 +204,8 @@ func TestLeaseInvalid(t *testing.T) {
 	mustPanic(t, "token bucket", func() { tb.Lease("k", shaper.LeaseConfig{}) })
 	l := m.Lease("k", shaper.LeaseConfig{Batch: 4})
 	defer l.Close()
-	if err := l.Wait(context.Background(), 5); !errors.Is(err, shaper.ErrNeverAllowed) {
-		t.Errorf("Wait(5) with Batch 4: %v, want ErrNeverAllowed", err)
+	if err := l.Wait(context.Background(), 5); !errors.Is(err, shaper.ErrTooLarge) {
+		t.Errorf("Wait(5) with Batch 4: %v, want ErrTooLarge", err)
 	}
 }
 

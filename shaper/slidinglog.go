@@ -24,7 +24,7 @@ import "time"
 //	        sum − (n_0 + … + n_i) + n ≤ N
 //	remaining = N − sum;  reset = newest ts + P − now, or 0 if empty
 //
-// The zero SlidingLog rejects every call with ErrNeverAllowed; use [NewSlidingLog].
+// The zero SlidingLog rejects every call with ErrTooLarge; use [NewSlidingLog].
 // A SlidingLog is safe for concurrent use by multiple goroutines.
 type SlidingLog struct {
 	c core[slState, slAlgo, *slAlgo]
@@ -44,7 +44,7 @@ func NewSlidingLog(lim Limit) *SlidingLog {
 func (m *SlidingLog) Allow(key string) bool { return m.c.allow1(key) }
 
 // AllowN logs n events for key if they fit in the rolling window. It returns a
-// *CostError (ErrNeverAllowed) if n > Rate.Count.
+// *RejectError (ErrTooLarge) if n > Rate.Count.
 func (m *SlidingLog) AllowN(key string, n int64) (Decision, error) {
 	return m.c.allowN(key, m.c.clock.nowUS(), n)
 }

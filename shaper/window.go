@@ -20,7 +20,7 @@ import "time"
 //	else count += n
 //	remaining = N − count;  reset = start + P − now if count > 0, else 0
 //
-// The zero FixedWindow rejects every call with ErrNeverAllowed; use
+// The zero FixedWindow rejects every call with ErrTooLarge; use
 // [NewFixedWindow]. A FixedWindow is safe for concurrent use by multiple goroutines.
 type FixedWindow struct {
 	c core[fwState, fwAlgo, *fwAlgo]
@@ -40,7 +40,7 @@ func NewFixedWindow(lim Limit) *FixedWindow {
 func (m *FixedWindow) Allow(key string) bool { return m.c.allow1(key) }
 
 // AllowN counts n events for key if they fit in the current window. It returns a
-// *CostError (ErrNeverAllowed) if n > Rate.Count.
+// *RejectError (ErrTooLarge) if n > Rate.Count.
 func (m *FixedWindow) AllowN(key string, n int64) (Decision, error) {
 	return m.c.allowN(key, m.c.clock.nowUS(), n)
 }
@@ -139,7 +139,7 @@ func (a *fwAlgo) report(s *fwState, now, _ int64, ok bool) (remaining, retryUS, 
 //	  r < 0: (P − e) + max(0, P − ⌊(N − n)·P/cur⌋)
 //	reset = start + 2P − now if cur > 0; start + P − now if prev > 0; else 0
 //
-// The zero SlidingCounter rejects every call with ErrNeverAllowed; use
+// The zero SlidingCounter rejects every call with ErrTooLarge; use
 // [NewSlidingCounter]. A SlidingCounter is safe for concurrent use by multiple
 // goroutines.
 type SlidingCounter struct {
@@ -159,8 +159,8 @@ func NewSlidingCounter(lim Limit) *SlidingCounter {
 // counting it if so.
 func (m *SlidingCounter) Allow(key string) bool { return m.c.allow1(key) }
 
-// AllowN counts n events for key if they fit. It returns a *CostError
-// (ErrNeverAllowed) if n > Rate.Count.
+// AllowN counts n events for key if they fit. It returns a *RejectError
+// (ErrTooLarge) if n > Rate.Count.
 func (m *SlidingCounter) AllowN(key string, n int64) (Decision, error) {
 	return m.c.allowN(key, m.c.clock.nowUS(), n)
 }
