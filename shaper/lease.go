@@ -233,7 +233,7 @@ func (l *Lease) take(n int64) (bool, time.Duration) {
 // Wait takes n tokens, waiting for a refill under ExhaustWait (up to MaxWait and
 // ctx's deadline). It returns ctx.Err() if ctx is done first or on entry, a
 // *RejectError (ErrLimited) with the meter's retry-after when the call is refused,
-// and a *CostError if n exceeds Batch (a Lease never holds more).
+// and a *RejectError (ErrTooLarge) if n exceeds Batch (a Lease never holds more).
 func (l *Lease) Wait(ctx context.Context, n int64) error {
 	if err := ctx.Err(); err != nil {
 		return err

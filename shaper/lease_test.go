@@ -152,7 +152,7 @@ func TestLeaseExpiry(t *testing.T) {
 }
 
 // TestLeaseExhaustion: with Redis unreachable, ExhaustReject refuses at once
-// with a *LimitError, ExhaustWait refuses after MaxWait, and ExhaustLocal admits
+// with a *RejectError (ErrLimited), ExhaustWait refuses after MaxWait, and ExhaustLocal admits
 // its local allowance (burst 3) and no more.
 func TestLeaseExhaustion(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
