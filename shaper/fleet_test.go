@@ -177,3 +177,32 @@ func TestRedisQueueCancelGivesBack(t *testing.T) {
 		t.Errorf("the call after a cancelled one started after %v, want about 200ms: the slot was not given back", el)
 	}
 }
+
+// TestRedisQueueDo: Do reserves one slot and runs fn once per call; a call whose
+// context ends while it sleeps, or that comes after Close, never runs fn.
+func TestRedisQueueDo(t *testing.T) {
+	db := redistest.Connect(t)
+	q := shaper.NewRedisQueue(db.Client, "q", shaper.PerSecond(5), shaper.QueueConfig{}, shaper.RedisConfig{Prefix: db.Prefix})
+	bg := context.Background()
+	var ran int
+	fn := func(context.Context) error { ran++; return nil }
+	if err := q.Do(bg, 1, fn); err != nil || ran != 1 {
+		t.Fatalf("Do = %v, fn ran %d times; want nil, 1", err, ran)
+	}
+	boom := errors.New("boom")
+	if err := q.Do(bg, 1, func(context.Context) error { return boom }); err != boom {
+		t.Errorf("Do = %v, want fn's error", err)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	time.AfterFunc(50*time.Millisecond, cancel) // the next slot is about 200ms away
+	if err := q.Do(ctx, 1, fn); err != context.Canceled {
+		t.Errorf("Do cancelled while sleeping = %v, want context.Canceled", err)
+	}
+	q.Close()
+	if err := q.Do(bg, 1, fn); !errors.Is(err, shaper.ErrClosed) {
+		t.Errorf("Do after Close = %v, want ErrClosed", err)
+	}
+	if ran != 1 {
+		t.Errorf("fn ran %d times, want 1", ran)
+	}
+}

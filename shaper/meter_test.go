@@ -38,9 +38,8 @@ func runSteps(t *testing.T, m allowAt, steps []step) {
 			if !errors.Is(err, shaper.ErrTooLarge) {
 				t.Errorf("step %d: AllowNAt(%v, %d) err = %v, want ErrTooLarge", i, s.at, s.n, err)
 			}
-			var ra interface{ RetryAfter() time.Duration }
-			if errors.As(err, &ra) {
-				t.Errorf("step %d: never-allowed error has a RetryAfter", i)
+			if re, ok := errors.AsType[*shaper.RejectError](err); !ok || re.RetryAfter() != 0 {
+				t.Errorf("step %d: too-large error %v is not a *RejectError with RetryAfter 0", i, err)
 			}
 			continue
 		}

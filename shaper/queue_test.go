@@ -388,16 +388,18 @@ func TestZeroQueue(t *testing.T) {
 }
 
 // TestQueueRealClockRate checks the virtual schedule on the real clock: a single
-// Wait loop at 2000/s, which a sleep-per-item shaper cannot reach where sleeps take
-// about 1 ms (it gets about half), stays within 10% of the rate. The tolerance is
-// for loaded machines and -race, where the loop itself is descheduled for whole
-// milliseconds, time GCRA rightly does not credit with Burst 1; the benchmark in
-// bench/ measures the accuracy precisely.
+// Wait loop at 2000/s, where sleeps take about 1 ms, stays within 10% of the rate
+// (a shaper that schedules from release times gets about half). Burst is 10 ms of
+// items, as the Queue's documentation recommends for a worker loop: on a loaded
+// machine and under -race the loop itself is descheduled for whole milliseconds,
+// time GCRA rightly does not credit beyond Burst. The rate counts the items after
+// the initial burst. The benchmark in bench/ measures the accuracy precisely.
 func TestQueueRealClockRate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-clock measurement")
 	}
-	q := shaper.NewQueue(shaper.PerSecond(2000), shaper.QueueConfig{})
+	const burst = 20
+	q := shaper.NewQueue(shaper.PerSecond(2000), shaper.QueueConfig{Burst: burst})
 	ctx, cancel := context.WithTimeout(t.Context(), 500*ms)
 	defer cancel()
 	var n int
@@ -409,9 +411,9 @@ func TestQueueRealClockRate(t *testing.T) {
 		}
 		n++
 	}
-	rate := float64(n-1) / last.Sub(first).Seconds()
+	rate := float64(n-burst) / last.Sub(first).Seconds()
 	if rate < 2000*0.90 || rate > 2000*1.01 {
-		t.Errorf("achieved %.0f/s, want 2000/s within -10%%/+1%%", rate)
+		t.Errorf("achieved %.0f/s (%d items), want 2000/s within -10%%/+1%%", rate, n)
 	}
 }
 
