@@ -114,7 +114,7 @@ func BenchmarkAllowAt(b *testing.B) {
 // BenchmarkQueueWaitFast is a Wait that is due at once (the common case of a queue
 // that is not backlogged).
 func BenchmarkQueueWaitFast(b *testing.B) {
-	q := shaper.NewQueue(shaper.PerSecond(1e9), shaper.Config{Burst: 1e9})
+	q := shaper.NewQueue(shaper.PerSecond(1e9), shaper.QueueConfig{Burst: 1e9})
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

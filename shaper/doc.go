@@ -48,27 +48,29 @@
 //	}
 //
 // A [Decision] carries Allowed, Remaining, RetryAfter, ResetAfter and the Limit;
-// [Decision.Err] turns a denial into a *[LimitError]. A cost larger than the most the
-// meter can ever admit at once is refused with ErrNeverAllowed, never with a
-// retry-after that cannot succeed. The arithmetic is in integer microseconds, exact
+// [Decision.Err] turns a denial into a *[RejectError] matching ErrLimited. A weight
+// larger than the most the meter can ever admit at once is refused with
+// ErrTooLarge, never with a retry-after that cannot succeed. The arithmetic is in integer microseconds, exact
 // (no floats) and written out in each type's documentation, so a Redis Lua port of
 // the same lines returns the same decisions.
 //
 //	m := shaper.NewMeter(shaper.Limit{Rate: shaper.PerMinute(5), Burst: 5})
 //	d, err := m.AllowN("tenant:acme:export", 1)
 //	if err == nil {
-//		err = d.Err() // nil, or a *LimitError with RetryAfter
+//		err = d.Err() // nil, or a *RejectError (ErrLimited) with RetryAfter
 //	}
 //
 // # Queue
 //
-//	q := shaper.NewQueue(shaper.PerSecond(5), shaper.Config{MaxQueue: 1000})
+//	q := shaper.NewQueue(shaper.PerSecond(5), shaper.QueueConfig{MaxQueue: 1000})
 //	defer q.Close()
-//	if err := q.Wait(ctx, 1); err != nil {
-//		return err // ctx.Err(), ErrQueueFull, ErrLimited (with RetryAfter) or ErrClosed
-//	}
+//	err := q.Do(ctx, 1, func(ctx context.Context) error { return export(ctx, job) })
+//	// err: export's error, ctx.Err(), ErrClosed, or a *RejectError:
+//	// ErrQueueFull, ErrMaxWait or ErrDeadline, with RetryAfter
 //
-// Its schedule is virtual, so the rate stays exact even where sleeps are coarse; see
+// [Queue.Do] waits for one slot and runs its function once; [Queue.Wait] only
+// waits, for use as a gate in front of other code or in a worker's own loop. The
+// schedule is virtual, so the rate stays exact even where sleeps are coarse; see
 // [Queue] for the details, cancellation, Close and Shutdown.
 //
 // # Across a fleet, through Redis
@@ -82,33 +84,32 @@
 // what a decision is while Redis cannot answer: fail closed, fail open (most rate
 // limits should), or decide locally with RedisConfig.LocalLimit.
 //
-// A decision makes 6 client allocations (go-redis's own EvalSha of a trivial
-// script makes 11) when its context has a deadline within the call timeout or can
-// never be done (one more if it carries values); any other context adds
-// context.WithDeadline's 5. With RedisConfig.Batch, the decisions that goroutines
-// ask for at once share one round trip: one call of a script that decides every
-// key (on a Cluster or Ring client, a pipeline).
+// With RedisConfig.Batch, the decisions that goroutines ask for at once share one
+// round trip: one call of a script that decides every key (on a Cluster or Ring
+// client, a pipeline).
 //
 //	exports := shaper.NewRedisMeter(rdb, shaper.Limit{Rate: shaper.PerMinute(5), Burst: 5},
 //		shaper.RedisConfig{Prefix: "exports:", Policy: breaker.FailOpen})
 //	d, err := exports.Allow(ctx, "tenant:acme")
 //
 // [RedisMeter.Lease] takes Redis off the hot path: a [Lease] takes a batch of
-// tokens in one call, serves them locally in well under a microsecond, refills in
+// tokens in one call, serves them locally without a round trip, refills in
 // the background below a low-water mark, and gives unused tokens back on Close.
 // The fleet can over-admit by at most Batch × processes; unused leased tokens are
 // quota others cannot use until they expire or are returned.
 //
 // [NewRedisQueue] is the fleet-wide [Queue]: each job reserves the next slot of a
 // GCRA schedule in Redis and sleeps until it, so N worker processes share one
-// rate without a central queue process. A reservation that would exceed MaxDelay
+// rate without a central queue process. A reservation that would exceed MaxWait
 // is not taken and costs nothing.
 //
 // # Errors
 //
-// Every refusal that can be retried has a RetryAfter() time.Duration method and
-// matches a sentinel with errors.Is: *[LimitError] (ErrLimited), *[QueueFullError]
-// (ErrQueueFull). *[CostError] (ErrNeverAllowed) deliberately has no RetryAfter.
+// Every refusal is a *[RejectError], the one rejection type of every floodgate
+// package: it matches its reason with errors.Is (ErrLimited, ErrQueueFull,
+// ErrMaxWait, ErrDeadline or ErrTooLarge) and has a RetryAfter() time.Duration
+// method, 0 for ErrTooLarge, which retrying cannot help. A closed Queue returns
+// ErrClosed itself, and a caller's own context ends with ctx.Err().
 //
 // # Concurrency
 //

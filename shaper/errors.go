@@ -3,50 +3,55 @@ package shaper
 import (
 	"errors"
 	"time"
+
+	"github.com/floodgate-go/floodgate/internal/reject"
 )
 
-// ErrLimited is returned, wrapped in a *[LimitError], when a call is refused because
-// the rate would be exceeded: a meter's denial as an error ([Decision.Err]), or a
-// [Queue] wait that could not finish within MaxDelay or before the context's
-// deadline. It is not disguised as context.DeadlineExceeded.
-var ErrLimited = errors.New("shaper: rate limited")
+// Sentinel errors for each reason a call is refused. A refusal is always a
+// *[RejectError], which matches its sentinel with [errors.Is]; ErrClosed alone is
+// returned bare.
+var (
+	// ErrLimited: the rate would be exceeded. A meter's denial becomes a
+	// *RejectError with ErrLimited through [Decision.Err], its Delay the
+	// decision's exact RetryAfter; a [Lease] refuses with it too.
+	ErrLimited = errors.New("shaper: rate limited")
 
-// ErrQueueFull is returned, wrapped in a *[QueueFullError], when a [Queue] already
-// holds Config.MaxQueue waiting calls.
-var ErrQueueFull = errors.New("shaper: queue full")
+	// ErrQueueFull: a [Queue] (or [RedisQueue]) already holds QueueConfig.MaxQueue
+	// waiting calls. Delay is the time until the head of the queue is released,
+	// freeing one place.
+	ErrQueueFull = errors.New("shaper: queue full")
 
-// ErrNeverAllowed is returned, wrapped in a *[CostError], when a call asks for more
-// than a meter could ever admit at once (a cost above the burst, capacity or window
-// count). Retrying cannot help, so it carries no retry-after; nothing is recorded.
-var ErrNeverAllowed = errors.New("shaper: cost exceeds burst")
+	// ErrMaxWait: the call's slot in a [Queue] (or [RedisQueue]) is further away
+	// than QueueConfig.MaxWait, so it was refused at once without taking the slot.
+	// Delay is how much later a call with the same MaxWait could be admitted, if
+	// nothing else arrives meanwhile.
+	ErrMaxWait = errors.New("shaper: slot beyond max wait")
 
-// ErrClosed is returned by a [Queue] after Close or Shutdown.
-var ErrClosed = errors.New("shaper: queue closed")
+	// ErrDeadline: the call's slot in a [Queue] (or [RedisQueue]) comes after the
+	// context's deadline, so it was refused at once rather than waiting until the
+	// deadline to fail. It is deliberately not context.DeadlineExceeded: the
+	// context is not done. Delay is as for ErrMaxWait, with the time left before
+	// the deadline as the budget.
+	ErrDeadline = errors.New("shaper: slot after context deadline")
 
-// A LimitError reports that a call was refused and how long to wait before retrying.
-type LimitError struct {
-	Delay time.Duration // time until a retry could succeed
-}
+	// ErrTooLarge: the call asks for more weight than could ever be admitted at
+	// once (above a meter's burst, capacity or window count, a Lease's Batch, a
+	// RedisQueue's burst, or a weight so large that a Queue's schedule would
+	// overflow). Retrying cannot help, so its Delay is 0; nothing is recorded.
+	ErrTooLarge = errors.New("shaper: weight exceeds burst")
 
-func (e *LimitError) Error() string             { return "shaper: rate limited" }
-func (e *LimitError) Is(target error) bool      { return target == ErrLimited }
-func (e *LimitError) RetryAfter() time.Duration { return e.Delay }
+	// ErrClosed: the [Queue] (or [RedisQueue]) was closed or shut down.
+	ErrClosed = errors.New("shaper: queue closed")
+)
 
-// A QueueFullError reports that a Queue's backlog was full. Delay is the time until
-// the head of the queue is released, freeing one place.
-type QueueFullError struct {
-	Delay time.Duration
-}
+// A RejectError reports why a call was refused (Reason, one of the sentinels
+// above) and when a retry could succeed (Delay, also returned by RetryAfter). It
+// is the same type as every other floodgate package's RejectError, so code that
+// handles refusals from several packages needs only one type.
+type RejectError = reject.Error
 
-func (e *QueueFullError) Error() string             { return "shaper: queue full" }
-func (e *QueueFullError) Is(target error) bool      { return target == ErrQueueFull }
-func (e *QueueFullError) RetryAfter() time.Duration { return e.Delay }
+// tooLarge returns the refusal of a weight that can never be admitted.
+func tooLarge() error { return reject.New(ErrTooLarge, 0) }
 
-// A CostError reports a cost that can never be admitted: Cost is more than Max, the
-// most the meter admits at once. It deliberately has no RetryAfter method.
-type CostError struct {
-	Cost, Max int64
-}
-
-func (e *CostError) Error() string        { return "shaper: cost exceeds burst" }
-func (e *CostError) Is(target error) bool { return target == ErrNeverAllowed }
+// limited returns the refusal of a rate denial whose retry could succeed after d.
+func limited(d time.Duration) error { return reject.New(ErrLimited, d) }

@@ -35,12 +35,12 @@ func ExampleNewRedisMeter() {
 // whose slot is more than 10s away is refused rather than queued.
 func ExampleNewRedisQueue() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
-	q := shaper.NewRedisQueue(rdb, "exports", shaper.PerSecond(5), shaper.Config{MaxDelay: 10 * time.Second}, shaper.RedisConfig{})
+	q := shaper.NewRedisQueue(rdb, "exports", shaper.PerSecond(5), shaper.QueueConfig{MaxWait: 10 * time.Second}, shaper.RedisConfig{})
 	defer q.Close()
-	err := q.Run(context.Background(), 1, func(ctx context.Context) error {
-		return nil // start one export
+	err := q.Do(context.Background(), 1, func(ctx context.Context) error {
+		return nil // run one export job
 	})
-	if errors.Is(err, shaper.ErrLimited) {
+	if errors.Is(err, shaper.ErrMaxWait) {
 		log.Print("backlog too long")
 	}
 }
@@ -53,6 +53,6 @@ func ExampleRedisMeter_Lease() {
 	l := search.Lease("tenant:acme", shaper.LeaseConfig{Batch: 100, Exhaustion: shaper.ExhaustWait, MaxWait: 20 * time.Millisecond})
 	defer l.Close() // gives unused tokens back
 	if err := l.Wait(context.Background(), 1); err != nil {
-		log.Print(err) // *shaper.LimitError with RetryAfter
+		log.Print(err) // a *shaper.RejectError (ErrLimited) with RetryAfter
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
+	"sync"
 	"time"
 
 	"github.com/floodgate-go/floodgate/shaper"
@@ -30,13 +32,13 @@ func ExampleMeter_AllowNAt() {
 	// 12s later: true
 }
 
-// A cost larger than the burst can never be admitted: it is an error, not a
+// A weight larger than the burst can never be admitted: it is an error, not a
 // retry-after.
-func ExampleMeter_AllowNAt_neverAllowed() {
+func ExampleMeter_AllowNAt_tooLarge() {
 	m := shaper.NewMeter(shaper.Limit{Rate: shaper.PerSecond(10), Burst: 5})
 	_, err := m.AllowNAt("k", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 6)
-	fmt.Println(errors.Is(err, shaper.ErrNeverAllowed), err)
-	// Output: true shaper: cost exceeds burst
+	fmt.Println(errors.Is(err, shaper.ErrTooLarge), err)
+	// Output: true shaper: weight exceeds burst
 }
 
 // The seed document's token bucket: capacity 10, one token a second.
@@ -87,42 +89,45 @@ func ExampleSlidingCounter_AllowNAt() {
 }
 
 // Export jobs start at most 5/s, smoothly, shared by every worker goroutine; the
-// backlog is bounded and shutdown drains it. (Real time: compiled, not run.)
-func ExampleQueue_Run() {
-	q := shaper.NewQueue(shaper.PerSecond(5), shaper.Config{MaxQueue: 100})
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error)
+// backlog is bounded. Each job is one call of Do. (Real time: compiled, not run.)
+func ExampleQueue_Do() {
+	q := shaper.NewQueue(shaper.PerSecond(5), shaper.QueueConfig{MaxQueue: 100})
+	defer q.Close()
+	export := func(ctx context.Context, job int) error { return nil } // the expensive part
+	jobs := make(chan int)
+	var wg sync.WaitGroup
 	for range 4 {
-		go func() {
-			done <- q.Run(ctx, 1, func(ctx context.Context) error {
-				return nil // take the next export job and start it
-			})
-		}()
+		wg.Go(func() {
+			for job := range jobs {
+				err := q.Do(context.Background(), 1, func(ctx context.Context) error {
+					return export(ctx, job)
+				})
+				if err != nil {
+					log.Printf("export %d: %v", job, err) // ErrQueueFull, or export's error
+				}
+			}
+		})
 	}
-	// On shutdown: stop taking new slots, let the waiting ones go on schedule.
-	drainCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	q.Shutdown(drainCtx) // every Run returns nil once the queue is closed
-	for range 4 {
-		<-done
+	for job := range 20 {
+		jobs <- job
 	}
-	stop()
+	close(jobs)
+	wg.Wait()
 }
 
 // Wait as a gate in front of a call, with a bounded delay.
 func ExampleQueue_Wait() {
-	q := shaper.NewQueue(shaper.PerSecond(1), shaper.Config{MaxDelay: 500 * time.Millisecond})
+	q := shaper.NewQueue(shaper.PerSecond(1), shaper.QueueConfig{MaxWait: 500 * time.Millisecond})
 	defer q.Close()
 	ctx := context.Background()
 	fmt.Println(q.Wait(ctx, 1)) // released at once
-	err := q.Wait(ctx, 1)       // its slot is 1s away: more than MaxDelay
-	var ra interface{ RetryAfter() time.Duration }
-	if errors.As(err, &ra) {
-		fmt.Println(err, ra.RetryAfter().Round(100*time.Millisecond))
+	err := q.Wait(ctx, 1)       // its slot is 1s away: more than MaxWait
+	if re, ok := errors.AsType[*shaper.RejectError](err); ok {
+		fmt.Println(errors.Is(err, shaper.ErrMaxWait), re.RetryAfter().Round(100*time.Millisecond))
 	}
 	// Output:
 	// <nil>
-	// shaper: rate limited 500ms
+	// true 500ms
 }
 
 // One limit for the whole process, as x/time/rate's Limiter: no keys, and the same
@@ -140,5 +145,5 @@ func ExampleLimiter_AllowNAt() {
 	// call 1: allowed=true remaining=1 retry-after=0s
 	// call 2: allowed=true remaining=0 retry-after=0s
 	// call 3: allowed=false remaining=0 retry-after=100ms
-	// shaper: cost exceeds burst
+	// shaper: weight exceeds burst
 }

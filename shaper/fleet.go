@@ -7,25 +7,26 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/internal/reject"
 	"github.com/redis/go-redis/v9"
 )
 
 // RedisQueue is the fleet-wide form of [Queue]: every process that makes a
 // RedisQueue with the same client, name and rate shares one schedule in Redis, so
-// N worker processes together start work at Rate (with up to Config.Burst at
+// N worker processes together start work at Rate (with up to QueueConfig.Burst at
 // once after a quiet period), without a central queue process.
 //
 // Each Wait reserves the next slot of a GCRA schedule in one script call
 // (lua/reserve.lua) and sleeps until it; time is Redis's. A slot further away
-// than Config.MaxDelay (or the context's deadline) is not reserved and costs
+// than QueueConfig.MaxWait (or the context's deadline) is not reserved and costs
 // nothing. Over any time window W, the fleet therefore starts at most
-// Burst + Rate × W cost units (a call starts at or after its slot, never before,
+// Burst + Rate × W weight units (a call starts at or after its slot, never before,
 // as its sleep begins after Redis computed the slot).
 //
 // Differences from the local Queue: calls of different processes are served in
-// the order their reservations reach Redis, not strictly FIFO; a cost above
-// Config.Burst (1 if zero) is refused with a *CostError; Config.MaxQueue bounds
-// the calls waiting in this process only; and a call whose context ends while it
+// the order their reservations reach Redis, not strictly FIFO; a weight above
+// QueueConfig.Burst (1 if zero) is refused with ErrTooLarge; QueueConfig.MaxQueue
+// bounds the calls waiting in this process only; and a call whose context ends while it
 // sleeps gives its slot back only if no later reservation was made since (the
 // calls behind it, possibly in other processes, keep their slots, so this one
 // goes unused).
@@ -42,8 +43,8 @@ type RedisQueue struct {
 	key      string
 	rl       *redisLimit
 	maxQueue int
-	maxDelay int64 // µs; < 0 unbounded
-	maxWait  int64 // µs: the longest reservation the script arithmetic allows
+	maxWait  int64 // µs; < 0 unbounded
+	maxSlot  int64 // µs: the longest reservation the script arithmetic allows
 	brk      *breaker.Breaker
 	policy   breaker.Policy
 	local    *Queue
@@ -57,13 +58,13 @@ type RedisQueue struct {
 	base    time.Time
 }
 
-// NewRedisQueue returns a fleet-wide queue named name releasing r.Count cost
+// NewRedisQueue returns a fleet-wide queue named name releasing r.Count weight
 // units per r.Period, configured by cfg as a local [Queue] is, with its state
 // under the Redis key rcfg.Prefix + "{" + name + "}" (Prefix "shaper:q:" if
 // empty). It does no I/O and starts no goroutine. It panics if r admits nothing,
 // if cfg.Burst or cfg.MaxQueue is negative, or on an invalid client (see
 // [NewRedisMeter]).
-func NewRedisQueue(client redis.UniversalClient, name string, r Rate, cfg Config, rcfg RedisConfig) *RedisQueue {
+func NewRedisQueue(client redis.UniversalClient, name string, r Rate, cfg QueueConfig, rcfg RedisConfig) *RedisQueue {
 	checkClient("NewRedisQueue", client)
 	if cfg.Burst < 0 || cfg.MaxQueue < 0 {
 		panic("shaper: NewRedisQueue: negative Burst or MaxQueue")
@@ -78,7 +79,7 @@ func NewRedisQueue(client redis.UniversalClient, name string, r Rate, cfg Config
 		key:      rcfg.Prefix + "{" + name + "}",
 		rl:       rl,
 		maxQueue: cfg.MaxQueue,
-		maxDelay: -1,
+		maxWait:  -1,
 		brk:      rcfg.breaker(rcfg.Prefix),
 		policy:   rcfg.Policy,
 		waiting:  make(map[*int64]struct{}),
@@ -86,19 +87,19 @@ func NewRedisQueue(client redis.UniversalClient, name string, r Rate, cfg Config
 		base:     time.Now(),
 	}
 	switch {
-	case cfg.MaxDelay > 0:
-		q.maxDelay = int64(cfg.MaxDelay / time.Microsecond)
-	case cfg.MaxDelay < 0:
-		q.maxDelay = 0
+	case cfg.MaxWait > 0:
+		q.maxWait = int64(cfg.MaxWait / time.Microsecond)
+	case cfg.MaxWait < 0:
+		q.maxWait = 0
 	}
 	// The script keeps (wait + τ)·C below 2^53.
-	q.maxWait = max(0, (maxExact-2*lim.Burst*rl.p)/rl.c-1)
+	q.maxSlot = max(0, (maxExact-2*lim.Burst*rl.p)/rl.c-1)
 	if rcfg.Policy == breaker.FailLocal {
 		ll := rcfg.LocalLimit
 		if ll == (Limit{}) {
 			ll = lim
 		}
-		q.local = NewQueue(ll.Rate, Config{Burst: ll.burst(), MaxQueue: cfg.MaxQueue, MaxDelay: cfg.MaxDelay})
+		q.local = NewQueue(ll.Rate, QueueConfig{Burst: ll.burst(), MaxQueue: cfg.MaxQueue, MaxWait: cfg.MaxWait})
 	}
 	return q
 }
@@ -106,25 +107,26 @@ func NewRedisQueue(client redis.UniversalClient, name string, r Rate, cfg Config
 // Key returns the Redis key of the queue's schedule.
 func (q *RedisQueue) Key() string { return q.key }
 
-// Wait reserves a slot of the given cost in the fleet's schedule and sleeps until
-// it, then returns nil. It fails without reserving anything:
+// Wait reserves a slot of weight n in the fleet's schedule and sleeps until it,
+// then returns nil. It fails without reserving anything:
 //   - with ctx.Err() if ctx is already done;
 //   - with ErrClosed after Close;
-//   - with a *CostError if cost exceeds the burst;
-//   - with a *QueueFullError if MaxQueue calls of this process already sleep
-//     (RetryAfter: until the earliest of them wakes);
-//   - with a *LimitError if the slot is further away than MaxDelay or ctx's
-//     deadline (RetryAfter: how much later a call with the same budget could
-//     reserve it, if nothing else reserves meanwhile).
+//   - with a *RejectError matching ErrTooLarge if n exceeds the burst;
+//   - with a *RejectError matching ErrQueueFull if MaxQueue calls of this
+//     process already sleep (RetryAfter: until the earliest of them wakes);
+//   - with a *RejectError matching ErrMaxWait if the slot is further away than
+//     MaxWait, or ErrDeadline if it comes after ctx's deadline (RetryAfter: how
+//     much later a call with the same budget could reserve it, if nothing else
+//     reserves meanwhile); ErrDeadline is not context.DeadlineExceeded.
 //
 // If ctx ends during the sleep, Wait returns ctx.Err(), and if the queue is
 // closed, ErrClosed; the slot is given back if it is still the last one
 // reserved (one more round trip, detached from ctx). When Redis cannot answer, see
-// RedisConfig.Policy. A cost of zero reserves nothing and returns nil at once. A
-// negative cost panics.
-func (q *RedisQueue) Wait(ctx context.Context, cost int64) error {
-	if cost < 0 {
-		panic("shaper: negative cost")
+// RedisConfig.Policy. A weight of zero reserves nothing and returns nil at once. A
+// negative n panics.
+func (q *RedisQueue) Wait(ctx context.Context, n int64) error {
+	if n < 0 {
+		panic("shaper: RedisQueue.Wait: negative weight")
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -132,8 +134,8 @@ func (q *RedisQueue) Wait(ctx context.Context, cost int64) error {
 	if q.rl == nil {
 		return ErrClosed
 	}
-	if cost > q.rl.max {
-		return &CostError{Cost: cost, Max: q.rl.max}
+	if n > q.rl.max {
+		return reject.New(ErrTooLarge, 0)
 	}
 	slot := new(int64)
 	q.mu.Lock()
@@ -147,7 +149,7 @@ func (q *RedisQueue) Wait(ctx context.Context, cost int64) error {
 			earliest = min(earliest, *s)
 		}
 		q.mu.Unlock()
-		return &QueueFullError{Delay: time.Duration(max(0, earliest-int64(time.Since(q.base))))}
+		return reject.New(ErrQueueFull, time.Duration(earliest-int64(time.Since(q.base))))
 	}
 	*slot = 1 << 62
 	q.waiting[slot] = struct{}{}
@@ -157,18 +159,20 @@ func (q *RedisQueue) Wait(ctx context.Context, cost int64) error {
 		delete(q.waiting, slot)
 		q.mu.Unlock()
 	}()
-	if cost == 0 {
+	if n == 0 {
 		return nil
 	}
 
-	budget := q.maxWait
-	if q.maxDelay >= 0 {
-		budget = min(budget, q.maxDelay)
+	budget, reason := q.maxSlot, ErrMaxWait // a slot beyond maxSlot is too far for any MaxWait
+	if q.maxWait >= 0 {
+		budget = min(budget, q.maxWait)
 	}
 	if dl, ok := ctx.Deadline(); ok {
-		budget = min(budget, max(0, int64(time.Until(dl)/time.Microsecond)))
+		if left := max(0, int64(time.Until(dl)/time.Microsecond)); left < budget {
+			budget, reason = left, ErrDeadline
+		}
 	}
-	args := []any{q.rl.args[0], q.rl.args[1], q.rl.args[2], cost, budget}
+	args := []any{q.rl.args[0], q.rl.args[1], q.rl.args[2], n, budget}
 	if q.now != nil {
 		args = append(args, q.now())
 	}
@@ -190,7 +194,7 @@ func (q *RedisQueue) Wait(ctx context.Context, cost int64) error {
 	case breaker.Degraded:
 		return nil
 	case breaker.FromFallback:
-		return q.local.Wait(ctx, cost)
+		return q.local.Wait(ctx, n)
 	}
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
@@ -199,7 +203,7 @@ func (q *RedisQueue) Wait(ctx context.Context, cost int64) error {
 		return err
 	}
 	if r[0] == 0 {
-		return &LimitError{Delay: micros(r[1] - budget)}
+		return reject.New(reason, micros(r[1]-budget))
 	}
 	wait := micros(r[1])
 	if wait <= 0 {
@@ -238,21 +242,15 @@ func (q *RedisQueue) unreserve(ctx context.Context, r [7]int64) {
 	}, nil)
 }
 
-// Run is a worker loop like [Queue.Run]: it waits for a slot of the given cost,
-// calls fn, and repeats, returning nil when the queue is closed, ctx.Err() when
-// ctx ends, fn's error if fn fails, and Wait's error otherwise.
-func (q *RedisQueue) Run(ctx context.Context, cost int64, fn func(context.Context) error) error {
-	for {
-		if err := q.Wait(ctx, cost); err != nil {
-			if errors.Is(err, ErrClosed) {
-				return nil
-			}
-			return err
-		}
-		if err := fn(ctx); err != nil {
-			return err
-		}
+// Do waits for one slot of weight n as Wait does, then calls fn(ctx) once and
+// returns its error, like [Queue.Do]. If Wait fails (ctx.Err(), ErrClosed, a
+// *RejectError, or a store error the policy did not absorb), Do returns that
+// error without calling fn.
+func (q *RedisQueue) Do(ctx context.Context, n int64, fn func(context.Context) error) error {
+	if err := q.Wait(ctx, n); err != nil {
+		return err
 	}
+	return fn(ctx)
 }
 
 // Close refuses new calls with ErrClosed and wakes every sleeping call with

@@ -30,16 +30,15 @@ func TestRedisQueueTwoProcessesShareRate(t *testing.T) {
 	for range 2 {
 		c := redis.NewClient(redistest.Options(db.Client.Options().Addr))
 		defer c.Close()
-		q := shaper.NewRedisQueue(c, "jobs", shaper.PerSecond(rate), shaper.Config{Burst: burst}, shaper.RedisConfig{Prefix: db.Prefix})
+		q := shaper.NewRedisQueue(c, "jobs", shaper.PerSecond(rate), shaper.QueueConfig{Burst: burst}, shaper.RedisConfig{Prefix: db.Prefix})
 		defer q.Close()
 		for range 4 {
 			wg.Go(func() {
-				q.Run(ctx, 1, func(context.Context) error {
+				for q.Wait(ctx, 1) == nil {
 					mu.Lock()
 					starts = append(starts, time.Now())
 					mu.Unlock()
-					return nil
-				})
+				}
 			})
 		}
 	}
@@ -59,13 +58,13 @@ func TestRedisQueueTwoProcessesShareRate(t *testing.T) {
 	}
 }
 
-// TestRedisQueueMaxDelayNotTaken: at 10/s with MaxDelay 150ms, of four calls at
-// once two get slots (now, +100ms) and two are refused with a *LimitError; the
+// TestRedisQueueMaxWaitNotTaken: at 10/s with MaxWait 150ms, of four calls at
+// once two get slots (now, +100ms) and two are refused with ErrMaxWait; the
 // refused reservations are not taken: the schedule ends 200ms after the first.
-func TestRedisQueueMaxDelayNotTaken(t *testing.T) {
+func TestRedisQueueMaxWaitNotTaken(t *testing.T) {
 	db := redistest.Connect(t)
 	ctx := context.Background()
-	q := shaper.NewRedisQueue(db.Client, "q", shaper.PerSecond(10), shaper.Config{MaxDelay: 150 * time.Millisecond}, shaper.RedisConfig{Prefix: db.Prefix})
+	q := shaper.NewRedisQueue(db.Client, "q", shaper.PerSecond(10), shaper.QueueConfig{MaxWait: 150 * time.Millisecond}, shaper.RedisConfig{Prefix: db.Prefix})
 	defer q.Close()
 	t0, err := db.Client.Time(ctx).Result()
 	if err != nil {
@@ -85,11 +84,11 @@ func TestRedisQueueMaxDelayNotTaken(t *testing.T) {
 	wg.Wait()
 	ok, limited := 0, 0
 	for _, err := range errs {
-		var le *shaper.LimitError
+		le, isReject := errors.AsType[*shaper.RejectError](err)
 		switch {
 		case err == nil:
 			ok++
-		case errors.As(err, &le):
+		case isReject && errors.Is(err, shaper.ErrMaxWait):
 			limited++
 			if le.RetryAfter() <= 0 || le.RetryAfter() > 200*time.Millisecond {
 				t.Errorf("refusal RetryAfter = %v, want in (0, 200ms]", le.RetryAfter())
@@ -107,12 +106,12 @@ func TestRedisQueueMaxDelayNotTaken(t *testing.T) {
 	}
 }
 
-// TestRedisQueueDeadline: a slot beyond the context's deadline is refused with a
-// *LimitError, not context.DeadlineExceeded, and costs nothing; a cost above the
-// burst is a *CostError; after Close, ErrClosed.
+// TestRedisQueueDeadline: a slot beyond the context's deadline is refused at once
+// with ErrDeadline, not context.DeadlineExceeded, and costs nothing; a weight
+// above the burst is ErrTooLarge with no RetryAfter; after Close, ErrClosed.
 func TestRedisQueueDeadline(t *testing.T) {
 	db := redistest.Connect(t)
-	q := shaper.NewRedisQueue(db.Client, "q", shaper.PerSecond(1), shaper.Config{}, shaper.RedisConfig{Prefix: db.Prefix})
+	q := shaper.NewRedisQueue(db.Client, "q", shaper.PerSecond(1), shaper.QueueConfig{}, shaper.RedisConfig{Prefix: db.Prefix})
 	if err := q.Wait(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
@@ -120,14 +119,16 @@ func TestRedisQueueDeadline(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	err := q.Wait(ctx, 1)
-	if !errors.Is(err, shaper.ErrLimited) || errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Wait with a 200ms deadline for a slot 1s away: %v, want ErrLimited", err)
+	if re, ok := errors.AsType[*shaper.RejectError](err); !ok || !errors.Is(err, shaper.ErrDeadline) ||
+		errors.Is(err, context.DeadlineExceeded) || re.RetryAfter() <= 0 {
+		t.Errorf("Wait with a 200ms deadline for a slot 1s away: %v, want ErrDeadline with a RetryAfter", err)
 	}
 	if el := time.Since(start); el > 150*time.Millisecond {
 		t.Errorf("refusal took %v, want at once", el)
 	}
-	if err := q.Wait(context.Background(), 2); !errors.Is(err, shaper.ErrNeverAllowed) {
-		t.Errorf("cost 2 with burst 1: %v, want ErrNeverAllowed", err)
+	err = q.Wait(context.Background(), 2)
+	if re, ok := errors.AsType[*shaper.RejectError](err); !ok || !errors.Is(err, shaper.ErrTooLarge) || re.RetryAfter() != 0 {
+		t.Errorf("weight 2 with burst 1: %v, want ErrTooLarge without RetryAfter", err)
 	}
 	done := make(chan error)
 	go func() { done <- q.Wait(context.Background(), 1) }()
@@ -146,7 +147,7 @@ func TestRedisQueueDeadline(t *testing.T) {
 // with a later reservation behind it, the later one keeps its slot.
 func TestRedisQueueCancelGivesBack(t *testing.T) {
 	db := redistest.Connect(t)
-	q := shaper.NewRedisQueue(db.Client, "q", shaper.PerSecond(5), shaper.Config{}, shaper.RedisConfig{Prefix: db.Prefix})
+	q := shaper.NewRedisQueue(db.Client, "q", shaper.PerSecond(5), shaper.QueueConfig{}, shaper.RedisConfig{Prefix: db.Prefix})
 	defer q.Close()
 	bg := context.Background()
 	if err := q.Wait(bg, 1); err != nil { // slot now; the next is 200ms away
@@ -157,7 +158,7 @@ func TestRedisQueueCancelGivesBack(t *testing.T) {
 	defer cancel()
 	if err := q.Wait(ctx, 1); err != context.DeadlineExceeded {
 		// The deadline is before the slot, so Wait refuses at once instead.
-		if !errors.Is(err, shaper.ErrLimited) {
+		if !errors.Is(err, shaper.ErrDeadline) {
 			t.Fatalf("Wait with a 50ms deadline: %v", err)
 		}
 	}
@@ -174,5 +175,34 @@ func TestRedisQueueCancelGivesBack(t *testing.T) {
 	}
 	if el := time.Since(start); el > 350*time.Millisecond {
 		t.Errorf("the call after a cancelled one started after %v, want about 200ms: the slot was not given back", el)
+	}
+}
+
+// TestRedisQueueDo: Do reserves one slot and runs fn once per call; a call whose
+// context ends while it sleeps, or that comes after Close, never runs fn.
+func TestRedisQueueDo(t *testing.T) {
+	db := redistest.Connect(t)
+	q := shaper.NewRedisQueue(db.Client, "q", shaper.PerSecond(5), shaper.QueueConfig{}, shaper.RedisConfig{Prefix: db.Prefix})
+	bg := context.Background()
+	var ran int
+	fn := func(context.Context) error { ran++; return nil }
+	if err := q.Do(bg, 1, fn); err != nil || ran != 1 {
+		t.Fatalf("Do = %v, fn ran %d times; want nil, 1", err, ran)
+	}
+	boom := errors.New("boom")
+	if err := q.Do(bg, 1, func(context.Context) error { return boom }); err != boom {
+		t.Errorf("Do = %v, want fn's error", err)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	time.AfterFunc(50*time.Millisecond, cancel) // the next slot is about 200ms away
+	if err := q.Do(ctx, 1, fn); err != context.Canceled {
+		t.Errorf("Do cancelled while sleeping = %v, want context.Canceled", err)
+	}
+	q.Close()
+	if err := q.Do(bg, 1, fn); !errors.Is(err, shaper.ErrClosed) {
+		t.Errorf("Do after Close = %v, want ErrClosed", err)
+	}
+	if ran != 1 {
+		t.Errorf("fn ran %d times, want 1", ran)
 	}
 }

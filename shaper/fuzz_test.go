@@ -17,7 +17,7 @@ type admission struct {
 // checks the arithmetic: GCRA and the token bucket agree on every field; GCRA never
 // admits more than burst + rate·t; the sliding log never exceeds its limit in any
 // rolling window, the fixed window in any window, the sliding counter never 2×; a
-// cost above the maximum is ErrNeverAllowed and nothing else is; and every
+// cost above the maximum is ErrTooLarge and nothing else is; and every
 // RetryAfter is exact (denied 1µs before, admitted at it).
 //
 // Input: 4 bytes of limit (count, period, burst), then 3 bytes per step: a time
@@ -59,8 +59,8 @@ func fuzzMeters(t *testing.T, data []byte) {
 			}
 			d, err := m.AllowNAt("k", at, n)
 			if n > max {
-				if !errors.Is(err, shaper.ErrNeverAllowed) {
-					t.Fatalf("%s: cost %d > %d: err = %v, want ErrNeverAllowed", name, n, max, err)
+				if !errors.Is(err, shaper.ErrTooLarge) {
+					t.Fatalf("%s: cost %d > %d: err = %v, want ErrTooLarge", name, n, max, err)
 				}
 				return
 			}

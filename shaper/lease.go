@@ -16,7 +16,7 @@ type Exhaustion uint8
 
 const (
 	// ExhaustReject refuses the call at once: Allow returns false, Wait a
-	// *LimitError whose RetryAfter is the meter's wait for a token, if known.
+	// *RejectError whose RetryAfter is the meter's wait for a token, if known.
 	ExhaustReject Exhaustion = iota
 
 	// ExhaustWait makes Wait wait up to LeaseConfig.MaxWait (and the context) for
@@ -232,14 +232,14 @@ func (l *Lease) take(n int64) (bool, time.Duration) {
 
 // Wait takes n tokens, waiting for a refill under ExhaustWait (up to MaxWait and
 // ctx's deadline). It returns ctx.Err() if ctx is done first or on entry, a
-// *LimitError (ErrLimited) with the meter's retry-after when the call is refused,
-// and a *CostError if n exceeds Batch (a Lease never holds more).
+// *RejectError (ErrLimited) with the meter's retry-after when the call is refused,
+// and a *RejectError (ErrTooLarge) if n exceeds Batch (a Lease never holds more).
 func (l *Lease) Wait(ctx context.Context, n int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if n > l.batch {
-		return &CostError{Cost: n, Max: l.batch}
+		return tooLarge()
 	}
 	ok, ra := l.take(n)
 	if ok {
@@ -247,7 +247,7 @@ func (l *Lease) Wait(ctx context.Context, n int64) error {
 	}
 	if l.exh != ExhaustWait {
 		l.rejected.Add(1)
-		return &LimitError{Delay: ra}
+		return limited(ra)
 	}
 	timer := time.NewTimer(l.wait)
 	defer timer.Stop()
@@ -264,7 +264,7 @@ func (l *Lease) Wait(ctx context.Context, n int64) error {
 		l.mu.Unlock()
 		if closed {
 			l.rejected.Add(1)
-			return &LimitError{Delay: ra}
+			return limited(ra)
 		}
 		// Check again after reading ch, so a refill between take and here is seen.
 		if ok, ra = l.take(n); ok {
@@ -286,7 +286,7 @@ func (l *Lease) Wait(ctx context.Context, n int64) error {
 		case <-retryC:
 		case <-timer.C:
 			l.rejected.Add(1)
-			return &LimitError{Delay: ra}
+			return limited(ra)
 		case <-ctx.Done():
 			return ctx.Err()
 		}

@@ -152,7 +152,7 @@ func TestLeaseExpiry(t *testing.T) {
 }
 
 // TestLeaseExhaustion: with Redis unreachable, ExhaustReject refuses at once
-// with a *LimitError, ExhaustWait refuses after MaxWait, and ExhaustLocal admits
+// with a *RejectError (ErrLimited), ExhaustWait refuses after MaxWait, and ExhaustLocal admits
 // its local allowance (burst 3) and no more.
 func TestLeaseExhaustion(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
@@ -204,8 +204,8 @@ func TestLeaseInvalid(t *testing.T) {
 	mustPanic(t, "token bucket", func() { tb.Lease("k", shaper.LeaseConfig{}) })
 	l := m.Lease("k", shaper.LeaseConfig{Batch: 4})
 	defer l.Close()
-	if err := l.Wait(context.Background(), 5); !errors.Is(err, shaper.ErrNeverAllowed) {
-		t.Errorf("Wait(5) with Batch 4: %v, want ErrNeverAllowed", err)
+	if err := l.Wait(context.Background(), 5); !errors.Is(err, shaper.ErrTooLarge) {
+		t.Errorf("Wait(5) with Batch 4: %v, want ErrTooLarge", err)
 	}
 }
 

@@ -8,7 +8,7 @@ import (
 
 // Limiter is a single GCRA meter without keys: for a process with one limit (the
 // x/time/rate use case) it makes exactly the decisions a [Meter] makes for one key,
-// with the same arithmetic, the same [Decision] and the same *[CostError], but
+// with the same arithmetic, the same [Decision] and the same *[RejectError], but
 // without hashing a key or taking a shard lock.
 //
 // Policy it answers: the same as [Meter]'s, for one stream of events.
@@ -16,7 +16,7 @@ import (
 // Concurrency: the state (three int64s, see [Meter]'s arithmetic) is behind one
 // small mutex, held only for the decision's arithmetic.
 //
-// The zero Limiter rejects every call with ErrNeverAllowed; use [NewLimiter]. A
+// The zero Limiter rejects every call with ErrTooLarge; use [NewLimiter]. A
 // Limiter is safe for concurrent use by multiple goroutines.
 type Limiter struct {
 	a     atomic.Pointer[gcraAlgo]
@@ -39,7 +39,7 @@ func NewLimiter(lim Limit) *Limiter {
 func (l *Limiter) Allow() bool { return l.allowAt(l.clock.nowUS()) }
 
 // AllowN decides whether an event of cost n may happen now, and records it if so.
-// It returns a *CostError (ErrNeverAllowed) if n > Burst; a negative n panics, and
+// It returns a *RejectError (ErrTooLarge) if n > Burst; a negative n panics, and
 // n = 0 reports the state without recording anything.
 func (l *Limiter) AllowN(n int64) (Decision, error) { return l.allowN(l.clock.nowUS(), n) }
 
@@ -77,13 +77,13 @@ func (l *Limiter) allowAt(now int64) bool {
 func (l *Limiter) allowN(now, n int64) (Decision, error) {
 	a := l.a.Load()
 	if a == nil {
-		return Decision{}, &CostError{Cost: n, Max: 0}
+		return Decision{}, tooLarge()
 	}
 	if n < 0 {
 		panic("shaper: negative cost")
 	}
 	if n > a.b {
-		return Decision{Limit: a.lim}, &CostError{Cost: n, Max: a.b}
+		return Decision{Limit: a.lim}, tooLarge()
 	}
 	if !validTime(now) {
 		return Decision{Limit: a.lim}, ErrTimeRange

@@ -48,7 +48,7 @@ func TestLimiterMatchesMeter(t *testing.T) {
 			}
 			want, werr := m.c.allowN("k", now, n)
 			got, gerr := l.allowN(now, n)
-			var wce, gce *CostError
+			var wce, gce *RejectError
 			if got != want || errors.As(werr, &wce) != errors.As(gerr, &gce) || (wce != nil && *wce != *gce) {
 				t.Fatalf("seed %d step %d (%v, t=%d, n=%d): Limiter = %+v, %v; Meter = %+v, %v",
 					seed, i, lim, now, n, got, gerr, want, werr)

@@ -103,8 +103,8 @@ func TestLimiterZeroValue(t *testing.T) {
 		t.Errorf("zero Limiter: Allow = true")
 	}
 	d, err := l.AllowNAt(t0, 1)
-	if d.Allowed || !errors.Is(err, shaper.ErrNeverAllowed) {
-		t.Errorf("zero Limiter: AllowNAt = %v, %v; want denied, ErrNeverAllowed", d.Allowed, err)
+	if d.Allowed || !errors.Is(err, shaper.ErrTooLarge) {
+		t.Errorf("zero Limiter: AllowNAt = %v, %v; want denied, ErrTooLarge", d.Allowed, err)
 	}
 	if l.Limit() != (shaper.Limit{}) {
 		t.Errorf("zero Limiter: Limit = %v", l.Limit())

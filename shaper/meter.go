@@ -62,13 +62,13 @@ func (c *core[S, A, PA]) init(a PA) {
 func (c *core[S, A, PA]) allowN(key string, now, n int64) (Decision, error) {
 	a := PA(c.a.Load())
 	if a == nil {
-		return Decision{}, &CostError{Cost: n, Max: 0}
+		return Decision{}, tooLarge()
 	}
 	if n < 0 {
 		panic("shaper: negative cost")
 	}
 	if max := a.max(); n > max {
-		return Decision{Limit: a.limit()}, &CostError{Cost: n, Max: max}
+		return Decision{Limit: a.limit()}, tooLarge()
 	}
 	if !validTime(now) {
 		return Decision{Limit: a.limit()}, ErrTimeRange
@@ -158,7 +158,7 @@ func (c *core[S, A, PA]) getLimit() Limit {
 //	Limit() Limit
 //
 // AllowN and AllowNAt return an error only for a cost no call can ever get
-// (ErrNeverAllowed) or, for AllowNAt, a time outside [0, 2^53) µs since the Unix
+// (ErrTooLarge) or, for AllowNAt, a time outside [0, 2^53) µs since the Unix
 // epoch (ErrTimeRange); a denial is a Decision with Allowed false. A negative
 // cost panics; a zero cost reports the state without recording anything, not
 // even its time.
@@ -209,7 +209,7 @@ func (c *core[S, A, PA]) getLimit() Limit {
 // ahead of the others is admitted and moves the key's time there: calls at the
 // real time then wait for it, and are told so.
 //
-// The zero Meter rejects every call with ErrNeverAllowed; use [NewMeter]. A Meter is
+// The zero Meter rejects every call with ErrTooLarge; use [NewMeter]. A Meter is
 // safe for concurrent use by multiple goroutines.
 type Meter struct {
 	c core[gcraState, gcraAlgo, *gcraAlgo]
@@ -228,7 +228,7 @@ func NewMeter(lim Limit) *Meter {
 func (m *Meter) Allow(key string) bool { return m.c.allow1(key) }
 
 // AllowN decides whether an event of cost n for key may happen now, and records
-// it if so. It returns a *CostError (ErrNeverAllowed) if n > Burst.
+// it if so. It returns a *RejectError (ErrTooLarge) if n > Burst.
 func (m *Meter) AllowN(key string, n int64) (Decision, error) {
 	return m.c.allowN(key, m.c.clock.nowUS(), n)
 }

@@ -23,7 +23,7 @@ type step struct {
 	ok           bool
 	remaining    int64
 	retry, reset time.Duration
-	never        bool // expect ErrNeverAllowed
+	never        bool // expect ErrTooLarge
 }
 
 type allowAt interface {
@@ -35,12 +35,11 @@ func runSteps(t *testing.T, m allowAt, steps []step) {
 	for i, s := range steps {
 		d, err := m.AllowNAt("k", t0.Add(s.at), s.n)
 		if s.never {
-			if !errors.Is(err, shaper.ErrNeverAllowed) {
-				t.Errorf("step %d: AllowNAt(%v, %d) err = %v, want ErrNeverAllowed", i, s.at, s.n, err)
+			if !errors.Is(err, shaper.ErrTooLarge) {
+				t.Errorf("step %d: AllowNAt(%v, %d) err = %v, want ErrTooLarge", i, s.at, s.n, err)
 			}
-			var ra interface{ RetryAfter() time.Duration }
-			if errors.As(err, &ra) {
-				t.Errorf("step %d: never-allowed error has a RetryAfter", i)
+			if re, ok := errors.AsType[*shaper.RejectError](err); !ok || re.RetryAfter() != 0 {
+				t.Errorf("step %d: too-large error %v is not a *RejectError with RetryAfter 0", i, err)
 			}
 			continue
 		}
@@ -182,8 +181,8 @@ func TestZeroMetersRejectEverything(t *testing.T) {
 		"SlidingLog": new(shaper.SlidingLog), "SlidingCounter": new(shaper.SlidingCounter),
 	} {
 		d, err := m.AllowNAt("k", t0, 1)
-		if d.Allowed || !errors.Is(err, shaper.ErrNeverAllowed) {
-			t.Errorf("zero %s: AllowNAt = %v, %v; want denied, ErrNeverAllowed", name, d.Allowed, err)
+		if d.Allowed || !errors.Is(err, shaper.ErrTooLarge) {
+			t.Errorf("zero %s: AllowNAt = %v, %v; want denied, ErrTooLarge", name, d.Allowed, err)
 		}
 	}
 }
@@ -199,7 +198,7 @@ func TestConstructorPanics(t *testing.T) {
 		{"window-burst", func() { shaper.NewFixedWindow(shaper.Limit{Rate: shaper.PerSecond(5), Burst: 6}) }},
 		{"too-large", func() { shaper.NewMeter(shaper.Limit{Rate: shaper.PerHour(1), Burst: 1 << 40}) }},
 		{"negative-cost", func() { shaper.NewMeter(shaper.Limit{Rate: shaper.PerSecond(1)}).AllowN("k", -1) }},
-		{"queue-rate", func() { shaper.NewQueue(shaper.Rate{}, shaper.Config{}) }},
+		{"queue-rate", func() { shaper.NewQueue(shaper.Rate{}, shaper.QueueConfig{}) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer func() {
@@ -488,7 +487,7 @@ func TestDecisionErr(t *testing.T) {
 	}
 	d, _ = m.AllowNAt("k", t0, 1)
 	err := d.Err()
-	le, ok := errors.AsType[*shaper.LimitError](err)
+	le, ok := errors.AsType[*shaper.RejectError](err)
 	if !errors.Is(err, shaper.ErrLimited) || !ok || le.RetryAfter() != time.Second {
 		t.Errorf("denied decision Err = %v, want ErrLimited with RetryAfter 1s", err)
 	}

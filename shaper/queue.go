@@ -2,61 +2,64 @@ package shaper
 
 import (
 	"context"
-	"errors"
 	"math"
 	"sync"
 	"time"
+
+	"github.com/floodgate-go/floodgate/internal/reject"
 )
 
-// Config configures a [Queue]. The zero value is a valid Config: no burst, no bound on
-// the backlog, no bound on the delay other than the caller's context.
-type Config struct {
-	// Burst is the largest total cost released at once after a quiet period. If
-	// zero, 1: items are released evenly spaced, one emission interval apart.
+// QueueConfig configures a [Queue] (and a [RedisQueue]). The zero value is a valid
+// QueueConfig: no burst, no bound on the backlog, no bound on the wait other than
+// the caller's context.
+type QueueConfig struct {
+	// Burst is the largest total weight released at once after a quiet period. If
+	// zero, 1: calls are released evenly spaced, one emission interval apart.
 	Burst int64
 
 	// MaxQueue bounds the number of calls waiting for their slot. A call that
-	// would exceed it fails at once with a *QueueFullError (ErrQueueFull). If zero,
-	// the backlog is unbounded.
+	// would exceed it fails at once with a *RejectError matching ErrQueueFull. If
+	// zero, the backlog is unbounded.
 	MaxQueue int
 
-	// MaxDelay bounds how long a call may wait for its slot. A call whose slot is
-	// further away fails at once with a *LimitError (ErrLimited). If zero, calls
-	// wait as long as their context allows. If negative, calls never wait: only a
-	// call whose slot is now is admitted.
-	MaxDelay time.Duration
+	// MaxWait bounds how long a call may wait for its slot. A call whose slot is
+	// further away fails at once with a *RejectError matching ErrMaxWait, and
+	// takes no slot. If zero, calls wait as long as their context allows. If
+	// negative, calls never wait: only a call whose slot is now is admitted.
+	MaxWait time.Duration
 }
 
 // Queue is a leaky bucket used as a traffic shaper: a FIFO of calls, each with a
-// cost, released at Rate (cost units per period) with an optional burst. Calls wait
-// rather than fail, within the bounds of Config; it answers "how do I send work to
-// a downstream at a steady pace", for background jobs, where waiting is acceptable
-// (for interactive requests use a meter such as [Meter]). It smooths bursts by
-// delaying them; it rejects only when the backlog or the delay would exceed its
-// bounds, and says how long to wait in that case.
+// weight, released at Rate (weight units per period) with an optional burst. Calls
+// wait rather than fail, within the bounds of QueueConfig; it answers "how do I
+// send work to a downstream at a steady pace", for background jobs, where waiting
+// is acceptable (for interactive requests use a meter such as [Meter]). It smooths
+// bursts by delaying them; it rejects only when the backlog or the wait would
+// exceed its bounds, and says how long to wait in that case.
 //
 // # Virtual schedule
 //
 // Slots come from a schedule kept as a theoretical arrival time (GCRA in nanoseconds
 // of the monotonic clock): the item at the head of the queue is due at tat − τ,
-// where τ = (Burst−1)·interval, and releasing an item of cost k advances tat by
+// where τ = (Burst−1)·interval, and releasing an item of weight k advances tat by
 // k·interval, from the previous tat when the queue is busy, or from the arrival time
 // when it was idle. Release times never feed back into the schedule, so a wake-up
-// that comes late (sub-millisecond sleeps take about 1 ms on many machines) does not
+// that comes late (sub-millisecond sleeps are coarse on many machines) does not
 // lower the rate: everything whose slot has passed is released together, and a
 // caller arriving again within that lateness is scheduled as if the wake-up had been
-// punctual (the credit is at most 10 ms). The long-run rate is therefore exact from
-// 1/hour to millions/second, at the price of short bursts of up to lateness×Rate
-// items when the runtime wakes up late; no item is ever released before its slot.
+// punctual (the credit is at most 10 ms). The long-run rate therefore does not
+// depend on the timer's resolution, at the price of short bursts of up to
+// lateness×Rate items when the runtime wakes up late; no item is ever released
+// before its slot.
 //
 // Time a caller spends away from Wait (its own work between calls, or being
 // descheduled) is not credited beyond Burst, as in any GCRA: a caller that comes back
-// late is a new arrival. Set Burst to the number of items that may be caught up
-// after such a pause. [Queue.Run], one continuous consumer, credits such pauses up
-// to 10 ms.
+// late is a new arrival. A worker that loops over Wait (or [Queue.Do]) and must keep
+// the rate through such pauses sets Burst to the number of items that may be
+// caught up after one, for example 10 ms worth of items.
 //
-// An item whose cost is larger than Burst is not refused: it is released when its
-// turn comes and the cost is paid by the items after it.
+// An item whose weight is larger than Burst is not refused: it is released when its
+// turn comes and the weight is paid by the items after it.
 //
 // # Cancellation
 //
@@ -71,14 +74,14 @@ type Config struct {
 // runtime timer, not a goroutine) wakes the head of the queue, and Close stops it.
 type Queue struct {
 	// Immutable after NewQueue.
-	rate     Rate
-	period   int64 // ns
-	count    int64
-	tau      int64 // ns
-	maxCost  int64
-	maxQueue int
-	maxDelay int64 // ns; <0 means unbounded
-	base     time.Time
+	rate      Rate
+	period    int64 // ns
+	count     int64
+	tau       int64 // ns
+	maxWeight int64
+	maxQueue  int
+	maxWait   int64 // ns; <0 means unbounded
+	base      time.Time
 
 	mu sync.Mutex
 	// mu guards:
@@ -99,27 +102,27 @@ type Queue struct {
 type Stats struct {
 	Rate      Rate
 	Waiting   int           // calls waiting now
-	Backlog   int64         // total cost of the waiting calls
-	Delay     time.Duration // wait a call of cost 1 arriving now would have
+	Backlog   int64         // total weight of the waiting calls
+	Delay     time.Duration // wait a call of weight 1 arriving now would have
 	Released  uint64        // calls admitted since NewQueue
-	Rejected  uint64        // calls refused (ErrQueueFull, ErrLimited)
+	Rejected  uint64        // calls refused (ErrQueueFull, ErrMaxWait, ErrDeadline)
 	Cancelled uint64        // calls whose context ended while waiting
 }
 
 // vtime is an exact point of the schedule: ns + rem/count nanoseconds.
 type vtime struct{ ns, rem int64 }
 
-// after returns v advanced by the cost of k items.
+// after returns v advanced by the weight of k items.
 func (q *Queue) after(v vtime, k int64) vtime {
 	x := k*q.period + v.rem
 	return vtime{v.ns + x/q.count, x % q.count}
 }
 
-// maxLag caps the lateness credit, and is Run's catch-up credit.
+// maxLag caps the lateness credit (see releaseDueLocked).
 const maxLag = int64(10 * time.Millisecond)
 
 type waiter struct {
-	cost    int64
+	n       int64
 	arrival int64 // ns
 	slot    int64 // ns: release time
 	end     vtime // schedule after this item
@@ -134,10 +137,10 @@ const (
 	closedOut
 )
 
-// NewQueue returns a Queue that releases r.Count cost units per r.Period. It panics
-// if r.Count ≤ 0, r.Period ≤ 0, cfg.Burst < 0 or cfg.MaxQueue < 0. It starts no
-// goroutine.
-func NewQueue(r Rate, cfg Config) *Queue {
+// NewQueue returns a Queue that releases r.Count weight units per r.Period. It
+// panics if r.Count ≤ 0, r.Period ≤ 0, cfg.Burst < 0 or cfg.MaxQueue < 0. It starts
+// no goroutine.
+func NewQueue(r Rate, cfg QueueConfig) *Queue {
 	if r.Count <= 0 || r.Period <= 0 {
 		panic("shaper: NewQueue: rate admits nothing")
 	}
@@ -150,21 +153,21 @@ func NewQueue(r Rate, cfg Config) *Queue {
 	b := max(cfg.Burst, 1)
 	p := int64(r.Period)
 	q := &Queue{
-		rate:     r,
-		period:   p,
-		count:    r.Count,
-		maxCost:  math.MaxInt64 / 2 / p,
-		maxQueue: cfg.MaxQueue,
-		maxDelay: int64(cfg.MaxDelay),
-		base:     time.Now(),
-		timerAt:  -1,
+		rate:      r,
+		period:    p,
+		count:     r.Count,
+		maxWeight: math.MaxInt64 / 2 / p,
+		maxQueue:  cfg.MaxQueue,
+		maxWait:   int64(cfg.MaxWait),
+		base:      time.Now(),
+		timerAt:   -1,
 	}
-	if cfg.MaxDelay == 0 {
-		q.maxDelay = -1
-	} else if cfg.MaxDelay < 0 {
-		q.maxDelay = 0
+	if cfg.MaxWait == 0 {
+		q.maxWait = -1
+	} else if cfg.MaxWait < 0 {
+		q.maxWait = 0
 	}
-	if b-1 > q.maxCost {
+	if b-1 > q.maxWeight {
 		panic("shaper: NewQueue: Burst too large")
 	}
 	q.tau = q.after(vtime{}, b-1).ns
@@ -173,26 +176,26 @@ func NewQueue(r Rate, cfg Config) *Queue {
 
 func (q *Queue) now() int64 { return int64(time.Since(q.base)) }
 
-// Wait blocks until a slot for cost is released, and returns nil. Calls are served
-// in arrival order. Wait fails without waiting and without changing the schedule:
+// Wait blocks until a slot for weight n is released, and returns nil. Calls are
+// served in arrival order. Wait fails without waiting and without changing the
+// schedule:
 //   - with ctx.Err() if ctx is already done;
 //   - with ErrClosed after Close or Shutdown;
-//   - with a *QueueFullError if MaxQueue calls are already waiting;
-//   - with a *LimitError if the slot is further away than MaxDelay or than ctx's
-//     deadline (RetryAfter is how much later a call with the same budget could be
-//     admitted, if nothing else arrives); this is not context.DeadlineExceeded.
+//   - with a *RejectError matching ErrQueueFull if MaxQueue calls are already
+//     waiting (RetryAfter: until the head of the queue is released);
+//   - with a *RejectError matching ErrMaxWait if the slot is further away than
+//     MaxWait, or ErrDeadline if it comes after ctx's deadline (RetryAfter: how
+//     much later a call with the same budget could be admitted, if nothing else
+//     arrives); ErrDeadline is not context.DeadlineExceeded;
+//   - with a *RejectError matching ErrTooLarge if n is so large that the schedule
+//     would overflow (over about 2^62 ns of rate).
 //
 // If ctx ends while waiting, Wait returns ctx.Err() and the slot goes to the calls
-// behind. If the Queue is closed while waiting, Wait returns ErrClosed. A cost of
-// zero waits for the calls ahead without consuming rate. A cost so large that the
-// schedule would overflow (over about 2^62 ns of rate) fails with a *CostError
-// (ErrNeverAllowed). A negative cost panics.
-func (q *Queue) Wait(ctx context.Context, cost int64) error { return q.wait(ctx, cost, 0) }
-
-// wait is Wait with a catch-up credit of at least slack for this arrival.
-func (q *Queue) wait(ctx context.Context, cost, slack int64) error {
-	if cost < 0 {
-		panic("shaper: negative cost")
+// behind. If the Queue is closed while waiting, Wait returns ErrClosed. A weight of
+// zero waits for the calls ahead without consuming rate. A negative n panics.
+func (q *Queue) Wait(ctx context.Context, n int64) error {
+	if n < 0 {
+		panic("shaper: Queue.Wait: negative weight")
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -202,9 +205,9 @@ func (q *Queue) wait(ctx context.Context, cost, slack int64) error {
 		q.mu.Unlock()
 		return ErrClosed
 	}
-	if cost > q.maxCost {
+	if n > q.maxWeight {
 		q.mu.Unlock()
-		return &CostError{Cost: cost, Max: q.maxCost}
+		return reject.New(ErrTooLarge, 0)
 	}
 	now := q.now()
 	q.releaseDueLocked(now)
@@ -212,7 +215,7 @@ func (q *Queue) wait(ctx context.Context, cost, slack int64) error {
 	var slot int64
 	var start vtime
 	if len(q.waiters) == 0 {
-		if q.tat.ns < now-max(q.lag, slack) { // idle: restart the schedule at now
+		if q.tat.ns < now-q.lag { // idle: restart the schedule at now
 			q.tat, q.lag = vtime{ns: now}, 0
 		}
 		start = q.tat
@@ -222,7 +225,7 @@ func (q *Queue) wait(ctx context.Context, cost, slack int64) error {
 			// cancellation cannot give back a slot this call used.
 			q.batchSeq++
 			q.batch = q.batch[:0]
-			q.tat = q.after(q.tat, cost)
+			q.tat = q.after(q.tat, n)
 			q.stats.Released++
 			q.mu.Unlock()
 			return nil
@@ -239,22 +242,22 @@ func (q *Queue) wait(ctx context.Context, cost, slack int64) error {
 		d := time.Duration(q.waiters[0].slot - now)
 		q.stats.Rejected++
 		q.mu.Unlock()
-		return &QueueFullError{Delay: d}
+		return reject.New(ErrQueueFull, d)
 	}
-	budget := q.maxDelay
+	budget, reason := q.maxWait, ErrMaxWait
 	if dl, ok := ctx.Deadline(); ok {
 		left := int64(dl.Sub(q.base)) - now
 		if budget < 0 || left < budget {
-			budget = max(left, 0)
+			budget, reason = max(left, 0), ErrDeadline
 		}
 	}
 	if wait := slot - now; budget >= 0 && wait > budget {
 		q.stats.Rejected++
 		q.mu.Unlock()
-		return &LimitError{Delay: time.Duration(wait - budget)}
+		return reject.New(reason, time.Duration(wait-budget))
 	}
 
-	w := &waiter{cost: cost, arrival: now, slot: slot, end: q.after(start, cost), ready: make(chan struct{})}
+	w := &waiter{n: n, arrival: now, slot: slot, end: q.after(start, n), ready: make(chan struct{})}
 	q.waiters = append(q.waiters, w)
 	if len(q.waiters) == 1 {
 		q.armLocked(now)
@@ -290,30 +293,17 @@ func (q *Queue) wait(ctx context.Context, cost, slack int64) error {
 	return ctx.Err()
 }
 
-// Run is a worker loop: it waits for a slot of the given cost, calls fn, and repeats.
-// It returns nil when the Queue is closed or shut down, ctx.Err() when ctx ends,
-// fn's error if fn fails, and the error of Wait otherwise (a *LimitError or
-// *QueueFullError if Config bounds are too tight for the loop). The slot is taken
-// before fn is called, so fn runs at most at the Queue's rate, shared with every
-// other caller of the Queue.
-//
-// Unlike separate Wait calls, a Run loop is one continuous consumer: if the loop
-// comes back up to 10 ms late (fn was slow, or the goroutine was descheduled), the
-// items it missed are caught up at once rather than lost, so the loop keeps the
-// Queue's rate on a busy machine. A pause longer than that restarts the schedule.
-// The catch-up is at most 10 ms worth of items on top of Burst.
-func (q *Queue) Run(ctx context.Context, cost int64, fn func(context.Context) error) error {
-	for {
-		if err := q.wait(ctx, cost, maxLag); err != nil {
-			if errors.Is(err, ErrClosed) {
-				return nil
-			}
-			return err
-		}
-		if err := fn(ctx); err != nil {
-			return err
-		}
+// Do waits for one slot of weight n as Wait does, then calls fn(ctx) once and
+// returns its error. If Wait fails (ctx.Err(), ErrClosed, or a *RejectError), Do
+// returns that error without calling fn. The slot is taken before fn is called,
+// so calls to fn start at most at the Queue's rate, shared with every other caller
+// of the Queue; how long fn runs is not limited (pair the Queue with a semaphore
+// for that). A worker that starts jobs one after another calls Do once per job.
+func (q *Queue) Do(ctx context.Context, n int64, fn func(context.Context) error) error {
+	if err := q.Wait(ctx, n); err != nil {
+		return err
 	}
+	return fn(ctx)
 }
 
 // releaseDueLocked releases, in order, every waiter whose slot is at or before now.
@@ -418,7 +408,7 @@ func (q *Queue) rescheduleLocked(i int, prev vtime) {
 			start = vtime{ns: w.arrival}
 		}
 		w.slot = max(w.arrival, start.ns-q.tau)
-		w.end = q.after(start, w.cost)
+		w.end = q.after(start, w.n)
 		prev = w.end
 	}
 }
@@ -442,7 +432,7 @@ func (q *Queue) giveBackLocked(w *waiter) {
 		if t.ns < b.arrival {
 			t = vtime{ns: b.arrival}
 		}
-		t = q.after(t, b.cost)
+		t = q.after(t, b.n)
 	}
 	clear(q.batch[len(kept):])
 	q.batch = kept
@@ -514,7 +504,7 @@ func (q *Queue) Stats() Stats {
 	}
 	s.Waiting = len(q.waiters)
 	for _, w := range q.waiters {
-		s.Backlog += w.cost
+		s.Backlog += w.n
 	}
 	now := q.now()
 	start := q.tat

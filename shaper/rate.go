@@ -8,7 +8,7 @@ import (
 // A Rate is Count events per Period: Rate{Count: 5, Period: time.Second} is five
 // events a second, Rate{Count: 1, Period: time.Minute} one a minute. A Rate says how
 // fast events are released or admitted in the long run; how many may pass at once
-// is a separate number (Config.Burst for a Queue, Limit.Burst for the meters), so
+// is a separate number (QueueConfig.Burst for a Queue, Limit.Burst for the meters), so
 // the two are never confused as they are in x/time/rate.
 //
 // The zero Rate admits nothing.
@@ -117,13 +117,13 @@ type Decision struct {
 	Limit Limit
 }
 
-// Err returns nil if d.Allowed, and otherwise a *[LimitError] carrying d.RetryAfter,
+// Err returns nil if d.Allowed, and otherwise a *[RejectError] carrying d.RetryAfter,
 // so a denial can travel as an error (errors.Is(err, ErrLimited)).
 func (d Decision) Err() error {
 	if d.Allowed {
 		return nil
 	}
-	return &LimitError{Delay: d.RetryAfter}
+	return limited(d.RetryAfter)
 }
 
 // micros converts µs to a Duration.

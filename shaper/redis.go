@@ -139,9 +139,9 @@ func newLocal(kind algoKind, lim Limit) localMeter {
 // the token bucket, after max(60 s, twice the time to fill it), as in the seed).
 //
 // Invalid calls (a negative cost panics; a cost above the burst returns a
-// *CostError) are refused before any round trip.
+// *RejectError) are refused before any round trip.
 //
-// The zero RedisMeter refuses every call with ErrNeverAllowed; use
+// The zero RedisMeter refuses every call with ErrTooLarge; use
 // [NewRedisMeter] or one of its siblings. A RedisMeter is safe for concurrent
 // use by multiple goroutines. Its constructors do no I/O and start no goroutine.
 type RedisMeter struct {
@@ -332,11 +332,11 @@ func (m *RedisMeter) Allow(ctx context.Context, key string) (Decision, error) {
 
 // AllowN decides in Redis whether an event of cost n for key may happen now, and
 // records it if so. A denial is a Decision with Allowed false and an error of nil
-// (use [Decision.Err] to turn it into a *LimitError). A cost of zero reports the
+// (use [Decision.Err] to turn it into a *RejectError). A cost of zero reports the
 // state without recording anything.
 //
 // It returns, without any round trip: ctx.Err() if ctx is already done; a
-// *CostError (ErrNeverAllowed) if n exceeds the burst (or window count); and it
+// *RejectError (ErrTooLarge) if n exceeds the burst (or window count); and it
 // panics if n is negative. When Redis cannot answer, the result depends on
 // RedisConfig.Policy (see there). Other Redis errors are returned wrapped, with
 // a zero Decision; a caller's cancellation returns ctx.Err().
@@ -346,10 +346,10 @@ func (m *RedisMeter) AllowN(ctx context.Context, key string, n int64) (Decision,
 	}
 	rl := m.lim.Load()
 	if rl == nil {
-		return Decision{}, &CostError{Cost: n, Max: 0}
+		return Decision{}, tooLarge()
 	}
 	if n > rl.max {
-		return Decision{Limit: rl.lim}, &CostError{Cost: n, Max: rl.max}
+		return Decision{Limit: rl.lim}, tooLarge()
 	}
 	c := call{m: m, rl: rl, key: key, n: n}
 	var fallback func(context.Context) (result, error)

@@ -337,7 +337,7 @@ func TestLeaseScriptContract(t *testing.T) {
 func TestReserveScriptContract(t *testing.T) {
 	db := redistest.Connect(t)
 	var now int64 = 1_700_000_000_000_000
-	q := NewRedisQueue(db.Client, "q", PerSecond(10), Config{Burst: 2, MaxDelay: 150 * time.Millisecond}, RedisConfig{Prefix: db.Prefix})
+	q := NewRedisQueue(db.Client, "q", PerSecond(10), QueueConfig{Burst: 2, MaxWait: 150 * time.Millisecond}, RedisConfig{Prefix: db.Prefix})
 	ctx := context.Background()
 	reserve := func(n, maxwait int64) [3]int64 {
 		var out [7]int64

@@ -40,7 +40,7 @@ func limitFor(window bool, count int64, period time.Duration, burst int64) shape
 }
 
 // TestRedisMeterRefusesInvalidBeforeRoundTrip: a cost above the burst is a
-// *CostError (ErrNeverAllowed, no RetryAfter), a done context is ctx.Err(), and
+// *RejectError (ErrTooLarge, no RetryAfter), a done context is ctx.Err(), and
 // neither makes a round trip; a negative cost and invalid configurations panic.
 func TestRedisMeterRefusesInvalidBeforeRoundTrip(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
@@ -50,9 +50,8 @@ func TestRedisMeterRefusesInvalidBeforeRoundTrip(t *testing.T) {
 	for _, a := range algos {
 		m := a.new(rdb, limitFor(a.window, 5, time.Second, 5), shaper.RedisConfig{})
 		_, err := m.AllowN(context.Background(), "k", 6)
-		var ce *shaper.CostError
-		if !errors.As(err, &ce) || !errors.Is(err, shaper.ErrNeverAllowed) || ce.Cost != 6 || ce.Max != 5 {
-			t.Errorf("%s: AllowN(6) with burst 5: err = %v, want *CostError{6, 5}", a.name, err)
+		if re, ok := errors.AsType[*shaper.RejectError](err); !ok || !errors.Is(err, shaper.ErrTooLarge) || re.RetryAfter() != 0 {
+			t.Errorf("%s: AllowN(6) with burst 5: err = %v, want ErrTooLarge with RetryAfter 0", a.name, err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
@@ -75,8 +74,8 @@ func TestRedisMeterRefusesInvalidBeforeRoundTrip(t *testing.T) {
 		shaper.NewRedisFixedWindow(rdb, shaper.Limit{Rate: shaper.PerSecond(5), Burst: 3}, shaper.RedisConfig{})
 	})
 	var zero shaper.RedisMeter
-	if _, err := zero.AllowN(context.Background(), "k", 1); !errors.Is(err, shaper.ErrNeverAllowed) {
-		t.Errorf("zero RedisMeter: err = %v, want ErrNeverAllowed", err)
+	if _, err := zero.AllowN(context.Background(), "k", 1); !errors.Is(err, shaper.ErrTooLarge) {
+		t.Errorf("zero RedisMeter: err = %v, want ErrTooLarge", err)
 	}
 }
 
@@ -431,7 +430,7 @@ func TestRedisCluster(t *testing.T) {
 	}
 	// The fleet queue and leases, on keys of every node.
 	for k := range 6 {
-		q := shaper.NewRedisQueue(c.Client, fmt.Sprint("jobs-", k), shaper.PerSecond(100), shaper.Config{Burst: 2},
+		q := shaper.NewRedisQueue(c.Client, fmt.Sprint("jobs-", k), shaper.PerSecond(100), shaper.QueueConfig{Burst: 2},
 			shaper.RedisConfig{CallTimeout: time.Second})
 		for range 3 {
 			if err := q.Wait(ctx, 1); err != nil {
@@ -542,17 +541,17 @@ func TestRedisQueuePolicies(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer rdb.Close()
 	ctx := context.Background()
-	closed := shaper.NewRedisQueue(rdb, "q", shaper.PerSecond(10), shaper.Config{}, shaper.RedisConfig{})
+	closed := shaper.NewRedisQueue(rdb, "q", shaper.PerSecond(10), shaper.QueueConfig{}, shaper.RedisConfig{})
 	if err := closed.Wait(ctx, 1); !errors.Is(err, breaker.ErrUnavailable) {
 		t.Errorf("FailClosed: %v, want ErrUnavailable", err)
 	}
-	open := shaper.NewRedisQueue(rdb, "q", shaper.PerSecond(10), shaper.Config{}, shaper.RedisConfig{Policy: breaker.FailOpen})
+	open := shaper.NewRedisQueue(rdb, "q", shaper.PerSecond(10), shaper.QueueConfig{}, shaper.RedisConfig{Policy: breaker.FailOpen})
 	for range 3 {
 		if err := open.Wait(ctx, 1); err != nil {
 			t.Errorf("FailOpen: %v", err)
 		}
 	}
-	local := shaper.NewRedisQueue(rdb, "q", shaper.PerSecond(10), shaper.Config{}, shaper.RedisConfig{Policy: breaker.FailLocal,
+	local := shaper.NewRedisQueue(rdb, "q", shaper.PerSecond(10), shaper.QueueConfig{}, shaper.RedisConfig{Policy: breaker.FailLocal,
 		LocalLimit: shaper.Limit{Rate: shaper.PerSecond(20), Burst: 1}})
 	defer local.Close()
 	start := time.Now()

@@ -11,11 +11,11 @@ import (
 // the same instant gives its slot back; the schedule is recomputed from before the
 // batch over the other members only.
 func TestCancelRaceBatchGiveBack(t *testing.T) {
-	q := NewQueue(PerSecond(5), Config{}) // T = 200ms
+	q := NewQueue(PerSecond(5), QueueConfig{}) // T = 200ms
 	const T = int64(200 * time.Millisecond)
-	a := &waiter{cost: 1, arrival: 0}
-	b := &waiter{cost: 2, arrival: 0}
-	c := &waiter{cost: 1, arrival: 0}
+	a := &waiter{n: 1, arrival: 0}
+	b := &waiter{n: 2, arrival: 0}
+	c := &waiter{n: 1, arrival: 0}
 	q.batchSeq = 7
 	q.batchTat = vtime{ns: 1000}
 	for _, w := range []*waiter{a, b, c} {
@@ -34,7 +34,7 @@ func TestCancelRaceBatchGiveBack(t *testing.T) {
 	}
 
 	// A waiter from an older batch cannot give back: later items used its slot.
-	old := &waiter{cost: 1, state: granted, batch: 6}
+	old := &waiter{n: 1, state: granted, batch: 6}
 	q.giveBackLocked(old)
 	if want := (vtime{ns: 1000 + 2*T}); q.tat != want {
 		t.Errorf("tat after an old give-back = %v, want unchanged %v", q.tat, want)
@@ -44,7 +44,7 @@ func TestCancelRaceBatchGiveBack(t *testing.T) {
 // TestVtimeExact: the schedule keeps fractions of a nanosecond exactly: three
 // million items at 3/s end exactly one million seconds later.
 func TestVtimeExact(t *testing.T) {
-	q := NewQueue(Rate{Count: 3, Period: time.Second}, Config{})
+	q := NewQueue(Rate{Count: 3, Period: time.Second}, QueueConfig{})
 	v := vtime{}
 	for range 3_000_000 {
 		v = q.after(v, 1)

@@ -27,7 +27,7 @@ import "time"
 // where now₀ is the call's own time: a call dated before the newest entry is
 // decided at that entry's time and told the whole wait from its own.
 //
-// The zero SlidingLog rejects every call with ErrNeverAllowed; use [NewSlidingLog].
+// The zero SlidingLog rejects every call with ErrTooLarge; use [NewSlidingLog].
 // A SlidingLog is safe for concurrent use by multiple goroutines.
 type SlidingLog struct {
 	c core[slState, slAlgo, *slAlgo]
@@ -47,7 +47,7 @@ func NewSlidingLog(lim Limit) *SlidingLog {
 func (m *SlidingLog) Allow(key string) bool { return m.c.allow1(key) }
 
 // AllowN logs n events for key if they fit in the rolling window. It returns a
-// *CostError (ErrNeverAllowed) if n > Rate.Count.
+// *RejectError (ErrTooLarge) if n > Rate.Count.
 func (m *SlidingLog) AllowN(key string, n int64) (Decision, error) {
 	return m.c.allowN(key, m.c.clock.nowUS(), n)
 }

@@ -34,7 +34,7 @@ import "time"
 // time. retry and reset count from the call's own time, so a call dated before
 // the last one is told the whole wait.
 //
-// The zero TokenBucket rejects every call with ErrNeverAllowed; use
+// The zero TokenBucket rejects every call with ErrTooLarge; use
 // [NewTokenBucket]. A TokenBucket is safe for concurrent use by multiple goroutines.
 type TokenBucket struct {
 	c core[tbState, tbAlgo, *tbAlgo]
@@ -52,8 +52,8 @@ func NewTokenBucket(lim Limit) *TokenBucket {
 // Allow reports whether one token for key is available now, and takes it if so.
 func (m *TokenBucket) Allow(key string) bool { return m.c.allow1(key) }
 
-// AllowN takes n tokens for key if they are available now. It returns a *CostError
-// (ErrNeverAllowed) if n exceeds the capacity.
+// AllowN takes n tokens for key if they are available now. It returns a *RejectError
+// (ErrTooLarge) if n exceeds the capacity.
 func (m *TokenBucket) AllowN(key string, n int64) (Decision, error) {
 	return m.c.allowN(key, m.c.clock.nowUS(), n)
 }

@@ -23,7 +23,7 @@ import "time"
 // where now₀ is the call's own time: a call dated before the window's start is
 // decided in that window and told the whole wait.
 //
-// The zero FixedWindow rejects every call with ErrNeverAllowed; use
+// The zero FixedWindow rejects every call with ErrTooLarge; use
 // [NewFixedWindow]. A FixedWindow is safe for concurrent use by multiple goroutines.
 type FixedWindow struct {
 	c core[fwState, fwAlgo, *fwAlgo]
@@ -43,7 +43,7 @@ func NewFixedWindow(lim Limit) *FixedWindow {
 func (m *FixedWindow) Allow(key string) bool { return m.c.allow1(key) }
 
 // AllowN counts n events for key if they fit in the current window. It returns a
-// *CostError (ErrNeverAllowed) if n > Rate.Count.
+// *RejectError (ErrTooLarge) if n > Rate.Count.
 func (m *FixedWindow) AllowN(key string, n int64) (Decision, error) {
 	return m.c.allowN(key, m.c.clock.nowUS(), n)
 }
@@ -145,7 +145,7 @@ func (a *fwAlgo) report(s *fwState, now, _ int64, ok bool) (remaining, retryUS, 
 // The retry is exact for this decision function (the admission test is linear in
 // e within a window, and the next window starts with prev = cur).
 //
-// The zero SlidingCounter rejects every call with ErrNeverAllowed; use
+// The zero SlidingCounter rejects every call with ErrTooLarge; use
 // [NewSlidingCounter]. A SlidingCounter is safe for concurrent use by multiple
 // goroutines.
 type SlidingCounter struct {
@@ -165,8 +165,8 @@ func NewSlidingCounter(lim Limit) *SlidingCounter {
 // counting it if so.
 func (m *SlidingCounter) Allow(key string) bool { return m.c.allow1(key) }
 
-// AllowN counts n events for key if they fit. It returns a *CostError
-// (ErrNeverAllowed) if n > Rate.Count.
+// AllowN counts n events for key if they fit. It returns a *RejectError
+// (ErrTooLarge) if n > Rate.Count.
 func (m *SlidingCounter) AllowN(key string, n int64) (Decision, error) {
 	return m.c.allowN(key, m.c.clock.nowUS(), n)
 }
