@@ -209,8 +209,8 @@ type layer struct {
 
 type layerCounters struct {
 	admitted, limited, concurrency, unavailable, errors, canceled, degraded atomic.Uint64
-	waits, waitNanos                                                         atomic.Uint64
-	waiting, inFlight                                                        atomic.Int64
+	waits, waitNanos                                                        atomic.Uint64
+	waiting, inFlight                                                       atomic.Int64
 }
 
 // New returns a Bulkhead for cfg. It panics on a programmer error in cfg: a
