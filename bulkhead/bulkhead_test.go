@@ -164,9 +164,9 @@ func TestClientAddr(t *testing.T) {
 		want        string
 	}{
 		{"203.0.113.5:4000", "", nil, "203.0.113.5"},
-		{"203.0.113.5:4000", "1.2.3.4", nil, "203.0.113.5"},       // no trusted proxies: ignored
-		{"203.0.113.5:4000", "1.2.3.4", proxies, "203.0.113.5"},   // peer is not a proxy: ignored
-		{"10.0.0.1:4000", "1.2.3.4", proxies, "1.2.3.4"},          // through a trusted proxy
+		{"203.0.113.5:4000", "1.2.3.4", nil, "203.0.113.5"},                 // no trusted proxies: ignored
+		{"203.0.113.5:4000", "1.2.3.4", proxies, "203.0.113.5"},             // peer is not a proxy: ignored
+		{"10.0.0.1:4000", "1.2.3.4", proxies, "1.2.3.4"},                    // through a trusted proxy
 		{"10.0.0.1:4000", "6.6.6.6, 1.2.3.4, 10.0.0.9", proxies, "1.2.3.4"}, // rightmost untrusted
 		{"10.0.0.1:4000", "garbage", proxies, "10.0.0.1"},
 		{"[::ffff:192.0.2.7]:80", "", nil, "192.0.2.7"},
