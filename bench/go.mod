@@ -4,21 +4,24 @@ go 1.26.0
 
 replace github.com/floodgate-go/floodgate => ../
 
-require github.com/floodgate-go/floodgate v0.0.0-00010101000000-000000000000
+require (
+	github.com/failsafe-go/failsafe-go v0.9.8
+	github.com/floodgate-go/floodgate v0.0.0-00010101000000-000000000000
+	github.com/go-redis/redis_rate/v10 v10.0.1
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/sony/gobreaker/v2 v2.4.0
+	github.com/throttled/throttled/v2 v2.15.0
+	go.uber.org/ratelimit v0.3.1
+	golang.org/x/sync v0.25.0
+	golang.org/x/time v0.16.0
+)
 
 require (
 	github.com/benbjohnson/clock v1.3.0 // indirect
 	github.com/bits-and-blooms/bitset v1.24.4 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f // indirect
-	github.com/failsafe-go/failsafe-go v0.9.8 // indirect
-	github.com/go-redis/redis_rate/v10 v10.0.1 // indirect
-	github.com/redis/go-redis/v9 v9.23.0 // indirect
-	github.com/sony/gobreaker/v2 v2.4.0 // indirect
-	github.com/throttled/throttled/v2 v2.15.0 // indirect
+	github.com/hashicorp/golang-lru v0.5.4 // indirect
+	github.com/influxdata/tdigest v0.0.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
-	go.uber.org/ratelimit v0.3.1 // indirect
-	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
-	golang.org/x/time v0.16.0 // indirect
 )

@@ -1,0 +1,615 @@
+package bulkhead
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/shaper"
+)
+
+// A Rate decides whether key may spend n of a rate limit now. Every local
+// shaper meter and shaper.Limiter (key ignored) have this method, and so do the
+// Redis-backed meters. It returns (d, nil) when admitted; (d, err) when denied,
+// err carrying RetryAfter (d.Err()); and (d, err) when it cannot decide: a cost
+// above the burst, a store failure under FailClosed (breaker.ErrUnavailable),
+// or ctx.Err(). d's Limit, Remaining and ResetAfter feed the RateLimit fields.
+type Rate interface {
+	Admit(ctx context.Context, key string, n int64) (shaper.Decision, error)
+}
+
+// A Gate caps how much runs at once: it runs fn holding weight n, and gives the
+// weight back when fn returns. semaphore.Weighted and distsem.Semaphore are
+// Gates. A Gate that also has TryAcquire(n) bool, Acquire(ctx, n) error and
+// Release(n), as semaphore.Weighted does, is used through those, with no
+// closure and no clock read when there is room.
+type Gate interface {
+	Do(ctx context.Context, n int64, fn func(context.Context) error) error
+}
+
+// A KeyedGate is a Gate per key: "2 at once per tenant". semaphore.Keyed is one
+// (used through its TryAcquire, Acquire and Release, as for a Gate).
+type KeyedGate interface {
+	Do(ctx context.Context, key string, n int64, fn func(context.Context) error) error
+}
+
+// tryGate and tryKeyedGate are the optional fast shapes of Gate and KeyedGate.
+type tryGate interface {
+	TryAcquire(n int64) bool
+	Acquire(ctx context.Context, n int64) error
+	Release(n int64)
+}
+
+type tryKeyedGate interface {
+	TryAcquire(key string, n int64) bool
+	Acquire(ctx context.Context, key string, n int64) error
+	Release(key string, n int64)
+}
+
+// A Layer is one check every request it applies to must pass: a rate, a
+// concurrency gate, or both (rate first), under a key taken from the request's
+// verified Identity.
+type Layer struct {
+	// Name names the layer in errors, Stats and the RateLimit fields. Required,
+	// unique within a Config; a short token such as "tenant" or "export-pdf".
+	Name string
+
+	// Route, if set, limits the layer to requests whose method and path match
+	// it: "[METHOD ]/path", where a segment "{name}" matches any one segment,
+	// a last segment "{name...}" or a trailing "/" matches the rest, and "GET"
+	// also matches HEAD (a subset of http.ServeMux patterns, without host or
+	// precedence: every matching layer applies). If empty, every request.
+	Route string
+
+	// Match, if non-nil, limits the layer further to the requests it accepts.
+	Match func(Request) bool
+
+	// Key returns the key the layer's Rate and KeyedGate count under, from the
+	// verified identity and the request (ByTenant, BySubject, or your own). If
+	// nil, every request shares one key: a global limit. A Key that returns ""
+	// or more than Config.MaxKeyLen bytes refuses the request (ErrInvalidKey).
+	Key func(Identity, Request) string
+
+	// Rate, if non-nil, is checked first. With Tiers, it is the default for
+	// tiers not in the map.
+	Rate Rate
+
+	// Tiers, if non-nil, picks the Rate by the identity's Tier: {"free":
+	// 100/min, "gold": 1000/min}. A tier absent from Tiers uses Rate; if Rate
+	// is nil too, the request is refused with ErrNoPolicy (403 by default).
+	Tiers map[string]Rate
+
+	// Gate or KeyedGate (at most one), if set, is held while the request runs.
+	Gate      Gate
+	KeyedGate KeyedGate
+
+	// N is what one request costs, in the Rate's units and the gate's weight.
+	// If zero, 1. Negative panics in New.
+	N int64
+
+	// MaxWait bounds how long a request waits for the gate, on its own
+	// context. If zero, a request that finds no room is refused at once (a
+	// Gate that has only Do is called with the request's context, and its own
+	// configuration decides). If negative, it waits until its context is done.
+	MaxWait time.Duration
+
+	// Status is the HTTP status of this layer's rate and concurrency
+	// rejections. If zero: 429 Too Many Requests when Key is set (the client's
+	// own quota), 503 Service Unavailable when it is not (global saturation).
+	Status int
+
+	// RetryAfter is the retry delay given for a concurrency rejection when the
+	// gate gave no estimate. If zero, 1s.
+	RetryAfter time.Duration
+}
+
+// DefaultMaxKeyLen is Config.MaxKeyLen's default.
+const DefaultMaxKeyLen = 256
+
+// maxInline is the number of layers an admission tracks without allocating.
+const maxInline = 12
+
+// Config configures a Bulkhead. The zero Config is valid and admits every
+// identified request (no layers).
+type Config struct {
+	// Layers are checked in order; a request passes each layer that applies to
+	// it. Order them from coarse to fine, as in the seed: global cap, tenant
+	// tier quota, route rates, route-per-tenant concurrency.
+	Layers []Layer
+
+	// Anonymous, if true, admits requests without an Identity under an identity
+	// of their own, keyed by the client's address (see ClientAddr and
+	// TrustedProxies) with Tier AnonymousTier, so that anonymous clients are
+	// limited one by one and never pooled with each other or with a tenant.
+	// If false, such requests are refused with ErrNoIdentity (401).
+	Anonymous bool
+
+	// AnonymousTier is the Tier of anonymous identities, for Layer.Tiers. If
+	// empty, "anonymous".
+	AnonymousTier string
+
+	// TrustedProxies are the proxies whose X-Forwarded-For is believed when
+	// finding an anonymous client's address. If empty, X-Forwarded-For is
+	// ignored and the connection's peer address is the client.
+	TrustedProxies []netip.Prefix
+
+	// MaxKeyLen bounds the length of a layer's key. If zero,
+	// DefaultMaxKeyLen.
+	MaxKeyLen int
+
+	// IdentityStatus is the status for ErrNoIdentity and ErrInvalidKey. If
+	// zero, 401 Unauthorized.
+	IdentityStatus int
+
+	// NoPolicyStatus is the status for ErrNoPolicy. If zero, 403 Forbidden.
+	NoPolicyStatus int
+
+	// UnavailableStatus is the status when a layer's store is unavailable and
+	// its policy refuses (breaker.ErrUnavailable). If zero, 503.
+	UnavailableStatus int
+
+	// RateLimitFields, if true, adds the RateLimit and RateLimit-Policy fields
+	// of draft-ietf-httpapi-ratelimit-headers-11 to responses, one list member
+	// per rate layer the request was checked against. Off by default: the
+	// draft is not an RFC and the fields tell clients about your quotas.
+	RateLimitFields bool
+
+	// DegradedHeader, if set, names a response header that lists (comma
+	// separated) the layers whose decision was degraded, that is made by a
+	// fallback while the store was unavailable (FailOpen or FailLocal). For
+	// operators; off by default.
+	DegradedHeader string
+
+	// Render, if non-nil, writes rejection responses instead of the default
+	// JSON body. It is called before anything is written; Retry-After and the
+	// RateLimit fields are already set on w's header. It must not write
+	// err.Error() to the client.
+	Render func(w http.ResponseWriter, r *http.Request, err *RejectError)
+}
+
+// Bulkhead admits requests through ordered layers of rates and concurrency
+// gates. Use New; a zero Bulkhead admits every identified request. A Bulkhead
+// is safe for simultaneous use by multiple goroutines.
+//
+// (It is not called Policy: in floodgate "policy" is what a store-backed
+// limiter does when the store fails.)
+type Bulkhead struct {
+	layers        []layer
+	anonymous     bool
+	anonTier      string
+	trusted       []netip.Prefix
+	maxKeyLen     int
+	identStatus   int
+	noPolicyStat  int
+	unavailStatus int
+	rateFields    bool
+	degradedHdr   string
+	render        func(http.ResponseWriter, *http.Request, *RejectError)
+
+	noIdentity atomic.Uint64
+	invalidKey atomic.Uint64
+	noPolicy   atomic.Uint64
+	unmatched  atomic.Uint64
+}
+
+type layer struct {
+	Layer
+	route    *route
+	tryGate  tryGate
+	tryKeyed tryKeyedGate
+	n        int64
+	status   int
+	retry    time.Duration
+	stats    layerCounters
+}
+
+type layerCounters struct {
+	admitted, limited, concurrency, unavailable, errors, canceled, degraded atomic.Uint64
+	waits, waitNanos                                                        atomic.Uint64
+	waiting, inFlight                                                       atomic.Int64
+}
+
+// New returns a Bulkhead for cfg. It panics on a programmer error in cfg: a
+// layer without a Name or with a duplicate one, with neither a rate nor a gate,
+// with both Gate and KeyedGate, with a negative N, or with a malformed Route.
+func New(cfg Config) *Bulkhead {
+	b := &Bulkhead{
+		anonymous:     cfg.Anonymous,
+		anonTier:      cmp(cfg.AnonymousTier, "anonymous"),
+		trusted:       append([]netip.Prefix(nil), cfg.TrustedProxies...),
+		maxKeyLen:     cmp(cfg.MaxKeyLen, DefaultMaxKeyLen),
+		identStatus:   cmp(cfg.IdentityStatus, http.StatusUnauthorized),
+		noPolicyStat:  cmp(cfg.NoPolicyStatus, http.StatusForbidden),
+		unavailStatus: cmp(cfg.UnavailableStatus, http.StatusServiceUnavailable),
+		rateFields:    cfg.RateLimitFields,
+		degradedHdr:   cfg.DegradedHeader,
+		render:        cfg.Render,
+		layers:        make([]layer, len(cfg.Layers)),
+	}
+	seen := make(map[string]bool)
+	for i, l := range cfg.Layers {
+		what := "bulkhead: layer " + l.Name + ": "
+		switch {
+		case l.Name == "":
+			panic("bulkhead: layer without a Name")
+		case seen[l.Name]:
+			panic(what + "duplicate Name")
+		case l.Rate == nil && l.Tiers == nil && l.Gate == nil && l.KeyedGate == nil:
+			panic(what + "no Rate, Tiers, Gate or KeyedGate")
+		case l.Gate != nil && l.KeyedGate != nil:
+			panic(what + "both Gate and KeyedGate")
+		case l.N < 0:
+			panic(what + "negative N")
+		}
+		seen[l.Name] = true
+		tiers := make(map[string]Rate, len(l.Tiers))
+		for k, v := range l.Tiers {
+			tiers[k] = v
+		}
+		if l.Tiers == nil {
+			tiers = nil
+		}
+		l.Tiers = tiers
+		ly := &b.layers[i]
+		ly.Layer = l
+		ly.n = cmp(l.N, 1)
+		ly.retry = cmp(l.RetryAfter, time.Second)
+		ly.status = l.Status
+		if ly.status == 0 {
+			ly.status = http.StatusServiceUnavailable
+			if l.Key != nil {
+				ly.status = http.StatusTooManyRequests
+			}
+		}
+		if l.Route != "" {
+			ly.route = parseRoute(l.Name, l.Route)
+		}
+		ly.tryGate, _ = l.Gate.(tryGate)
+		ly.tryKeyed, _ = l.KeyedGate.(tryKeyedGate)
+	}
+	return b
+}
+
+func cmp[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// A step is one applicable layer of one admission.
+type step struct {
+	l    *layer
+	key  string
+	rate Rate
+	d    shaper.Decision
+	hasD bool
+	held bool // gate acquired through the fast shape, to be released
+}
+
+// plan is an admission's applicable layers, on the caller's stack: the first
+// maxInline inline (no slice into itself, which would make it escape), the
+// rest in extra.
+type plan struct {
+	n      int
+	inline [maxInline]step
+	extra  []step
+}
+
+func (p *plan) len() int { return p.n }
+
+func (p *plan) at(i int) *step {
+	if i < maxInline {
+		return &p.inline[i]
+	}
+	return &p.extra[i-maxInline]
+}
+
+func (p *plan) add(s step) {
+	if p.n < maxInline {
+		p.inline[p.n] = s
+	} else {
+		p.extra = append(p.extra, s)
+	}
+	p.n++
+}
+
+// an invocation is what runs once every layer admitted: fn, or an HTTP handler.
+type invocation struct {
+	fn func(context.Context) error
+	h  http.Handler
+	w  http.ResponseWriter
+	r  *http.Request
+	// ran is set when h is called: after that the response is h's.
+	ran bool
+}
+
+// Do runs fn if req passes every layer that applies to it, holding the layers'
+// gates until fn returns (or panics), and returns fn's error. The identity is
+// IdentityFrom(ctx). If the request is refused, Do returns a *RejectError
+// without calling fn; if ctx ends while waiting for a gate, ctx.Err(). Rate
+// quota taken by earlier layers stays spent when a later layer refuses (see the
+// package doc); gate weight is always given back.
+func (b *Bulkhead) Do(ctx context.Context, req Request, fn func(context.Context) error) error {
+	var p plan
+	if err := b.prepare(ctx, req, &p); err != nil {
+		return err
+	}
+	return b.exec(ctx, &p, 0, &invocation{fn: fn})
+}
+
+// prepare resolves the identity and the applicable layers' keys and rates,
+// refusing bad input before any layer is charged.
+func (b *Bulkhead) prepare(ctx context.Context, req Request, p *plan) *RejectError {
+	id, ok := IdentityFrom(ctx)
+	if !ok {
+		if !b.anonymous || req.HTTP == nil {
+			b.noIdentity.Add(1)
+			return &RejectError{Reason: ReasonIdentity, Status: b.identStatus, Err: ErrNoIdentity}
+		}
+		a := ClientAddr(req.HTTP, b.trusted)
+		if !a.IsValid() {
+			b.noIdentity.Add(1)
+			return &RejectError{Reason: ReasonIdentity, Status: b.identStatus, Err: ErrNoIdentity}
+		}
+		key := "addr:" + a.String()
+		id = Identity{Tenant: key, Subject: key, Tier: b.anonTier, Anonymous: true}
+	}
+	for i := range b.layers {
+		l := &b.layers[i]
+		if l.route != nil && !l.route.match(req.Method, req.Path) || l.Match != nil && !l.Match(req) {
+			continue
+		}
+		s := step{l: l, rate: l.Rate}
+		if l.Key != nil {
+			s.key = l.Key(id, req)
+			if s.key == "" || len(s.key) > b.maxKeyLen {
+				b.invalidKey.Add(1)
+				return &RejectError{Layer: l.Name, Reason: ReasonIdentity, Status: b.identStatus, Err: ErrInvalidKey}
+			}
+		}
+		if l.Tiers != nil {
+			if r, ok := l.Tiers[id.Tier]; ok {
+				s.rate = r
+			} else if l.Rate == nil {
+				b.noPolicy.Add(1)
+				return &RejectError{Layer: l.Name, Reason: ReasonNoPolicy, Status: b.noPolicyStat, Err: ErrNoPolicy}
+			}
+		}
+		p.add(s)
+	}
+	if p.len() == 0 {
+		b.unmatched.Add(1)
+	}
+	return nil
+}
+
+// exec passes steps[i:] and then runs inv. It releases, when it returns or
+// panics, the fast-shape gates it acquired itself.
+func (b *Bulkhead) exec(ctx context.Context, p *plan, i int, inv *invocation) error {
+	first := i
+	defer func() {
+		for j := i - 1; j >= first; j-- {
+			if s := p.at(j); s.held {
+				s.held = false
+				if s.l.tryKeyed != nil {
+					s.l.tryKeyed.Release(s.key, s.l.n)
+				} else {
+					s.l.tryGate.Release(s.l.n)
+				}
+				s.l.stats.inFlight.Add(-1)
+			}
+		}
+	}()
+	for ; i < p.len(); i++ {
+		s := p.at(i)
+		l := s.l
+		if s.rate != nil {
+			d, err := s.rate.Admit(ctx, s.key, l.n)
+			s.d, s.hasD = d, true
+			if degraded(d) {
+				l.stats.degraded.Add(1)
+			}
+			if err != nil {
+				return b.rateError(ctx, l, err)
+			}
+		}
+		switch {
+		case l.tryGate != nil || l.tryKeyed != nil:
+			if err := b.acquire(ctx, s); err != nil {
+				return err
+			}
+			s.held = true
+			l.stats.inFlight.Add(1)
+		case l.Gate != nil || l.KeyedGate != nil:
+			i++
+			return b.execDo(ctx, p, i, inv)
+		}
+		l.stats.admitted.Add(1)
+	}
+	return inv.call(ctx, b, p)
+}
+
+// execDo passes step i-1 through its Do-only gate, running the rest inside.
+// The plan and invocation are copied so that only this path allocates.
+func (b *Bulkhead) execDo(ctx context.Context, p *plan, i int, inv *invocation) error {
+	s := p.at(i - 1)
+	l := s.l
+	hp := new(plan)
+	*hp = *p
+	hp.extra = append([]step(nil), p.extra...)
+	hinv := *inv
+	// MaxWait bounds the wait, not the run: the gate gets a context that a
+	// timer cancels only if fn has not started by then. state: 0 waiting,
+	// 1 started, 2 timed out.
+	var state atomic.Int32
+	gctx := ctx
+	if l.MaxWait > 0 {
+		var cancel context.CancelFunc
+		gctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		t := time.AfterFunc(l.MaxWait, func() {
+			if state.CompareAndSwap(0, 2) {
+				cancel()
+			}
+		})
+		defer t.Stop()
+	}
+	start := time.Now()
+	l.stats.waiting.Add(1)
+	inner := func(ctx context.Context) error {
+		if !state.CompareAndSwap(0, 1) {
+			return ErrMaxWait // granted just as the wait timed out: give it back
+		}
+		l.waited(start)
+		l.stats.admitted.Add(1)
+		l.stats.inFlight.Add(1)
+		defer l.stats.inFlight.Add(-1)
+		return b.exec(ctx, hp, i, &hinv)
+	}
+	var err error
+	if l.KeyedGate != nil {
+		err = l.KeyedGate.Do(gctx, s.key, l.n, inner)
+	} else {
+		err = l.Gate.Do(gctx, l.n, inner)
+	}
+	if state.Load() != 1 {
+		l.waited(start)
+	}
+	switch {
+	case state.Load() == 1:
+		if hinv.ran {
+			// The handler has answered; an error the gate reports after it
+			// (a lost lease, a failed release) cannot change the response.
+			return nil
+		}
+		return err
+	case state.Load() == 2:
+		err = ErrMaxWait
+	}
+	return b.gateError(ctx, l, err)
+}
+
+// acquire takes step s's gate through its fast shape: TryAcquire, then, if
+// MaxWait allows, a bounded Acquire.
+func (b *Bulkhead) acquire(ctx context.Context, s *step) error {
+	l := s.l
+	if l.tryKeyed != nil {
+		if l.tryKeyed.TryAcquire(s.key, l.n) {
+			return nil
+		}
+	} else if l.tryGate.TryAcquire(l.n) {
+		return nil
+	}
+	if l.MaxWait == 0 {
+		l.stats.concurrency.Add(1)
+		return &RejectError{Layer: l.Name, Reason: ReasonConcurrency, Status: l.status, Delay: l.retry, Err: ErrMaxWait}
+	}
+	wctx := ctx
+	if l.MaxWait > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, l.MaxWait)
+		defer cancel()
+	}
+	l.stats.waiting.Add(1)
+	start := time.Now()
+	var err error
+	if l.tryKeyed != nil {
+		err = l.tryKeyed.Acquire(wctx, s.key, l.n)
+	} else {
+		err = l.tryGate.Acquire(wctx, l.n)
+	}
+	l.waited(start)
+	if err == nil {
+		return nil
+	}
+	if wctx != ctx && wctx.Err() != nil && ctx.Err() == nil {
+		err = ErrMaxWait // our bound, not the caller's
+	}
+	return b.gateError(ctx, l, err)
+}
+
+// waited records the end of a wait that began at start.
+func (l *layer) waited(start time.Time) {
+	l.stats.waiting.Add(-1)
+	l.stats.waits.Add(1)
+	l.stats.waitNanos.Add(uint64(time.Since(start)))
+}
+
+// gateError turns a gate's refusal into the admission's error: ctx.Err() if
+// the request's own context ended, else a *RejectError.
+func (b *Bulkhead) gateError(ctx context.Context, l *layer, err error) error {
+	if ctx.Err() != nil {
+		l.stats.canceled.Add(1)
+		return ctx.Err()
+	}
+	if errors.Is(err, breaker.ErrUnavailable) {
+		l.stats.unavailable.Add(1)
+		return &RejectError{Layer: l.Name, Reason: ReasonUnavailable, Status: b.unavailStatus, Delay: retryAfter(err, l.retry), Err: err}
+	}
+	var ra interface{ RetryAfter() time.Duration }
+	if err != ErrMaxWait && !errors.As(err, &ra) {
+		l.stats.errors.Add(1)
+		return &RejectError{Layer: l.Name, Reason: ReasonError, Status: http.StatusInternalServerError, Err: err}
+	}
+	l.stats.concurrency.Add(1)
+	return &RejectError{Layer: l.Name, Reason: ReasonConcurrency, Status: l.status, Delay: retryAfter(err, l.retry), Err: err}
+}
+
+// rateError turns a Rate's error into the admission's error.
+func (b *Bulkhead) rateError(ctx context.Context, l *layer, err error) error {
+	switch {
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		l.stats.canceled.Add(1)
+		return err
+	case errors.Is(err, breaker.ErrUnavailable):
+		l.stats.unavailable.Add(1)
+		return &RejectError{Layer: l.Name, Reason: ReasonUnavailable, Status: b.unavailStatus, Delay: retryAfter(err, l.retry), Err: err}
+	case errors.Is(err, shaper.ErrLimited):
+		l.stats.limited.Add(1)
+		return &RejectError{Layer: l.Name, Reason: ReasonLimited, Status: l.status, Delay: retryAfter(err, l.retry), Err: err}
+	default: // too large for the meter, or a failure its policy did not resolve
+		l.stats.errors.Add(1)
+		return &RejectError{Layer: l.Name, Reason: ReasonError, Status: http.StatusInternalServerError, Err: err}
+	}
+}
+
+// retryAfter returns err's RetryAfter, or def when it has none or it is 0.
+func retryAfter(err error, def time.Duration) time.Duration {
+	var ra interface{ RetryAfter() time.Duration }
+	if errors.As(err, &ra) {
+		if d := ra.RetryAfter(); d > 0 {
+			return d
+		}
+	}
+	return def
+}
+
+// degraded reports whether d was made by a fallback while the store was
+// unavailable.
+//
+// TODO(merge): return d.Degraded once shaper.Decision has the field (being
+// added alongside the breaker policies); until then no decision is degraded.
+func degraded(d shaper.Decision) bool {
+	_ = d
+	return false
+}
+
+func (inv *invocation) call(ctx context.Context, b *Bulkhead, p *plan) error {
+	if inv.fn != nil {
+		return inv.fn(ctx)
+	}
+	b.writeFields(inv.w, p, nil)
+	inv.ran = true
+	r := inv.r
+	if ctx != r.Context() {
+		r = r.WithContext(ctx)
+	}
+	inv.h.ServeHTTP(inv.w, r)
+	return nil
+}

@@ -1,0 +1,152 @@
+package bulkhead
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Handler returns a handler that admits each request through b's layers
+// before calling h, holding the layers' gates until h returns or panics. The
+// request's Identity comes from its context (see WithIdentity), so Handler
+// goes inside the authentication middleware.
+//
+// A refused request gets the RejectError's Status (see Layer.Status and the
+// Config statuses) with Retry-After in whole seconds, rounded up and at least 1
+// whenever there is a delay, and the JSON body
+//
+//	{"error":"too_many_requests","message":"Quota exceeded. Retry in 12s.","retry_after_seconds":12}
+//
+// or whatever Config.Render writes. The error's text never reaches the client.
+// A request whose context ends while it waits for a gate (the client went
+// away) gets 503 with no body. Used as a method value, b.Handler is a
+// func(http.Handler) http.Handler.
+func (b *Bulkhead) Handler(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p plan
+		ctx := r.Context()
+		req := Request{Method: r.Method, Path: r.URL.Path, HTTP: r}
+		var err error
+		if rerr := b.prepare(ctx, req, &p); rerr != nil {
+			err = rerr
+		} else {
+			err = b.exec(ctx, &p, 0, &invocation{h: h, w: w, r: r})
+		}
+		if err == nil {
+			return
+		}
+		rerr, ok := err.(*RejectError)
+		if !ok {
+			// The request's context ended while it waited: nobody may be
+			// listening, and there is nothing useful to say.
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		b.writeFields(w, &p, rerr)
+		if b.render != nil {
+			b.render(w, r, rerr)
+			return
+		}
+		writeBody(w, rerr)
+	})
+}
+
+// retrySeconds is d in whole seconds, rounded up: never 0 for a delay.
+func retrySeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// writeFields sets Retry-After (on a rejection), the RateLimit fields and the
+// degraded header on w, before anything is written.
+func (b *Bulkhead) writeFields(w http.ResponseWriter, p *plan, rerr *RejectError) {
+	if rerr != nil {
+		if s := retrySeconds(rerr.Delay); s > 0 {
+			w.Header().Set("Retry-After", strconv.FormatInt(s, 10))
+		}
+	}
+	if b.rateFields {
+		var pol, cur []byte
+		for i := range p.len() {
+			s := p.at(i)
+			if !s.hasD {
+				continue
+			}
+			if pol != nil {
+				pol, cur = append(pol, ", "...), append(cur, ", "...)
+			}
+			// draft-ietf-httpapi-ratelimit-headers-11: RateLimit-Policy is a List
+			// of policy items with q (quota) and w (window, seconds); RateLimit a
+			// List of items with r (remaining) and t (seconds until reset).
+			lim := s.d.Limit
+			q := lim.Burst
+			if q == 0 {
+				q = lim.Rate.Count
+			}
+			pol = strconv.AppendQuote(pol, s.l.Name)
+			pol = strconv.AppendInt(append(pol, ";q="...), q, 10)
+			pol = strconv.AppendInt(append(pol, ";w="...), retrySeconds(lim.Rate.Period), 10)
+			cur = strconv.AppendQuote(cur, s.l.Name)
+			cur = strconv.AppendInt(append(cur, ";r="...), max(s.d.Remaining, 0), 10)
+			cur = strconv.AppendInt(append(cur, ";t="...), retrySeconds(max(s.d.ResetAfter, s.d.RetryAfter)), 10)
+		}
+		if pol != nil {
+			w.Header().Set("RateLimit-Policy", string(pol))
+			w.Header().Set("RateLimit", string(cur))
+		}
+	}
+	if b.degradedHdr != "" {
+		var names []string
+		for i := range p.len() {
+			if s := p.at(i); s.hasD && degraded(s.d) {
+				names = append(names, s.l.Name)
+			}
+		}
+		if names != nil {
+			w.Header().Set(b.degradedHdr, strings.Join(names, ", "))
+		}
+	}
+}
+
+// writeBody writes the default JSON rejection body: the seed's shape, with a
+// code and a message chosen from the status, never from the error's text.
+func writeBody(w http.ResponseWriter, e *RejectError) {
+	code, msg := "error", http.StatusText(e.Status)
+	switch e.Status {
+	case http.StatusTooManyRequests:
+		code, msg = "too_many_requests", "Quota exceeded."
+	case http.StatusServiceUnavailable:
+		code, msg = "service_unavailable", "Service temporarily unavailable."
+	case http.StatusUnauthorized:
+		code, msg = "unauthorized", "Authentication required."
+	case http.StatusForbidden:
+		code, msg = "forbidden", "No quota for this client."
+	case http.StatusInternalServerError:
+		code, msg = "internal_error", "Internal server error."
+	}
+	if msg == "" {
+		msg = "Request refused."
+	}
+	secs := retrySeconds(e.Delay)
+	buf := make([]byte, 0, 128)
+	buf = append(buf, `{"error":`...)
+	buf = strconv.AppendQuote(buf, code)
+	buf = append(buf, `,"message":`...)
+	if secs > 0 {
+		msg += " Retry in " + strconv.FormatInt(secs, 10) + "s."
+	}
+	buf = strconv.AppendQuote(buf, msg)
+	if secs > 0 {
+		buf = append(buf, `,"retry_after_seconds":`...)
+		buf = strconv.AppendInt(buf, secs, 10)
+	}
+	buf = append(buf, "}\n"...)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(buf)))
+	w.WriteHeader(e.Status)
+	w.Write(buf)
+}

@@ -1,0 +1,77 @@
+package bulkhead
+
+import "time"
+
+// LayerStats counts what one layer did. Counters are totals since New.
+type LayerStats struct {
+	Name string
+
+	Admitted uint64 // requests that passed the layer
+
+	// Rejections by reason (see Reason).
+	Limited     uint64 // rate denials
+	Concurrency uint64 // no room in the gate within the wait allowed
+	Unavailable uint64 // store unavailable, refused by its policy
+	Errors      uint64 // leaf errors (configuration, unresolved failures)
+	Canceled    uint64 // the request's context ended in the layer
+
+	// Degraded counts rate decisions made by a fallback while the store was
+	// unavailable (admitted or not).
+	Degraded uint64
+
+	InFlight int64         // requests holding the layer's gate now
+	Waiting  int64         // requests waiting for the layer's gate now
+	Waits    uint64        // waits for the gate that ended (granted or not)
+	WaitTime time.Duration // total time of those waits
+}
+
+// Stats is a snapshot of a Bulkhead's counters.
+type Stats struct {
+	Layers []LayerStats // in Config.Layers order
+
+	NoIdentity uint64 // refused with ErrNoIdentity
+	InvalidKey uint64 // refused with ErrInvalidKey
+	NoPolicy   uint64 // refused with ErrNoPolicy
+	Unmatched  uint64 // passed with no layer applying to them
+}
+
+// Stats returns the counters. Each counter is read atomically; the snapshot as
+// a whole is not taken at one instant.
+func (b *Bulkhead) Stats() Stats {
+	st := Stats{
+		Layers:     make([]LayerStats, len(b.layers)),
+		NoIdentity: b.noIdentity.Load(),
+		InvalidKey: b.invalidKey.Load(),
+		NoPolicy:   b.noPolicy.Load(),
+		Unmatched:  b.unmatched.Load(),
+	}
+	for i := range b.layers {
+		l := &b.layers[i]
+		c := &l.stats
+		st.Layers[i] = LayerStats{
+			Name:        l.Name,
+			Admitted:    c.admitted.Load(),
+			Limited:     c.limited.Load(),
+			Concurrency: c.concurrency.Load(),
+			Unavailable: c.unavailable.Load(),
+			Errors:      c.errors.Load(),
+			Canceled:    c.canceled.Load(),
+			Degraded:    c.degraded.Load(),
+			InFlight:    c.inFlight.Load(),
+			Waiting:     c.waiting.Load(),
+			Waits:       c.waits.Load(),
+			WaitTime:    time.Duration(c.waitNanos.Load()),
+		}
+	}
+	return st
+}
+
+// Layer returns the stats of the layer named name, and whether there is one.
+func (st Stats) Layer(name string) (LayerStats, bool) {
+	for _, l := range st.Layers {
+		if l.Name == name {
+			return l, true
+		}
+	}
+	return LayerStats{}, false
+}

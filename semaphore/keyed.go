@@ -1,0 +1,249 @@
+package semaphore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// ErrTooManyKeys: the call named a key that has no semaphore yet, and
+// KeyedConfig.MaxKeys keys are already live, so it was refused at once. Keys
+// with holders or waiters are never evicted to make room.
+var ErrTooManyKeys = errors.New("semaphore: too many keys")
+
+// DefaultMaxKeys is the bound on live keys when KeyedConfig.MaxKeys is zero.
+const DefaultMaxKeys = 1 << 20
+
+// maxFree bounds the idle semaphores a Keyed keeps for reuse.
+const maxFree = 64
+
+// KeyedConfig configures a Keyed. The zero value is a valid KeyedConfig: at most
+// DefaultMaxKeys live keys, and for each key no bound on waiters or wait time
+// beyond the caller's context.
+type KeyedConfig struct {
+	// MaxKeys bounds the number of live keys (keys with holders or waiters). A
+	// call for a new key while MaxKeys keys are live fails at once with
+	// ErrTooManyKeys. If zero, DefaultMaxKeys. If negative, no bound.
+	MaxKeys int
+
+	// MaxWaiters, MaxWait and NoEarlyReject configure each key's semaphore, as
+	// the Config fields of the same names do for a Weighted.
+	MaxWaiters    int
+	MaxWait       time.Duration
+	NoEarlyReject bool
+}
+
+// Keyed is a set of weighted semaphores, one per key, each with the same limit:
+// "at most 2 at once per tenant" for any number of tenants. A key's semaphore is
+// made on its first use and dropped as soon as it has no holders and no
+// waiters, so memory follows the keys in use, not every key ever seen; nothing
+// runs in the background (no goroutine, no timer). A key with holders or
+// waiters is never dropped. Each key is FIFO, with the guarantees and
+// rejections of [Weighted].
+//
+// All keys share one mutex, held for a map lookup and a non-blocking grant or
+// release, never while waiting. Use NewKeyed; a zero Keyed has limit 0 and
+// rejects every Acquire with ErrTooLarge. A Keyed is safe for simultaneous use by
+// multiple goroutines.
+type Keyed struct {
+	limit   int64
+	maxKeys int
+	cfg     Config
+
+	mu sync.Mutex
+	// mu guards:
+	keys     map[string]*keyEntry
+	free     []*keyEntry // idle entries for reuse, at most maxFree
+	inUse    int64
+	waiting  int
+	tooMany  uint64
+	acquired uint64
+}
+
+// keyEntry is one live key. mu guards its fields: it is removed from the map,
+// under mu, when held and waitingN are both zero.
+type keyEntry struct {
+	w        *Weighted
+	held     int64 // weight held by granted callers
+	waitingN int64 // weight asked for by callers inside w.Acquire
+}
+
+// NewKeyed returns a Keyed whose keys each have the given limit. It panics if
+// limit is negative or above MaxCapacity.
+func NewKeyed(limit int64, cfg KeyedConfig) *Keyed {
+	checkCapacity(limit)
+	maxKeys := cfg.MaxKeys
+	if maxKeys == 0 {
+		maxKeys = DefaultMaxKeys
+	}
+	return &Keyed{
+		limit:   limit,
+		maxKeys: maxKeys,
+		cfg:     Config{MaxWaiters: cfg.MaxWaiters, MaxWait: cfg.MaxWait, NoEarlyReject: cfg.NoEarlyReject},
+	}
+}
+
+// Limit returns the limit of every key.
+func (k *Keyed) Limit() int64 { return k.limit }
+
+// entryLocked returns key's entry, making it if absent, or nil if key is new and
+// MaxKeys keys are live.
+func (k *Keyed) entryLocked(key string) *keyEntry {
+	if e := k.keys[key]; e != nil {
+		return e
+	}
+	if k.maxKeys > 0 && len(k.keys) >= k.maxKeys {
+		k.tooMany++
+		return nil
+	}
+	if k.keys == nil {
+		k.keys = make(map[string]*keyEntry)
+	}
+	var e *keyEntry
+	if n := len(k.free); n > 0 {
+		// A semaphore with nothing held and no one queued behaves as a new
+		// one; only its retry-after estimate carries over.
+		e, k.free = k.free[n-1], k.free[:n-1]
+	} else {
+		e = &keyEntry{w: New(k.limit, k.cfg)}
+	}
+	k.keys[key] = e
+	return e
+}
+
+// dropIfIdleLocked removes key's entry if it has no holders and no waiters.
+func (k *Keyed) dropIfIdleLocked(key string, e *keyEntry) {
+	if e.held != 0 || e.waitingN != 0 {
+		return
+	}
+	delete(k.keys, key)
+	if len(k.free) < maxFree {
+		k.free = append(k.free, e)
+	}
+}
+
+// Acquire acquires weight n on key's semaphore, waiting in FIFO order behind
+// that key's earlier callers until it is granted, ctx is done or a bound is hit.
+// On failure it returns, leaving the Keyed unchanged:
+//   - ctx.Err() if ctx is done (checked first, even if the weight is free);
+//   - a *RejectError matching ErrTooLarge at once if n exceeds the limit;
+//   - a *RejectError matching ErrTooManyKeys at once if key is not live and
+//     MaxKeys keys are;
+//   - any rejection of [Weighted.Acquire] under the KeyedConfig.
+//
+// It panics if n <= 0.
+func (k *Keyed) Acquire(ctx context.Context, key string, n int64) error {
+	if n <= 0 {
+		panic("semaphore: acquire of non-positive weight")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if n > k.limit {
+		return &RejectError{Reason: ErrTooLarge}
+	}
+	k.mu.Lock()
+	e := k.entryLocked(key)
+	if e == nil {
+		k.mu.Unlock()
+		return &RejectError{Reason: ErrTooManyKeys}
+	}
+	if e.w.TryAcquire(n) { // never overtakes a queued caller
+		e.held += n
+		k.inUse += n
+		k.acquired++
+		k.mu.Unlock()
+		return nil
+	}
+	e.waitingN += n
+	k.waiting++
+	k.mu.Unlock()
+
+	err := e.w.Acquire(ctx, n)
+
+	k.mu.Lock()
+	e.waitingN -= n
+	k.waiting--
+	if err == nil {
+		e.held += n
+		k.inUse += n
+		k.acquired++
+	} else {
+		k.dropIfIdleLocked(key, e)
+	}
+	k.mu.Unlock()
+	return err
+}
+
+// TryAcquire acquires weight n on key's semaphore without waiting and reports
+// whether it did; on failure the Keyed is unchanged. It fails while callers are
+// queued on key, for a new key while MaxKeys keys are live, and if n exceeds the
+// limit. It panics if n <= 0.
+func (k *Keyed) TryAcquire(key string, n int64) bool {
+	if n <= 0 {
+		panic("semaphore: acquire of non-positive weight")
+	}
+	if n > k.limit {
+		return false
+	}
+	k.mu.Lock()
+	e := k.entryLocked(key)
+	ok := e != nil && e.w.TryAcquire(n)
+	if ok {
+		e.held += n
+		k.inUse += n
+		k.acquired++
+	} else if e != nil {
+		k.dropIfIdleLocked(key, e)
+	}
+	k.mu.Unlock()
+	return ok
+}
+
+// Release releases weight n on key's semaphore, granting that key's queued
+// callers in order; the key is dropped if nothing is left held or queued. It
+// panics if n <= 0 or if more weight is released on key than is held there.
+func (k *Keyed) Release(key string, n int64) {
+	if n <= 0 {
+		panic("semaphore: release of non-positive weight")
+	}
+	k.mu.Lock()
+	e := k.keys[key]
+	if e == nil || e.held < n {
+		k.mu.Unlock()
+		panic("semaphore: released more than held on key")
+	}
+	e.held -= n
+	k.inUse -= n
+	e.w.Release(n) // non-blocking; the Weighted has no hooks
+	k.dropIfIdleLocked(key, e)
+	k.mu.Unlock()
+}
+
+// Do acquires weight n on key, calls fn, and releases the weight when fn
+// returns or panics, so the weight cannot leak. It returns Acquire's error
+// without calling fn, or fn's error. fn receives ctx.
+func (k *Keyed) Do(ctx context.Context, key string, n int64, fn func(context.Context) error) error {
+	if err := k.Acquire(ctx, key, n); err != nil {
+		return err
+	}
+	defer k.Release(key, n)
+	return fn(ctx)
+}
+
+// KeyedStats is a snapshot of a Keyed.
+type KeyedStats struct {
+	Keys     int    // live keys: keys with holders or waiters
+	InUse    int64  // weight held, over all keys
+	Waiting  int    // callers waiting, over all keys
+	Acquired uint64 // grants by Acquire and TryAcquire
+	TooMany  uint64 // calls refused because MaxKeys keys were live
+}
+
+// Stats returns a consistent snapshot of k.
+func (k *Keyed) Stats() KeyedStats {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return KeyedStats{Keys: len(k.keys), InUse: k.inUse, Waiting: k.waiting, Acquired: k.acquired, TooMany: k.tooMany}
+}
