@@ -183,7 +183,9 @@ func (s *Weighted) fitsLocked(n int64) bool { return n <= s.limit-s.cur }
 //
 // If the grant races with ctx being done, the weight is given back and ctx.Err()
 // returned. A weight of 0 is allowed, as in x/sync: it takes nothing, but it
-// still waits behind the callers queued before it. Acquire panics if n < 0.
+// still waits behind the callers queued before it (and, while SetLimit has left
+// more weight in use than the limit, until the weight in use is within it).
+// Acquire panics if n < 0.
 func (s *Weighted) Acquire(ctx context.Context, n int64) error {
 	checkWeight(n)
 	done := ctx.Done()

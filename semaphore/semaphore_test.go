@@ -362,7 +362,7 @@ func TestMaxWaitRacesGrant(t *testing.T) {
 				t.Fatalf("iteration %d: err=%v InUse=%d", i, w.err, st.InUse)
 			}
 			if st.Waiting != 0 {
-				t.Fatalf("Waiters = %d", st.Waiting)
+				t.Fatalf("Waiting = %d", st.Waiting)
 			}
 		})
 	}
