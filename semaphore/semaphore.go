@@ -563,8 +563,11 @@ type Stats struct {
 	Waiting       int   // callers queued in Acquire
 	WaitingWeight int64 // total weight they ask for, at most MaxLimit
 
-	Acquired uint64 // grants by Acquire and TryAcquire, including weight 0
-	Canceled uint64 // Acquire calls that returned because their context was done
+	// Acquired counts grants by Acquire and TryAcquire (weight 0 included),
+	// and Canceled the Acquire calls that returned ctx.Err(); a grant given
+	// back because the context was done at the same moment counts in both.
+	Acquired uint64
+	Canceled uint64
 
 	// Rejections by reason. Failed TryAcquire calls are not counted.
 	RejectedQueueFull uint64
