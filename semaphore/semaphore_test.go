@@ -3,6 +3,7 @@ package semaphore_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -127,6 +128,37 @@ func TestCancelGivesBackRacedGrant(t *testing.T) {
 			}
 			if st.Waiting != 0 {
 				t.Fatalf("Waiting = %d, want 0", st.Waiting)
+			}
+		})
+	}
+}
+
+// The same two orders on one P, so that the waiter runs only after both
+// events and the outcome is fixed: the grant is given back either way. With
+// cancel first, the waiter wakes on ctx and finds itself granted; with Release
+// first, it wakes on the grant and finds ctx done (the check after the grant,
+// as x/sync's).
+func TestCancelGivesBackRacedGrantOneP(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for _, cancelFirst := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			s := semaphore.New(1, semaphore.Config{})
+			if err := s.Acquire(t.Context(), 1); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			w := acquireAsync(ctx, s, 1)
+			synctest.Wait()
+			if cancelFirst {
+				cancel()
+				s.Release(1)
+			} else {
+				s.Release(1)
+				cancel()
+			}
+			synctest.Wait()
+			if st := s.Stats(); !errors.Is(w.err, context.Canceled) || st.InUse != 0 || st.Waiting != 0 {
+				t.Fatalf("cancel first %v: err=%v, Stats %+v; want context.Canceled, nothing held or queued", cancelFirst, w.err, st)
 			}
 		})
 	}
