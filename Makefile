@@ -3,11 +3,10 @@
 test:
 	./scripts/test.sh
 
-# Cancellation, race, stress, adversarial (Adv), FIFO, over-release and inbox
-# (Pushed) regressions, many times over (no servers needed; tests that need one
-# skip).
+# Cancellation, race, stress, FIFO and over-release regressions, many times
+# over (no servers needed; tests that need one skip).
 stress:
-	go test -race -count=50 -run 'Cancel|Race|Stress|Adv|FIFO|OverRelease|Pushed' ./...
+	go test -race -count=50 -run 'Cancel|Race|Stress|FIFO|OverRelease' ./...
 
 # Benchmarks of the root module (in-package, beside their local baselines).
 bench:

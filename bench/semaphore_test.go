@@ -10,9 +10,10 @@ import (
 	xsem "golang.org/x/sync/semaphore"
 )
 
-// The local semaphore beside x/sync/semaphore and failsafe-go's bulkhead (which
-// is unweighted, so every call takes one permit). The in-package benchmarks in
-// semaphore/ add a buffered channel and more cases.
+// The local semaphore beside x/sync/semaphore, failsafe-go's bulkhead (which
+// is unweighted, so every call takes one permit) and a buffered channel, the
+// floor for a FIFO hand-off without weights. The in-package benchmarks in
+// semaphore/ add more cases.
 
 type permits interface {
 	acquire(ctx context.Context) error
@@ -38,6 +39,29 @@ func (p fsBulkhead) acquire(ctx context.Context) error { return p.b.AcquirePermi
 func (p fsBulkhead) tryAcquire() bool                  { return p.b.TryAcquirePermit() }
 func (p fsBulkhead) release()                          { p.b.ReleasePermit() }
 
+// chanSem is a buffered channel used as a semaphore of unit weights.
+type chanSem chan struct{}
+
+func (c chanSem) acquire(ctx context.Context) error {
+	select {
+	case c <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c chanSem) tryAcquire() bool {
+	select {
+	case c <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c chanSem) release() { <-c }
+
 var semImpls = []struct {
 	name string
 	new  func(n int64) permits
@@ -45,6 +69,7 @@ var semImpls = []struct {
 	{"floodgate", func(n int64) permits { return fgSem{semaphore.New(n, semaphore.Config{})} }},
 	{"xsync", func(n int64) permits { return xSem{xsem.NewWeighted(n)} }},
 	{"failsafe", func(n int64) permits { return fsBulkhead{bulkhead.New[any](uint(n))} }},
+	{"chan", func(n int64) permits { return make(chanSem, n) }},
 }
 
 func BenchmarkSemaphoreAcquireRelease(b *testing.B) {

@@ -49,7 +49,7 @@ func (c chanSem) Release(n int64) {
 
 var impls = []struct {
 	name string
-	new  func(capacity int64) sem
+	new  func(limit int64) sem
 }{
 	{"floodgate", func(c int64) sem { return semaphore.New(c, semaphore.Config{}) }},
 	{"xsync", func(c int64) sem { return xsem.NewWeighted(c) }},
@@ -100,12 +100,12 @@ func BenchmarkTryAcquireFull(b *testing.B) {
 }
 
 // BenchmarkAcquireParallel: GOMAXPROCS goroutines share a semaphore with room
-// for all of them (cap=1024) or for one (cap=1).
+// for all of them (limit=1024) or for one (limit=1).
 func BenchmarkAcquireParallel(b *testing.B) {
-	for _, capacity := range []int64{1, 1024} {
+	for _, limit := range []int64{1, 1024} {
 		for _, impl := range impls {
-			b.Run("impl="+impl.name+"/cap="+itoa(capacity), func(b *testing.B) {
-				s := impl.new(capacity)
+			b.Run("impl="+impl.name+"/limit="+itoa(limit), func(b *testing.B) {
+				s := impl.new(limit)
 				b.ReportAllocs()
 				b.RunParallel(func(pb *testing.PB) {
 					ctx := context.Background()

@@ -5,10 +5,15 @@
 // context-aware, and both of its famous cancellation races handled) and adds what
 // its users have asked for: a bound on the number of waiters ([ErrQueueFull], at
 // once) and on the time they wait ([ErrMaxWait]); a weight larger than the
-// capacity fails at once ([ErrTooLarge]) instead of waiting forever; a context
-// deadline that the queue cannot meet fails at once ([ErrDeadline]);
-// [Weighted.Resize] at run time; [Weighted.Stats]; hooks; a retry-after estimate
-// on every rejection; and [Weighted.Do], which cannot leak weight.
+// limit fails at once ([ErrTooLarge]) instead of waiting until the context is
+// done; a context deadline that the queue cannot meet fails at once
+// ([ErrDeadline]); [Weighted.SetLimit] at run time; [Weighted.Stats]; hooks; a
+// retry-after estimate on every rejection; and [Weighted.Do], which cannot leak
+// weight.
+//
+// [NewWeighted] is a drop-in replacement for x/sync's constructor: the same
+// methods with the same meaning, a weight of 0 included, and x/sync's own tests
+// pass against it.
 //
 // # Usage
 //
@@ -39,17 +44,12 @@
 // early rejection against a context deadline or MaxWait; Config.NoEarlyReject
 // turns that off. Context cancellation is returned as ctx.Err(), unwrapped.
 //
-// # Performance
+// # Implementation
 //
-// While no one is queued, Acquire, TryAcquire and Release are a single
-// compare-and-swap on one word (a grant also counts itself in a second word),
-// take no lock and allocate nothing. Queued callers use pooled waiters, so a
-// blocked Acquire allocates nothing either. Release never blocks on the
-// internal lock: while callers are queued it takes the lock if it is free and
-// grants them itself, with one CAS for its weight and theirs; if the lock is
-// held, it gives the weight back with one CAS and leaves the granting to the
-// holder (it may yield for a moment while another goroutine takes or leaves
-// the lock).
+// One mutex guards all state, as in x/sync. Queued callers wait on a channel
+// of their own, taken with its MaxWait timer from a pool, so neither an
+// uncontended Acquire and Release nor a blocked Acquire and the Release that
+// wakes it allocate.
 //
 // A Weighted is safe for simultaneous use by multiple goroutines. Waiters are
 // pooled per Weighted; do not share one Weighted between a testing/synctest

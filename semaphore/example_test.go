@@ -14,7 +14,7 @@ func ExampleNew() {
 	// cannot get a slot within 2s fail instead of piling up.
 	sem := semaphore.New(50, semaphore.Config{MaxWaiters: 200, MaxWait: 2 * time.Second})
 	st := sem.Stats()
-	fmt.Println(st.Capacity, st.InUse, st.Waiters)
+	fmt.Println(st.Limit, st.InUse, st.Waiting)
 	// Output: 50 0 0
 }
 
@@ -32,6 +32,19 @@ func ExampleWeighted_Do() {
 	// <nil> 0
 }
 
+func ExampleNewWeighted() {
+	// A drop-in for golang.org/x/sync/semaphore.NewWeighted: limit 8, the zero
+	// Config (an unbounded queue, waits bounded only by the context).
+	sem := semaphore.NewWeighted(8)
+	ctx := context.Background()
+	if err := sem.Acquire(ctx, 3); err != nil {
+		panic(err)
+	}
+	fmt.Println(sem.TryAcquire(5), sem.TryAcquire(1))
+	sem.Release(8)
+	// Output: true false
+}
+
 func ExampleRejectError() {
 	// MaxWaiters < 0: never queue, reject at once when full.
 	sem := semaphore.New(1, semaphore.Config{MaxWaiters: -1})
@@ -47,15 +60,15 @@ func ExampleRejectError() {
 	// Output:
 	// true
 	// retry after 0s
-	// semaphore: weight exceeds capacity
+	// semaphore: weight exceeds limit
 }
 
-func ExampleWeighted_Resize() {
+func ExampleWeighted_SetLimit() {
 	sem := semaphore.New(4, semaphore.Config{})
 	sem.TryAcquire(3)
-	sem.Resize(2) // held weight is never revoked
+	sem.SetLimit(2) // held weight is never revoked
 	st := sem.Stats()
-	fmt.Println(st.Capacity, st.InUse, sem.TryAcquire(1))
+	fmt.Println(st.Limit, st.InUse, sem.TryAcquire(1))
 	sem.Release(2)
 	fmt.Println(sem.TryAcquire(1))
 	// Output:

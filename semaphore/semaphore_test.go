@@ -3,7 +3,7 @@ package semaphore_test
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -40,8 +40,8 @@ func TestAcquireUncontended(t *testing.T) {
 		t.Fatal("TryAcquire(1) on a full semaphore = true")
 	}
 	st := s.Stats()
-	if st.InUse != 10 || st.Acquired != 2 || st.Capacity != 10 {
-		t.Fatalf("Stats = %+v, want InUse 10, Acquired 2, Capacity 10", st)
+	if st.InUse != 10 || st.Acquired != 2 || st.Limit != 10 {
+		t.Fatalf("Stats = %+v, want InUse 10, Acquired 2, Limit 10", st)
 	}
 	s.Release(10)
 	if !s.TryAcquire(10) {
@@ -74,8 +74,8 @@ func TestAcquireCancelAtFrontWakesNext(t *testing.T) {
 		if !next.done.Load() || next.err != nil {
 			t.Fatalf("waiter behind a cancelled head: done=%v err=%v, want granted", next.done.Load(), next.err)
 		}
-		if st := s.Stats(); st.InUse != 2 || st.Waiters != 0 || st.Canceled != 1 {
-			t.Fatalf("Stats = %+v, want InUse 2, Waiters 0, Canceled 1", st)
+		if st := s.Stats(); st.InUse != 2 || st.Waiting != 0 || st.Canceled != 1 {
+			t.Fatalf("Stats = %+v, want InUse 2, Waiting 0, Canceled 1", st)
 		}
 	})
 }
@@ -126,8 +126,39 @@ func TestCancelGivesBackRacedGrant(t *testing.T) {
 			default:
 				t.Fatalf("iteration %d: err=%v InUse=%d: a cancelled acquire kept its grant or a grant was lost", i, w.err, st.InUse)
 			}
-			if st.Waiters != 0 {
-				t.Fatalf("Waiters = %d, want 0", st.Waiters)
+			if st.Waiting != 0 {
+				t.Fatalf("Waiting = %d, want 0", st.Waiting)
+			}
+		})
+	}
+}
+
+// The same two orders on one P, so that the waiter runs only after both
+// events and the outcome is fixed: the grant is given back either way. With
+// cancel first, the waiter wakes on ctx and finds itself granted; with Release
+// first, it wakes on the grant and finds ctx done (the check after the grant,
+// as x/sync's).
+func TestCancelGivesBackRacedGrantOneP(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for _, cancelFirst := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			s := semaphore.New(1, semaphore.Config{})
+			if err := s.Acquire(t.Context(), 1); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			w := acquireAsync(ctx, s, 1)
+			synctest.Wait()
+			if cancelFirst {
+				cancel()
+				s.Release(1)
+			} else {
+				s.Release(1)
+				cancel()
+			}
+			synctest.Wait()
+			if st := s.Stats(); !errors.Is(w.err, context.Canceled) || st.InUse != 0 || st.Waiting != 0 {
+				t.Fatalf("cancel first %v: err=%v, Stats %+v; want context.Canceled, nothing held or queued", cancelFirst, w.err, st)
 			}
 		})
 	}
@@ -208,7 +239,7 @@ func TestTryAcquireDoesNotOvertakeWaiters(t *testing.T) {
 func TestErrors(t *testing.T) {
 	type tc struct {
 		name       string
-		capacity   int64
+		limit      int64
 		cfg        semaphore.Config
 		held       int64 // taken before the call
 		queued     int   // callers already waiting with weight 1
@@ -217,11 +248,11 @@ func TestErrors(t *testing.T) {
 		wantRetry0 bool
 	}
 	cases := []tc{
-		{name: "too large", capacity: 4, n: 5, want: semaphore.ErrTooLarge, wantRetry0: true},
-		{name: "zero value capacity", capacity: 0, n: 1, want: semaphore.ErrTooLarge, wantRetry0: true},
-		{name: "queue full", capacity: 1, held: 1, queued: 2, cfg: semaphore.Config{MaxWaiters: 2}, n: 1, want: semaphore.ErrQueueFull},
-		{name: "never queue", capacity: 1, held: 1, cfg: semaphore.Config{MaxWaiters: -1}, n: 1, want: semaphore.ErrQueueFull},
-		{name: "max wait", capacity: 1, held: 1, cfg: semaphore.Config{MaxWait: time.Second}, n: 1, want: semaphore.ErrMaxWait},
+		{name: "too large", limit: 4, n: 5, want: semaphore.ErrTooLarge, wantRetry0: true},
+		{name: "zero value limit", limit: 0, n: 1, want: semaphore.ErrTooLarge, wantRetry0: true},
+		{name: "queue full", limit: 1, held: 1, queued: 2, cfg: semaphore.Config{MaxWaiters: 2}, n: 1, want: semaphore.ErrQueueFull},
+		{name: "never queue", limit: 1, held: 1, cfg: semaphore.Config{MaxWaiters: -1}, n: 1, want: semaphore.ErrQueueFull},
+		{name: "max wait", limit: 1, held: 1, cfg: semaphore.Config{MaxWait: time.Second}, n: 1, want: semaphore.ErrMaxWait},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -229,7 +260,7 @@ func TestErrors(t *testing.T) {
 				var rejects atomic.Int32
 				cfg := c.cfg
 				cfg.OnReject = func(int64, error) { rejects.Add(1) }
-				s := semaphore.New(c.capacity, cfg)
+				s := semaphore.New(c.limit, cfg)
 				if c.held > 0 {
 					s.Acquire(t.Context(), c.held)
 				}
@@ -259,7 +290,7 @@ func TestErrors(t *testing.T) {
 					t.Fatalf("MaxWait rejection after %v, want %v", time.Since(start), c.cfg.MaxWait)
 				}
 				after := s.Stats()
-				if after.InUse != before.InUse || after.Waiters != before.Waiters {
+				if after.InUse != before.InUse || after.Waiting != before.Waiting {
 					t.Fatalf("state changed by a rejection: before %+v after %+v", before, after)
 				}
 				if rejects.Load() != 1 {
@@ -275,16 +306,14 @@ func TestErrors(t *testing.T) {
 func TestPanics(t *testing.T) {
 	s := semaphore.New(1, semaphore.Config{})
 	for name, f := range map[string]func(){
-		"New negative":       func() { semaphore.New(-1, semaphore.Config{}) },
-		"New too big":        func() { semaphore.New(semaphore.MaxCapacity+1, semaphore.Config{}) },
-		"Acquire 0":          func() { s.Acquire(context.Background(), 0) },
-		"Acquire negative":   func() { s.Acquire(context.Background(), -1) },
-		"TryAcquire 0":       func() { s.TryAcquire(0) },
-		"Release 0":          func() { s.Release(0) },
-		"Release unheld":     func() { s.Release(1) },
-		"Resize negative":    func() { s.Resize(-1) },
-		"Resize too big":     func() { s.Resize(semaphore.MaxCapacity + 1) },
-		"Do negative weight": func() { s.Do(context.Background(), -1, func(context.Context) error { return nil }) },
+		"New negative":         func() { semaphore.New(-1, semaphore.Config{}) },
+		"NewWeighted negative": func() { semaphore.NewWeighted(-1) },
+		"Acquire negative":     func() { s.Acquire(context.Background(), -1) },
+		"TryAcquire negative":  func() { s.TryAcquire(-1) },
+		"Release negative":     func() { s.Release(-1) },
+		"Release unheld":       func() { s.Release(1) },
+		"SetLimit negative":    func() { s.SetLimit(-1) },
+		"Do negative weight":   func() { s.Do(context.Background(), -1, func(context.Context) error { return nil }) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
@@ -297,31 +326,36 @@ func TestPanics(t *testing.T) {
 			f()
 		})
 	}
-	if st := s.Stats(); st.InUse != 0 || st.Capacity != 1 {
+	if st := s.Stats(); st.InUse != 0 || st.Limit != 1 {
 		t.Fatalf("state changed by panicking calls: %+v", st)
 	}
 }
 
+// An over-release with a caller queued panics, leaves the semaphore unchanged
+// and unlocked, and the next proper Release still grants the waiter.
 func TestOverReleaseWithWaitersPanicsAndUnlocks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := semaphore.New(1, semaphore.Config{})
-		s.Acquire(t.Context(), 1)
-		ctx, cancel := context.WithCancel(t.Context())
-		acquireAsync(ctx, s, 1)
+		s := semaphore.New(2, semaphore.Config{})
+		s.Acquire(t.Context(), 2)
+		w := acquireAsync(t.Context(), s, 1)
 		synctest.Wait()
 		func() {
 			defer func() {
 				if recover() == nil {
-					t.Fatal("Release(2) with 1 held did not panic")
+					t.Fatal("Release(3) with 2 held did not panic")
 				}
 			}()
-			s.Release(2)
+			s.Release(3)
 		}()
-		if st := s.Stats(); st.InUse != 1 { // Stats would deadlock if the panic left mu locked
-			t.Fatalf("InUse = %d after a refused over-release, want 1", st.InUse)
+		if st := s.Stats(); st.InUse != 2 || st.Waiting != 1 { // Stats would deadlock if the panic left the lock held
+			t.Fatalf("Stats = %+v after a refused over-release, want InUse 2, Waiting 1", st)
 		}
-		cancel()
+		s.Release(2)
 		synctest.Wait()
+		if !w.done.Load() || w.err != nil {
+			t.Fatalf("waiter after the proper Release: done=%v err=%v, want granted", w.done.Load(), w.err)
+		}
+		s.Release(1)
 	})
 }
 
@@ -340,7 +374,33 @@ func TestMaxWaitGrantWins(t *testing.T) {
 	})
 }
 
-// observe builds up the throughput estimate: capacity 1, each holder keeps the
+// MaxWait firing in the same instant as the grant: either the grant is kept
+// (nil, weight held) or the call fails with ErrMaxWait holding nothing.
+func TestMaxWaitRacesGrant(t *testing.T) {
+	for i := range 100 {
+		synctest.Test(t, func(t *testing.T) {
+			s := semaphore.New(1, semaphore.Config{MaxWait: time.Second})
+			s.Acquire(t.Context(), 1)
+			w := acquireAsync(t.Context(), s, 1)
+			synctest.Wait()
+			time.Sleep(time.Second) // the waiter's timer fires now too
+			s.Release(1)
+			synctest.Wait()
+			st := s.Stats()
+			switch {
+			case w.err == nil && st.InUse == 1:
+			case errors.Is(w.err, semaphore.ErrMaxWait) && st.InUse == 0:
+			default:
+				t.Fatalf("iteration %d: err=%v InUse=%d", i, w.err, st.InUse)
+			}
+			if st.Waiting != 0 {
+				t.Fatalf("Waiting = %d", st.Waiting)
+			}
+		})
+	}
+}
+
+// observe builds up the throughput estimate: limit 1, each holder keeps the
 // weight for hold, so the semaphore releases 1/hold per second while queued.
 func observe(t *testing.T, s *semaphore.Weighted, hold time.Duration, rounds int) {
 	t.Helper()
@@ -443,93 +503,6 @@ func TestNoEarlyRejectWaitsUntilDeadline(t *testing.T) {
 	})
 }
 
-// Many goroutines with random weights, timeouts and resizes: the weight held by
-// callers never exceeds the capacity they were granted under, and at the end
-// nothing is held or queued.
-func TestStressRandomWeights(t *testing.T) {
-	stress(t, semaphore.Config{MaxWaiters: 48}, func(d time.Duration) (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.Background(), d)
-	})
-}
-
-// The same without MaxWaiters and with contexts that have no deadline, so that
-// Acquire calls that find the lock held queue without taking it, racing with
-// cancellation, Resize and Stats.
-func TestStressUnboundedQueue(t *testing.T) {
-	stress(t, semaphore.Config{}, func(d time.Duration) (context.Context, context.CancelFunc) {
-		ctx, cancel := context.WithCancel(context.Background())
-		stop := time.AfterFunc(d, cancel)
-		return ctx, func() { stop.Stop(); cancel() }
-	})
-}
-
-func stress(t *testing.T, cfg semaphore.Config, withCancel func(time.Duration) (context.Context, context.CancelFunc)) {
-	const capacity = 16
-	s := semaphore.New(capacity, cfg)
-	var held atomic.Int64
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	wg.Go(func() { // resize between 12 and capacity throughout: held stays ≤ capacity
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				s.Resize(capacity)
-				return
-			default:
-			}
-			s.Resize(capacity - int64(i%5))
-			if st := s.Stats(); st.Waiters < 0 || st.WaitingWeight < int64(st.Waiters) {
-				t.Errorf("inconsistent Stats: %+v", st)
-			}
-			time.Sleep(20 * time.Microsecond)
-		}
-	})
-	var workers sync.WaitGroup
-	for g := range 64 {
-		workers.Go(func() {
-			r := rand.New(rand.NewPCG(uint64(g), 1))
-			for range 300 {
-				n := 1 + r.Int64N(capacity)
-				switch r.IntN(3) {
-				case 0:
-					if !s.TryAcquire(n) {
-						continue
-					}
-				case 1:
-					ctx, cancel := withCancel(time.Duration(r.IntN(200)) * time.Microsecond)
-					err := s.Acquire(ctx, n)
-					cancel()
-					if err != nil {
-						continue
-					}
-				default:
-					if err := s.Acquire(context.Background(), n); err != nil {
-						continue
-					}
-				}
-				if h := held.Add(n); h > capacity {
-					t.Errorf("weight held = %d > capacity %d", h, capacity)
-				}
-				if r.IntN(4) == 0 {
-					time.Sleep(time.Duration(r.IntN(50)) * time.Microsecond) // hold the weight for a while
-				}
-				held.Add(-n)
-				s.Release(n)
-			}
-		})
-	}
-	workers.Wait()
-	close(stop)
-	wg.Wait()
-	st := s.Stats()
-	if st.InUse != 0 || st.Waiters != 0 || st.WaitingWeight != 0 {
-		t.Fatalf("after the stress: %+v, want nothing held or queued", st)
-	}
-	if st.Acquired == 0 {
-		t.Fatal("no grants in the stress test")
-	}
-}
-
 func TestZeroValueRejects(t *testing.T) {
 	var s semaphore.Weighted
 	if err := s.Acquire(t.Context(), 1); !errors.Is(err, semaphore.ErrTooLarge) {
@@ -538,25 +511,117 @@ func TestZeroValueRejects(t *testing.T) {
 	if s.TryAcquire(1) {
 		t.Fatal("zero Weighted TryAcquire = true")
 	}
-	s.Resize(1)
+	if err := s.Acquire(t.Context(), 0); err != nil {
+		t.Fatalf("zero Weighted Acquire(ctx, 0) = %v, want nil", err)
+	}
+	s.SetLimit(1)
 	if !s.TryAcquire(1) {
-		t.Fatal("zero Weighted resized to 1: TryAcquire = false")
+		t.Fatal("zero Weighted given limit 1: TryAcquire = false")
 	}
 }
 
-func TestHotPathsDoNotAllocate(t *testing.T) {
-	s := semaphore.New(4, semaphore.Config{})
-	ctx := t.Context()
-	for name, f := range map[string]func(){
-		"Acquire+Release":    func() { s.Acquire(ctx, 1); s.Release(1) },
-		"TryAcquire+Release": func() { s.TryAcquire(2); s.Release(2) },
-		"TryAcquire full":    func() { s.TryAcquire(5) },
-		"Do":                 func() { s.Do(ctx, 1, noop) },
-	} {
-		if a := testing.AllocsPerRun(1000, f); a != 0 {
-			t.Errorf("%s: %v allocs per run, want 0", name, a)
+func TestNewWeighted(t *testing.T) {
+	s := semaphore.NewWeighted(3)
+	if st := s.Stats(); st.Limit != 3 || st.InUse != 0 {
+		t.Fatalf("NewWeighted(3).Stats() = %+v, want Limit 3, nothing in use", st)
+	}
+	// The zero Config: an Acquire that cannot be granted waits (no MaxWaiters),
+	// and nothing rejects it early.
+	synctest.Test(t, func(t *testing.T) {
+		s := semaphore.NewWeighted(1)
+		s.Acquire(t.Context(), 1)
+		w := acquireAsync(t.Context(), s, 1)
+		time.Sleep(time.Hour)
+		if w.done.Load() {
+			t.Fatalf("queued Acquire returned %v, want it still waiting", w.err)
 		}
-	}
+		s.Release(1)
+		synctest.Wait()
+		if w.err != nil {
+			t.Fatalf("Acquire = %v after Release, want nil", w.err)
+		}
+	})
 }
 
-func noop(context.Context) error { return nil }
+// A weight of 0, as in x/sync: Acquire, TryAcquire and Release of 0 succeed
+// and change nothing, even on a full semaphore, but an Acquire of 0 still
+// waits behind the callers queued before it, and TryAcquire(0) does not
+// overtake them.
+func TestZeroWeight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := semaphore.New(2, semaphore.Config{})
+		s.Acquire(t.Context(), 2)
+		if err := s.Acquire(t.Context(), 0); err != nil {
+			t.Fatalf("Acquire(ctx, 0) on a full semaphore = %v, want nil", err)
+		}
+		if !s.TryAcquire(0) {
+			t.Fatal("TryAcquire(0) on a full semaphore = false, want true")
+		}
+		s.Release(0)
+		if st := s.Stats(); st.InUse != 2 || st.Waiting != 0 {
+			t.Fatalf("Stats = %+v after weight-0 calls, want InUse 2, Waiting 0", st)
+		}
+
+		head := acquireAsync(t.Context(), s, 2)
+		synctest.Wait()
+		zero := acquireAsync(t.Context(), s, 0)
+		synctest.Wait()
+		if zero.done.Load() {
+			t.Fatal("Acquire(ctx, 0) overtook a queued caller")
+		}
+		if s.TryAcquire(0) {
+			t.Fatal("TryAcquire(0) overtook a queued caller")
+		}
+		if st := s.Stats(); st.Waiting != 2 || st.WaitingWeight != 2 {
+			t.Fatalf("Stats = %+v, want Waiting 2, WaitingWeight 2", st)
+		}
+		s.Release(2)
+		synctest.Wait()
+		if head.err != nil || zero.err != nil || !head.done.Load() || !zero.done.Load() {
+			t.Fatalf("after Release: head (%v, %v), zero (%v, %v), want both granted", head.done.Load(), head.err, zero.done.Load(), zero.err)
+		}
+		if st := s.Stats(); st.InUse != 2 || st.Waiting != 0 {
+			t.Fatalf("Stats = %+v, want InUse 2 (the head's), Waiting 0", st)
+		}
+		s.Release(2)
+	})
+}
+
+// Limits and weights up to MaxLimit: no sum overflows.
+func TestMaxLimitDoesNotOverflow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const maxLimit = semaphore.MaxLimit
+		s := semaphore.New(maxLimit, semaphore.Config{})
+		if !s.TryAcquire(1) {
+			t.Fatal("TryAcquire(1) = false")
+		}
+		if s.TryAcquire(maxLimit) {
+			t.Fatal("TryAcquire(MaxLimit) with 1 held = true")
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		for range 3 {
+			acquireAsync(ctx, s, maxLimit)
+			synctest.Wait()
+		}
+		if st := s.Stats(); st.Waiting != 3 || st.WaitingWeight != maxLimit {
+			t.Fatalf("Stats = %+v, want Waiting 3 and WaitingWeight saturated at MaxLimit", st)
+		}
+		cancel()
+		synctest.Wait()
+		if st := s.Stats(); st.Waiting != 0 || st.WaitingWeight != 0 || st.InUse != 1 {
+			t.Fatalf("Stats = %+v after cancelling, want Waiting 0, WaitingWeight 0, InUse 1", st)
+		}
+		s.Release(1)
+		if !s.TryAcquire(maxLimit) {
+			t.Fatal("TryAcquire(MaxLimit) on an idle semaphore = false")
+		}
+		s.SetLimit(0) // InUse MaxLimit above limit 0
+		if s.TryAcquire(0) || s.TryAcquire(maxLimit) {
+			t.Fatal("TryAcquire succeeded with MaxLimit held above limit 0")
+		}
+		s.Release(maxLimit)
+		if !s.TryAcquire(0) {
+			t.Fatal("TryAcquire(0) at limit 0, nothing held = false")
+		}
+	})
+}
