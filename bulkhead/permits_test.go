@@ -155,7 +155,7 @@ func TestDoWaitTimeoutSynctest(t *testing.T) {
 		}
 		close(hold)
 		synctest.Wait()
-		if st := g.Stats(); st.InUse != 0 || st.Waiters != 0 {
+		if st := g.Stats(); st.InUse != 0 || st.Waiting != 0 {
 			t.Errorf("gate after timeouts: %+v, want empty", st)
 		}
 		if ls := layerStats(t, b, "g"); ls.Canceled != 1 || ls.Concurrency != 1 || ls.Admitted != 1 || ls.Waiting != 0 {
@@ -207,7 +207,7 @@ func TestDoOnlyGate(t *testing.T) {
 			defer func() { recover() }()
 			b.Do(ctx, bulkhead.Request{}, func(context.Context) error { panic("bug") })
 		}()
-		if st := w.Stats(); st.InUse != 0 || st.Waiters != 0 {
+		if st := w.Stats(); st.InUse != 0 || st.Waiting != 0 {
 			t.Errorf("gate after panic: %+v, want empty", st)
 		}
 		// Rate "r" (2/min) is spent: the next Do is refused by "r", inside g.

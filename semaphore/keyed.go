@@ -70,9 +70,9 @@ type keyEntry struct {
 }
 
 // NewKeyed returns a Keyed whose keys each have the given limit. It panics if
-// limit is negative or above MaxCapacity.
+// limit is negative.
 func NewKeyed(limit int64, cfg KeyedConfig) *Keyed {
-	checkCapacity(limit)
+	checkLimit(limit)
 	maxKeys := cfg.MaxKeys
 	if maxKeys == 0 {
 		maxKeys = DefaultMaxKeys
