@@ -92,9 +92,10 @@ type Layer struct {
 	N int64
 
 	// MaxWait bounds how long a request waits for the gate, on its own
-	// context. If zero, a request that finds no room is refused at once (a
-	// Gate that has only Do is called with the request's context, and its own
-	// configuration decides). If negative, it waits until its context is done.
+	// context. If zero, it waits until its context is done. If negative, a
+	// request that finds no room is refused at once (a Gate that has only Do is
+	// called with the request's context, and its own configuration decides).
+	// The same meaning as MaxWait in semaphore and shaper.
 	MaxWait time.Duration
 
 	// Status is the HTTP status of this layer's rate and concurrency
@@ -506,7 +507,7 @@ func (b *Bulkhead) acquire(ctx context.Context, s *step) error {
 	} else if l.tryGate.TryAcquire(l.n) {
 		return nil
 	}
-	if l.MaxWait == 0 {
+	if l.MaxWait < 0 {
 		l.stats.concurrency.Add(1)
 		return &RejectError{Layer: l.Name, Reason: ReasonConcurrency, Status: l.status, Delay: l.retry, Err: ErrMaxWait}
 	}

@@ -36,7 +36,7 @@ func TestBadInput(t *testing.T) {
 	free := shaper.NewMeter(shaper.Limit{Rate: shaper.PerMinute(10)})
 	g := semaphore.New(1, semaphore.Config{})
 	b := bulkhead.New(bulkhead.Config{Layers: []bulkhead.Layer{
-		{Name: "global", Gate: g},
+		{Name: "global", Gate: g, MaxWait: -1},
 		{Name: "tier", Key: bulkhead.ByTenant, Tiers: map[string]bulkhead.Rate{"free": free}},
 		{Name: "export", Route: "POST /export", Key: bulkhead.BySubject, Rate: shaper.NewMeter(shaper.Limit{Rate: shaper.PerMinute(1)})},
 	}})

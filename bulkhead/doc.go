@@ -26,7 +26,7 @@
 //			"gold": shaper.NewMeter(shaper.Limit{Rate: shaper.PerMinute(1000)}),
 //		}},
 //		{Name: "export", Route: "POST /reports/export-pdf", Key: bulkhead.ByTenant,
-//			Rate: shaper.NewMeter(shaper.Limit{Rate: shaper.PerMinute(5)}), KeyedGate: tenants},
+//			Rate: shaper.NewMeter(shaper.Limit{Rate: shaper.PerMinute(5)}), KeyedGate: tenants, MaxWait: -1},
 //	}})
 //	http.Handle("/", auth(b.Handler(mux)))
 //

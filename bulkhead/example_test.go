@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/semaphore"
@@ -15,11 +16,11 @@ import (
 // the tenant comes from the identity the authentication middleware verified.
 func ExampleNew() {
 	b := bulkhead.New(bulkhead.Config{Layers: []bulkhead.Layer{
-		{Name: "global", Gate: semaphore.New(100, semaphore.Config{})},
+		{Name: "global", Gate: semaphore.New(100, semaphore.Config{}), MaxWait: time.Second},
 		{Name: "export-rate", Route: "POST /reports/export-pdf", Key: bulkhead.ByTenant,
 			Rate: shaper.NewMeter(shaper.Limit{Rate: shaper.PerMinute(5)})},
 		{Name: "export-conc", Route: "POST /reports/export-pdf", Key: bulkhead.ByTenant,
-			KeyedGate: semaphore.NewKeyed(2, semaphore.KeyedConfig{})},
+			KeyedGate: semaphore.NewKeyed(2, semaphore.KeyedConfig{}), MaxWait: -1},
 	}})
 	export := b.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "pdf")

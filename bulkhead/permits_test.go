@@ -36,7 +36,7 @@ func newPermitRig(t *testing.T, maxWait time.Duration, h http.HandlerFunc) *perm
 	}
 	rg.b = bulkhead.New(bulkhead.Config{Layers: []bulkhead.Layer{
 		{Name: "global", Gate: rg.global, MaxWait: maxWait},
-		{Name: "tenant", Key: bulkhead.ByTenant, KeyedGate: rg.keyed},
+		{Name: "tenant", Key: bulkhead.ByTenant, KeyedGate: rg.keyed, MaxWait: -1},
 	}})
 	inner := rg.b.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rg.entered <- struct{}{}

@@ -47,12 +47,12 @@ func newSeed(cfg bulkhead.Config) *seed {
 		},
 	}
 	cfg.Layers = []bulkhead.Layer{
-		{Name: "global", Gate: s.global},
+		{Name: "global", Gate: s.global, MaxWait: -1},
 		{Name: "tier", Key: bulkhead.ByTenant, Tiers: map[string]bulkhead.Rate{"free": s.tier["free"], "gold": s.tier["gold"]}},
 		{Name: "items", Route: "GET /items", Rate: s.items},
 		{Name: "export-rate", Route: "POST /reports/export-pdf", Key: bulkhead.ByTenant,
 			Rate: shaper.NewMeter(shaper.Limit{Rate: shaper.PerMinute(5)})},
-		{Name: "export-conc", Route: "POST /reports/export-pdf", Key: bulkhead.ByTenant, KeyedGate: s.exports},
+		{Name: "export-conc", Route: "POST /reports/export-pdf", Key: bulkhead.ByTenant, KeyedGate: s.exports, MaxWait: -1},
 	}
 	s.b = bulkhead.New(cfg)
 	return s

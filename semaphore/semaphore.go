@@ -28,7 +28,9 @@ type Config struct {
 	MaxWaiters int
 
 	// MaxWait bounds how long a call waits in Acquire; after it the call fails with
-	// ErrMaxWait. If zero or negative, a call waits until its context is done.
+	// ErrMaxWait. If zero, a call waits until its context is done. If negative, no
+	// call waits: Acquire fails at once with ErrMaxWait whenever it cannot be
+	// granted at once.
 	MaxWait time.Duration
 
 	// NoEarlyReject disables rejecting at once a call whose estimated wait ends
@@ -223,6 +225,9 @@ func (s *Weighted) acquireSlowLocked(ctx context.Context, done <-chan struct{}, 
 	// n must wait. Decide whether it may, before changing anything.
 	if m := s.cfg.MaxWaiters; m < 0 || (m > 0 && s.waiting >= m) {
 		return s.rejectLocked(n, reasonQueueFull, s.estimateLocked(satAdd(s.waitingWeight.int64(), n)))
+	}
+	if s.cfg.MaxWait < 0 {
+		return s.rejectLocked(n, reasonMaxWait, s.estimateLocked(satAdd(s.waitingWeight.int64(), n)))
 	}
 	var now time.Time
 	if !s.cfg.NoEarlyReject && s.rate > 0 {
