@@ -625,3 +625,19 @@ func TestMaxLimitDoesNotOverflow(t *testing.T) {
 		}
 	})
 }
+
+// TestNegativeMaxWaitNeverWaits: a negative MaxWait refuses at once, with
+// ErrMaxWait, a call that cannot be granted at once, and grants one that can.
+func TestNegativeMaxWaitNeverWaits(t *testing.T) {
+	s := semaphore.New(2, semaphore.Config{MaxWait: -1})
+	if err := s.Acquire(context.Background(), 2); err != nil {
+		t.Fatalf("Acquire(2) on an empty semaphore = %v, want nil", err)
+	}
+	err := s.Acquire(context.Background(), 1)
+	if !errors.Is(err, semaphore.ErrMaxWait) {
+		t.Fatalf("Acquire(1) on a full semaphore with MaxWait -1 = %v, want ErrMaxWait", err)
+	}
+	if st := s.Stats(); st.InUse != 2 || st.Waiting != 0 || st.RejectedMaxWait != 1 {
+		t.Errorf("Stats = %+v, want InUse 2, Waiting 0, RejectedMaxWait 1", st)
+	}
+}
