@@ -315,14 +315,16 @@ func (b *Breaker) CallTimeout() time.Duration {
 // off), else a child of ctx that ends CallTimeout from now. The outcome is
 // classified and counted:
 //   - nil error: a success; Do returns call's result, [FromStore], nil;
-//   - CallTimeout expired (the store was too slow): a failure; under
-//     FailClosed the error is a [*StoreError] matching [ErrTimeout] and
+//   - the caller's own ctx is done (cancelled or past its deadline, even if
+//     CallTimeout has passed too): not counted; Do returns the zero T,
+//     [FromStore] and ctx.Err(), unwrapped;
+//   - CallTimeout expired while ctx is not done (the store was too slow): a
+//     failure; Do answers by policy p as above, except that under FailClosed
+//     the error is a [*StoreError] matching [ErrTimeout] and
 //     [ErrUnavailable], and not context.DeadlineExceeded;
 //   - [Config.IsFailure] says the error is a store failure: a failure; Do
 //     answers by policy p as above, except that under FailClosed the error
 //     is a [*StoreError] wrapping call's error;
-//   - the caller's own ctx is done (cancelled or past its deadline): not
-//     counted; Do returns the zero T, [FromStore] and ctx.Err(), unwrapped;
 //   - any other error (a denial, redis.Nil): the store answered, a success;
 //     Do returns call's result and error as they are, [FromStore].
 //
@@ -444,17 +446,20 @@ func (b *Breaker) verdict(ctx context.Context, deadline time.Time, err error) er
 	if err == nil {
 		return nil
 	}
-	now := time.Now()
-	// Compare times rather than look at ctx.Err(): a socket deadline set from
-	// a context deadline can fire before the context's own timer.
-	if !deadline.IsZero() && !now.Before(deadline) {
-		return errTimedOut // our per-call timeout expired: the store was slow
-	}
+	// The caller's context first: once it is done, the outcome is the
+	// caller's, even if our deadline has passed too (go-redis does not abort
+	// a blocked read on cancellation, only at the socket deadline).
 	if ctx.Err() != nil {
 		return errCaller // the caller cancelled
 	}
+	// Compare times rather than look at ctx.Err(): a socket deadline set from
+	// a context deadline can fire before the context's own timer.
+	now := time.Now()
 	if d, ok := ctx.Deadline(); ok && !now.Before(d) {
 		return errCaller // the caller's own deadline expired
+	}
+	if !deadline.IsZero() && !now.Before(deadline) {
+		return errTimedOut // our per-call timeout expired: the store was slow
 	}
 	if b.isFailure(err) {
 		return errFailure

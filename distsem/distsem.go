@@ -13,31 +13,27 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
-	"github.com/floodgate-go/floodgate/internal/calltimeout"
+	"github.com/floodgate-go/floodgate/internal/storecall"
 	"github.com/redis/go-redis/v9"
 )
 
 // Config configures a Semaphore. The zero value is a valid Config: 10s leases,
-// 250ms per Redis call, 3s waiter heartbeats, 10s tombstones, no re-adoption.
+// a breaker of its own (so breaker.DefaultCallTimeout per Redis call), 3s
+// waiter heartbeats, 10s tombstones, no re-adoption.
 type Config struct {
 	// Lease is how long a permit stays valid at the store without a renewal. A
 	// holder renews every Lease/3; if it dies, its permit is free again at most
 	// Lease after its last renewal. If zero, 10s. It must be at least
-	// 3 × CallTimeout.
+	// 3 × the breaker's CallTimeout.
 	Lease time.Duration
-
-	// CallTimeout bounds every Redis call (the caller's context deadline bounds it
-	// further). A call that hits it counts as a store failure. Calls whose
-	// context cannot be cancelled share one deadline per CallTimeout/16, so
-	// such a call may be bounded by 15/16 of CallTimeout. If zero, 250ms.
-	CallTimeout time.Duration
 
 	// WaiterTTL is how long a queued caller stays in the queue without a
 	// heartbeat. Waiters heartbeat every min(WaiterTTL, Lease)/3; that heartbeat is also the
 	// poll that covers a lost notification, so it bounds the extra wait a lost
 	// pub/sub message can cause. A waiter that dies is dropped from the queue
 	// within WaiterTTL; if it is granted by hand-off before that, its permit is
-	// held for one Lease, like a holder that crashed. If zero, 3s.
+	// held for one Lease, like a holder that crashed. If zero, 3s. It must be
+	// at least 3 × the breaker's CallTimeout.
 	WaiterTTL time.Duration
 
 	// TombstoneTTL is how long Redis remembers the token of an acquire that
@@ -56,10 +52,13 @@ type Config struct {
 
 	// Breaker guards every Redis call of the Semaphore: failures (timeouts,
 	// refused connections, LOADING, ...) are counted, caller cancellation is
-	// not, and while it is open no call waits on the network. Share one Breaker
-	// per Redis endpoint. If nil, the Semaphore makes its own with Policy and
-	// no call timeout of its own (the Semaphore applies CallTimeout to every
-	// call, and the breaker counts its expiry as a failure).
+	// not, and while it is open no call waits on the network. Its CallTimeout
+	// (breaker.Config.CallTimeout) is the one per-call timeout of every Redis
+	// call; a call that outlives it while the caller's context is not done is
+	// a store failure (an error matching breaker.ErrTimeout, not
+	// context.DeadlineExceeded). Share one Breaker per Redis endpoint. If nil,
+	// the Semaphore makes its own with breaker.Config{Policy: Policy}, hence
+	// breaker.DefaultCallTimeout.
 	Breaker *breaker.Breaker
 
 	// Policy decides what Acquire and TryAcquire do when Redis cannot answer
@@ -107,9 +106,8 @@ type Semaphore struct {
 	bg       sync.WaitGroup // background cleanups, the listener, and renewal calls of permits released during them
 	readopts atomic.Int64
 	lost     atomic.Int64
-	renewals renewals            // the renewal schedule of this Semaphore's permits
-	bound    calltimeout.Bounder // CallTimeout, applied by run
-	hold     atomic.Int64        // mean hold time of this Semaphore's released permits (ns, EWMA); 0 if none yet
+	renewals renewals     // the renewal schedule of this Semaphore's permits
+	hold     atomic.Int64 // mean hold time of this Semaphore's released permits (ns, EWMA); 0 if none yet
 
 	// closed is set by Close under mu, and read under mu where what follows
 	// must not race with Close (track, listen), without it elsewhere (every
@@ -138,29 +136,25 @@ type Semaphore struct {
 // is only used to refuse at once a weight above it. Stats reports both.
 //
 // New panics if limit < 1, if name is empty or contains '{' or '}', if a
-// duration in cfg is negative, if Lease or WaiterTTL < 3 × CallTimeout (a
-// renewal or heartbeat must fit in its period), or if client is a
+// duration in cfg is negative, if Lease or WaiterTTL < 3 × the breaker's
+// CallTimeout (a renewal or heartbeat must fit in its period), with
+// "distsem: nil client" if client is nil or a typed nil, or if client is a
 // *redis.Client, *redis.ClusterClient or *redis.Ring without
 // ContextTimeoutEnabled: without it go-redis ignores context deadlines and a
 // frozen Redis would hold callers for its socket timeouts.
 func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Semaphore {
-	if client == nil {
-		panic("distsem: nil client")
-	}
+	storecall.Check("distsem", client)
 	if limit < 1 {
 		panic("distsem: limit < 1")
 	}
 	if name == "" || strings.ContainsAny(name, "{}") {
 		panic("distsem: name must be non-empty and without braces")
 	}
-	if cfg.Lease < 0 || cfg.CallTimeout < 0 || cfg.WaiterTTL < 0 || cfg.TombstoneTTL < 0 {
+	if cfg.Lease < 0 || cfg.WaiterTTL < 0 || cfg.TombstoneTTL < 0 {
 		panic("distsem: negative duration in Config")
 	}
 	if cfg.Lease == 0 {
 		cfg.Lease = 10 * time.Second
-	}
-	if cfg.CallTimeout == 0 {
-		cfg.CallTimeout = 250 * time.Millisecond
 	}
 	if cfg.WaiterTTL == 0 {
 		cfg.WaiterTTL = 3 * time.Second
@@ -168,28 +162,15 @@ func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Se
 	if cfg.TombstoneTTL == 0 {
 		cfg.TombstoneTTL = 10 * time.Second
 	}
-	if cfg.Lease < 3*cfg.CallTimeout {
+	st := storecall.New("distsem", client, cfg.Breaker, "distsem:"+name, cfg.Policy)
+	callTimeout := st.Breaker.CallTimeout()
+	if cfg.Lease < 3*callTimeout {
 		panic("distsem: Lease < 3 × CallTimeout")
 	}
-	if cfg.WaiterTTL < 3*cfg.CallTimeout {
+	if cfg.WaiterTTL < 3*callTimeout {
 		panic("distsem: WaiterTTL < 3 × CallTimeout")
 	}
-	sharded := false
-	switch c := client.(type) {
-	case *redis.Client:
-		if !c.Options().ContextTimeoutEnabled {
-			panic("distsem: client without ContextTimeoutEnabled")
-		}
-	case *redis.ClusterClient:
-		if !c.Options().ContextTimeoutEnabled {
-			panic("distsem: client without ContextTimeoutEnabled")
-		}
-		sharded = true
-	case *redis.Ring:
-		if !c.Options().ContextTimeoutEnabled {
-			panic("distsem: client without ContextTimeoutEnabled")
-		}
-	}
+	_, sharded := client.(*redis.ClusterClient)
 	tag := "{" + name + "}"
 	var id [8]byte
 	rand.Read(id[:])
@@ -205,7 +186,6 @@ func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Se
 		id:      hex.EncodeToString(id[:]),
 		waiters: make(map[string]chan int64),
 	}
-	s.bound.Timeout = cfg.CallTimeout
 	if sharded {
 		s.pub = "spublish"
 	}
@@ -220,7 +200,7 @@ func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Se
 	s.tombArg = cfg.TombstoneTTL.Milliseconds()
 	s.idArg = s.id
 	s.stopCtx, s.stopFn = context.WithCancel(context.Background())
-	s.fail.init(name, cfg)
+	s.fail.init(st, cfg)
 	return s
 }
 
@@ -539,20 +519,13 @@ func (s *Semaphore) Stats(ctx context.Context) (Stats, error) {
 	// returns ErrUnavailable at once instead of waiting on the network.
 	var hm *redis.SliceCmd
 	var hc, qc *redis.IntCmd
-	_, _, err := breaker.Do(ctx, s.fail.brk, breaker.FailClosed, func(ctx context.Context) (struct{}, error) {
-		cctx, deadline, cancel := s.bound.Bound(ctx)
-		if cancel != nil {
-			defer cancel()
-		}
-		_, err := s.client.TxPipelined(cctx, func(p redis.Pipeliner) error {
-			hm = p.HMGet(cctx, s.keys[0], "limit", "used")
-			hc = p.ZCard(cctx, s.keys[1])
-			qc = p.ZCard(cctx, s.keys[2])
+	_, _, err := storecall.Do(ctx, &s.fail.st, breaker.FailClosed, func(ctx context.Context, client redis.UniversalClient) (struct{}, error) {
+		_, err := client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			hm = p.HMGet(ctx, s.keys[0], "limit", "used")
+			hc = p.ZCard(ctx, s.keys[1])
+			qc = p.ZCard(ctx, s.keys[2])
 			return nil
 		})
-		if calltimeout.Expired(ctx, deadline, err) {
-			err = errCallTimeout
-		}
 		return struct{}{}, err
 	}, nil)
 	if err != nil {

@@ -274,7 +274,7 @@ func TestRenewalsTimerFiresForHead(t *testing.T) {
 			{300 * time.Millisecond, 4},
 		}
 		for _, st := range steps {
-			time.Sleep(start.Add(st.at).Sub(time.Now()))
+			time.Sleep(time.Until(start.Add(st.at)))
 			synctest.Wait()
 			for i, p := range order {
 				if got, want := lostNow(p), i < st.lost; got != want {

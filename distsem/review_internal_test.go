@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -35,7 +36,7 @@ func deafen(s *Semaphore) {
 // grant before that grant expires and is reaped (it was requeued at the back
 // for ever before the heartbeat was tied to the lease).
 func TestLostMessagesShortLeaseStillGranted(t *testing.T) {
-	_, a, w := twoProcesses(t, Config{Lease: 300 * time.Millisecond, CallTimeout: 50 * time.Millisecond, WaiterTTL: 3 * time.Second})
+	_, a, w := twoProcesses(t, Config{Lease: 300 * time.Millisecond, Breaker: breaker.New("test", breaker.Config{CallTimeout: 50 * time.Millisecond}), WaiterTTL: 3 * time.Second})
 	deafen(w)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -77,7 +78,7 @@ func TestLostMessagesShortLeaseStillGranted(t *testing.T) {
 // delivers such a message by hand: a real fence from an earlier grant, for the
 // token of a waiter that is queued now.
 func TestStaleHandoffMessageIgnored(t *testing.T) {
-	_, a, w := twoProcesses(t, Config{Lease: 2 * time.Second, CallTimeout: 100 * time.Millisecond, WaiterTTL: 3 * time.Second})
+	_, a, w := twoProcesses(t, Config{Lease: 2 * time.Second, Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond}), WaiterTTL: 3 * time.Second})
 	deafen(w) // no real hand-off message reaches w
 	old, err := a.Acquire(context.Background(), 1)
 	if err != nil {
@@ -131,7 +132,7 @@ func TestStaleHandoffMessageIgnored(t *testing.T) {
 // earlier call running late cannot grant the token again to no one. A token
 // granted by its only call writes none.
 func TestReleaseTombstonesRetriedTokens(t *testing.T) {
-	db, a, w := twoProcesses(t, Config{Lease: 600 * time.Millisecond, CallTimeout: 100 * time.Millisecond, WaiterTTL: 3 * time.Second})
+	db, a, w := twoProcesses(t, Config{Lease: 600 * time.Millisecond, Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond}), WaiterTTL: 3 * time.Second})
 	deafen(w)
 	ctx := context.Background()
 	tombKey := a.Keys()[5]
@@ -203,7 +204,7 @@ func TestLostAtDeadlineWhileRenewalHangs(t *testing.T) {
 	defer stalled.Wait() // last: after Release and Close
 	db.Client.AddHook(stallRenew(&stalled))
 	const lease = 300 * time.Millisecond
-	s := New(db.Client, db.Prefix+"sem", 1, Config{Lease: lease, CallTimeout: 100 * time.Millisecond})
+	s := New(db.Client, db.Prefix+"sem", 1, Config{Lease: lease, Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond})})
 	defer s.Close()
 	start := time.Now()
 	p, err := s.Acquire(t.Context(), 1)
