@@ -82,10 +82,13 @@
 // what a decision is while Redis cannot answer: fail closed, fail open (most rate
 // limits should), or decide locally with RedisConfig.LocalLimit.
 //
-// A decision makes 6 client allocations (go-redis's own EvalSha of a trivial
-// script makes 11) when its context has a deadline within the call timeout or can
-// never be done (one more if it carries values); any other context adds
-// context.WithDeadline's 5. With RedisConfig.Batch, the decisions that goroutines
+// Every Redis call is bounded by the breaker's CallTimeout (breaker.Config); a
+// call that outlives it is a store failure (an error matching
+// breaker.ErrTimeout, never context.DeadlineExceeded), while the caller's own
+// context ending returns ctx.Err(). A decision makes 6 client allocations
+// (go-redis's own EvalSha of a trivial script makes 11) when its context has a
+// deadline within the call timeout; any other context adds
+// context.WithDeadline's. With RedisConfig.Batch, the decisions that goroutines
 // ask for at once share one round trip: one call of a script that decides every
 // key (on a Cluster or Ring client, a pipeline).
 //
