@@ -376,6 +376,9 @@ func Do[T any](ctx context.Context, b *Breaker, p Policy, call func(context.Cont
 	_, gerr := b.cb.Execute(func() (struct{}, error) {
 		ran = true
 		out, callErr = call(cctx)
+		if callErr == nil {
+			return struct{}{}, nil
+		}
 		v = b.verdict(ctx, deadline, callErr)
 		if v == errFailure || v == errTimedOut {
 			// Count before gobreaker sees the failure, so that the log
