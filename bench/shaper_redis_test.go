@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/floodgate-go/floodgate/internal/servertest"
 	"github.com/floodgate-go/floodgate/shaper"
@@ -129,8 +130,8 @@ func redisImpls(b *testing.B, rdb *redis.Client, prefix string) []struct {
 		b.Fatal(err)
 	}
 	lim := shaper.Limit{Rate: shaper.PerSecond(benchRate), Burst: benchBurst}
-	fg := shaper.NewRedisMeter(rdb, lim, shaper.RedisConfig{Prefix: prefix + "fg:", CallTimeout: time.Second})
-	fgBatch := shaper.NewRedisMeter(rdb, lim, shaper.RedisConfig{Prefix: prefix + "fgb:", Batch: true, CallTimeout: time.Second})
+	fg := shaper.NewRedisMeter(rdb, lim, shaper.RedisConfig{Prefix: prefix + "fg:", Breaker: breaker.New("bench", breaker.Config{CallTimeout: time.Second})})
+	fgBatch := shaper.NewRedisMeter(rdb, lim, shaper.RedisConfig{Prefix: prefix + "fgb:", Batch: true, Breaker: breaker.New("bench", breaker.Config{CallTimeout: time.Second})})
 	rr := redis_rate.NewLimiter(rdb)
 	rrLim := redis_rate.Limit{Rate: benchRate, Period: time.Second, Burst: benchBurst}
 	st, err := goredisstore.NewCtx(rdb, prefix+"th:")
@@ -270,7 +271,7 @@ func BenchmarkRedisLease(b *testing.B) {
 	prefix := fmt.Sprintf("bench:%d:", time.Now().UnixNano())
 	b.Cleanup(func() { deletePrefix(rdb, prefix) })
 	lim := shaper.Limit{Rate: shaper.PerSecond(leaseRate), Burst: 1000}
-	m := shaper.NewRedisMeter(rdb, lim, shaper.RedisConfig{Prefix: prefix, CallTimeout: time.Second})
+	m := shaper.NewRedisMeter(rdb, lim, shaper.RedisConfig{Prefix: prefix, Breaker: breaker.New("bench", breaker.Config{CallTimeout: time.Second})})
 	for _, conc := range []int{1, 32, 128} {
 		b.Run(fmt.Sprintf("impl=per-request/conc=%d", conc), func(b *testing.B) {
 			benchDecider(b, rdb, rt, func(ctx context.Context, key string) (bool, error) {

@@ -16,8 +16,8 @@ func storeCall(context.Context) (int, error) { return 1, nil }
 // BenchmarkDo compares the guarded success path with a direct call of the same
 // function, in the same run. timeout=off is the path Do takes when no per-call
 // context is needed (CallTimeout < 0, or the caller's deadline is sooner);
-// timeout=on shares one deadline context between calls (Background);
-// timeout=on-cancellable derives a context.WithDeadline per call.
+// timeout=on (Background) and timeout=on-cancellable derive a
+// context.WithDeadline per call.
 func BenchmarkDo(b *testing.B) {
 	b.Run("impl=direct", func(b *testing.B) {
 		b.ReportAllocs()
@@ -49,7 +49,7 @@ func BenchmarkDo(b *testing.B) {
 		{"impl=breaker/timeout=callerdeadline", breaker.Config{CallTimeout: time.Hour}, func() (context.Context, context.CancelFunc) {
 			return context.WithTimeout(context.Background(), 30*time.Minute)
 		}},
-		// Background: calls share one deadline context.
+		// Background: a WithDeadline per call.
 		{"impl=breaker/timeout=on", breaker.Config{}, bg},
 		// A cancellable caller context without a deadline: a WithDeadline per call.
 		{"impl=breaker/timeout=on-cancellable", breaker.Config{}, func() (context.Context, context.CancelFunc) {
@@ -105,16 +105,4 @@ func BenchmarkDoParallel(b *testing.B) {
 			breaker.Do(ctx, br, breaker.FailClosed, storeCall, nil)
 		}
 	})
-}
-
-func BenchmarkAllow(b *testing.B) {
-	b.ReportAllocs()
-	br := breaker.New("bench", breaker.Config{})
-	for b.Loop() {
-		done, _, err := br.Allow(breaker.FailClosed)
-		if err != nil {
-			b.Fatal(err)
-		}
-		done(nil)
-	}
 }

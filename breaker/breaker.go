@@ -6,15 +6,12 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
-
-	"github.com/floodgate-go/floodgate/internal/calltimeout"
 )
 
 // A Policy says how a call is answered when the store can't answer it: when
@@ -128,8 +125,8 @@ type Stats struct {
 }
 
 // A Breaker is a circuit breaker guarding calls to a shared store (one Redis
-// endpoint). It is a thin layer over one gobreaker state machine that adds the
-// per-call timeout, the store-failure classifier, per-call policies, growing
+// endpoint). It is a thin layer over one gobreaker state machine (driven
+// through gobreaker's exported API only) that adds the per-call timeout, the store-failure classifier, per-call policies, growing
 // open times, counters, and transition reports made without gobreaker's lock
 // held. One Breaker is meant to be shared by every semaphore and meter using
 // the same endpoint, each with its own policy.
@@ -142,10 +139,9 @@ type Breaker struct {
 	ready atomic.Bool // setup is done
 
 	name        string
-	ts          *gobreaker.TwoStepCircuitBreaker[struct{}]
-	cb          *gobreaker.CircuitBreaker[struct{}] // ts's own state machine, for Execute; nil if unreachable
-	epoch       time.Time                           // monotonic origin of openUntil
-	callTimeout time.Duration
+	cb          *gobreaker.CircuitBreaker[struct{}]
+	epoch       time.Time     // monotonic origin of openUntil
+	callTimeout time.Duration // 0: off
 	isFailure   func(error) bool
 	policy      Policy
 	onChange    func(name string, from, to State)
@@ -154,11 +150,9 @@ type Breaker struct {
 	openMax     time.Duration
 	jitter      float64
 
-	state      atomic.Uint32       // gobreaker's state, mirrored by onTransition
-	openUntil  atomic.Int64        // end of the open period, ns since epoch; valid while state is open
-	hasPending atomic.Bool         // pending is not empty
-	seen       atomic.Int64        // a time since epoch observed by callContext: a lower bound of now
-	shared     calltimeout.Bounder // the deadline shared by calls whose ctx is never done
+	state      atomic.Uint32 // gobreaker's state, mirrored by onTransition
+	openUntil  atomic.Int64  // end of the open period, ns since epoch; valid while state is open
+	hasPending atomic.Bool   // pending is not empty
 
 	trips, transitions, failures    atomic.Uint64
 	rejections, degraded, fallbacks atomic.Uint64
@@ -205,14 +199,15 @@ func (b *Breaker) initSlow() { b.once.Do(func() { b.setup("", Config{}) }) }
 // Verdicts passed to gobreaker as the outcome of a call: nil is a success.
 var (
 	errFailure  = errors.New("breaker: store failure")
-	errExcluded = errors.New("breaker: not counted")
+	errTimedOut = errors.New("breaker: call timed out") // a failure: CallTimeout expired
+	errCaller   = errors.New("breaker: caller done")    // not counted: the caller's ctx ended
+	errExcluded = errors.New("breaker: context error")  // not counted: a context error of unknown origin
 )
 
 func (b *Breaker) setup(name string, cfg Config) {
 	b.name = name
 	b.epoch = time.Now()
 	b.callTimeout = cfg.callTimeout()
-	b.shared.Timeout = b.callTimeout
 	b.isFailure = cfg.IsFailure
 	if b.isFailure == nil {
 		b.isFailure = IsStoreFailure
@@ -245,7 +240,7 @@ func (b *Breaker) setup(name string, cfg Config) {
 			return false
 		},
 		OnStateChange: b.onTransition,
-		IsExcluded:    func(err error) bool { return err == errExcluded },
+		IsExcluded:    func(err error) bool { return err == errCaller || err == errExcluded },
 	}
 	if ratio > 0 {
 		// A rolling window. Without the ratio rule counts are never cleared
@@ -253,28 +248,8 @@ func (b *Breaker) setup(name string, cfg Config) {
 		st.Interval = cfg.window()
 		st.BucketPeriod = cfg.window() / time.Duration(cfg.windowBuckets())
 	}
-	b.ts = gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
-	b.cb = innerBreaker(b.ts)
+	b.cb = gobreaker.NewCircuitBreaker[struct{}](st)
 	b.ready.Store(true)
-}
-
-// innerBreaker returns the CircuitBreaker inside ts, so that Do can use its
-// Execute, which does not allocate, while Allow uses ts's two-step form, which
-// allocates a closure per call: both drive the same state machine. gobreaker
-// v2.4.0 has no exported way to get it, so this reads the struct's only field
-// after checking its type by reflection. If a later gobreaker changes that
-// layout, it returns nil and Do uses ts.Allow (one more allocation per call,
-// same behaviour); TestInnerBreakerReachable fails to say so.
-func innerBreaker(ts *gobreaker.TwoStepCircuitBreaker[struct{}]) *gobreaker.CircuitBreaker[struct{}] {
-	v := reflect.ValueOf(ts).Elem()
-	if v.NumField() != 1 {
-		return nil
-	}
-	f := v.Field(0)
-	if f.Type() != reflect.TypeFor[*gobreaker.CircuitBreaker[struct{}]]() {
-		return nil
-	}
-	return (*gobreaker.CircuitBreaker[struct{}])(f.UnsafePointer())
 }
 
 // Name returns the breaker's name.
@@ -297,7 +272,7 @@ func (b *Breaker) State() State {
 	if _, open := b.openRemaining(); open {
 		return StateOpen
 	}
-	s := State(b.ts.State())
+	s := State(b.cb.State())
 	b.dispatch()
 	return s
 }
@@ -318,6 +293,13 @@ func (b *Breaker) Stats() Stats {
 	return st
 }
 
+// CallTimeout returns the per-call timeout [Do] applies ([Config.CallTimeout]
+// after defaults), or 0 if calls are not bounded.
+func (b *Breaker) CallTimeout() time.Duration {
+	b.init()
+	return b.callTimeout
+}
+
 // Do calls call through the breaker and tells where the answer came from.
 //
 // If ctx is already done, Do returns ctx.Err() without calling. If the
@@ -328,14 +310,21 @@ func (b *Breaker) Stats() Stats {
 //   - FailOpen: the zero T, [Degraded] and a nil error;
 //   - FailLocal: fallback(ctx)'s result and error, with [FromFallback].
 //
-// Otherwise Do calls call with a context bounded by Config.CallTimeout. The
-// outcome is classified and counted:
+// Otherwise Do calls call with ctx bounded by [Config.CallTimeout]: the call's
+// context is ctx itself when ctx's own deadline is sooner (or CallTimeout is
+// off), else a child of ctx that ends CallTimeout from now. The outcome is
+// classified and counted:
 //   - nil error: a success; Do returns call's result, [FromStore], nil;
-//   - the call outlived CallTimeout, or [Config.IsFailure] says the error is
-//     a store failure: a failure; Do answers by policy p as above, except that
-//     under FailClosed the error is a [*StoreError] wrapping call's error;
-//   - the caller's own ctx is done (cancelled or past its deadline): not
-//     counted; Do returns call's result and error as they are, [FromStore];
+//   - the caller's own ctx is done (cancelled or past its deadline, even if
+//     CallTimeout has passed too): not counted; Do returns the zero T,
+//     [FromStore] and ctx.Err(), unwrapped;
+//   - CallTimeout expired while ctx is not done (the store was too slow): a
+//     failure; Do answers by policy p as above, except that under FailClosed
+//     the error is a [*StoreError] matching [ErrTimeout] and
+//     [ErrUnavailable], and not context.DeadlineExceeded;
+//   - [Config.IsFailure] says the error is a store failure: a failure; Do
+//     answers by policy p as above, except that under FailClosed the error
+//     is a [*StoreError] wrapping call's error;
 //   - any other error (a denial, redis.Nil): the store answered, a success;
 //     Do returns call's result and error as they are, [FromStore].
 //
@@ -343,24 +332,9 @@ func (b *Breaker) Stats() Stats {
 // and fallback is nil, or if p is not a valid Policy. If call panics, the
 // panic counts as a failure and is re-raised (gobreaker's Execute).
 //
-// Cost: on the success path (breaker closed, call succeeds) Do adds a few
-// atomic loads and a closure call to gobreaker's Execute, and allocates
-// nothing when it derives no per-call context: when CallTimeout is negative,
-// or when ctx already has a deadline no later than CallTimeout from now
-// (usually decided without calling time.Now). A ctx that can never be done
-// shares one deadline context with the calls starting within CallTimeout/16
-// (each gets between 15/16 of CallTimeout and all of it): that costs nothing
-// for context.Background, and one small wrapper that keeps ctx's values for
-// any other (context.WithoutCancel, values on Background). Otherwise (a cancellable
-// ctx without a sooner deadline, such as an HTTP request's) it derives the
-// call's context with context.WithDeadline, which costs that function's usual
-// 4 allocations and a runtime timer (about 1µs on a small VM; a Redis round
-// trip is about 50–100µs): a context that must be done when either the
-// caller's or the call's time is up needs a Done channel of its own. To avoid
-// that cost, give ctx a deadline at most CallTimeout away, or set CallTimeout
-// negative and let the Redis client bound each command itself (go-redis
-// ReadTimeout/WriteTimeout): those timeouts surface as net timeout errors,
-// which IsStoreFailure counts.
+// Do allocates nothing of its own on the success path when it derives no
+// context (CallTimeout off, or a sooner caller deadline); otherwise it pays
+// for one context.WithDeadline.
 func Do[T any](ctx context.Context, b *Breaker, p Policy, call func(context.Context) (T, error), fallback func(context.Context) (T, error)) (T, Source, error) {
 	b.init()
 	checkPolicy(p)
@@ -383,9 +357,12 @@ func Do[T any](ctx context.Context, b *Breaker, p Policy, call func(context.Cont
 
 	cctx, deadline := ctx, time.Time{}
 	if b.callTimeout > 0 {
-		var cancel context.CancelFunc
-		cctx, cancel, deadline = b.callContext(ctx)
-		if cancel != nil {
+		deadline = time.Now().Add(b.callTimeout)
+		if d, ok := ctx.Deadline(); ok && !d.After(deadline) {
+			deadline = time.Time{} // the caller's deadline is sooner: it bounds the call
+		} else {
+			var cancel context.CancelFunc
+			cctx, cancel = context.WithDeadline(ctx, deadline)
 			defer cancel()
 		}
 	}
@@ -393,27 +370,24 @@ func Do[T any](ctx context.Context, b *Breaker, p Policy, call func(context.Cont
 		out     T
 		callErr error
 		ran     bool
-		src     Source // the policy's answer if the call failed, else FromStore
-		gerr    error
+		v       error  // the verdict
+		src     Source // the policy's answer if the call failed
 	)
-	if b.cb != nil {
-		_, gerr = b.cb.Execute(func() (struct{}, error) {
-			ran = true
-			out, callErr = call(cctx)
-			if callErr == nil {
-				return struct{}{}, nil
-			}
-			v := b.verdict(ctx, deadline, callErr)
-			if v == errFailure {
-				// Count before gobreaker sees the failure, so that the log
-				// line of a transition it causes includes it.
-				src = b.countFailure(p)
-			}
-			return struct{}{}, v
-		})
-	} else {
-		out, callErr, ran, src, gerr = twoStep(b, ctx, cctx, deadline, p, call)
-	}
+	_, gerr := b.cb.Execute(func() (struct{}, error) {
+		ran = true
+		out, callErr = call(cctx)
+		if callErr == nil {
+			return struct{}{}, nil
+		}
+		v = b.verdict(ctx, deadline, callErr)
+		if v == errFailure || v == errTimedOut {
+			// Count before gobreaker sees the failure, so that the log
+			// line of a transition it causes includes it.
+			b.failures.Add(1)
+			src = b.count(p)
+		}
+		return struct{}{}, v
+	})
 	b.dispatch()
 	switch {
 	case !ran:
@@ -421,36 +395,19 @@ func Do[T any](ctx context.Context, b *Breaker, p Policy, call func(context.Cont
 			return answer(ctx, src, fallback)
 		}
 		return zero, Rejected, b.rejection(gerr)
-	case src == Rejected:
-		return zero, Rejected, &StoreError{Name: b.name, Err: callErr}
-	case src != FromStore:
-		return answer(ctx, src, fallback)
-	}
-	return out, FromStore, callErr
-}
-
-// twoStep is Do's call path through gobreaker's two-step form, used only if
-// innerBreaker could not reach the CircuitBreaker. Like Execute, it records a
-// panic of call as a failure and re-raises it.
-func twoStep[T any](b *Breaker, ctx, cctx context.Context, deadline time.Time, p Policy, call func(context.Context) (T, error)) (out T, callErr error, ran bool, src Source, gerr error) {
-	done, gerr := b.ts.Allow()
-	if gerr != nil {
-		return out, nil, false, FromStore, gerr
-	}
-	reported := false
-	defer func() {
-		if !reported {
-			done(errFailure) // call panicked
+	case v == errCaller:
+		if err := ctx.Err(); err != nil {
+			return zero, FromStore, err
 		}
-	}()
-	out, callErr = call(cctx)
-	v := b.verdict(ctx, deadline, callErr)
-	if v == errFailure {
-		src = b.countFailure(p)
+		return zero, FromStore, context.DeadlineExceeded // its deadline passed; its timer is late
+	case v != errFailure && v != errTimedOut:
+		return out, FromStore, callErr
+	case src != Rejected:
+		return answer(ctx, src, fallback)
+	case v == errTimedOut:
+		return zero, Rejected, &StoreError{Name: b.name, Err: ErrTimeout}
 	}
-	reported = true
-	done(v)
-	return out, callErr, true, src, nil
+	return zero, Rejected, &StoreError{Name: b.name, Err: callErr}
 }
 
 // answer answers a call the store could not answer under FailOpen (src
@@ -478,88 +435,34 @@ func (b *Breaker) count(p Policy) Source {
 	return Rejected
 }
 
-// countFailure counts a call that failed and will be answered by policy p.
-func (b *Breaker) countFailure(p Policy) Source {
-	b.failures.Add(1)
-	return b.count(p)
-}
-
 func checkPolicy(p Policy) {
 	if p > FailLocal {
 		panic("breaker: invalid Policy " + p.String())
 	}
 }
 
-// Allow is the two-step form of [Do], for middleware that cannot wrap the
-// store call in a function. It never blocks and does no I/O.
-//
-// If the breaker lets the call through, Allow returns a done func, [FromStore]
-// and a nil error: make the store call, then call done exactly once with its
-// error (a second call would count the outcome twice). done classifies the
-// error like Do, except that Allow applies no CallTimeout and knows no caller
-// context: nil is a success, an error [Config.IsFailure] accepts is a
-// failure, a context error is not counted, and any other error is a success.
-// A failure reported through done is counted, but the policy is not applied
-// to it: the caller has its error.
-//
-// If the breaker is open, or half-open with its probes in flight, the caller
-// must not call the store, and Allow answers by policy p: FailClosed returns
-// [Rejected] and an [*OpenError]; FailOpen returns [Degraded] (admit);
-// FailLocal returns [FromFallback] (use your local fallback), both with a nil
-// error. done is then a no-op. done is never nil.
-//
-// Allow allocates (gobreaker's two-step closure and Allow's own). It panics
-// if p is not a valid Policy.
-func (b *Breaker) Allow(p Policy) (done func(err error), src Source, err error) {
-	b.init()
-	checkPolicy(p)
-	b.dispatch()
-	if rem, open := b.openRemaining(); open {
-		if src := b.count(p); src != Rejected {
-			return noop, src, nil
-		}
-		return noop, Rejected, b.openError(StateOpen, rem)
-	}
-	gdone, gerr := b.ts.Allow()
-	b.dispatch()
-	if gerr != nil {
-		if src := b.count(p); src != Rejected {
-			return noop, src, nil
-		}
-		return noop, Rejected, b.rejection(gerr)
-	}
-	return func(err error) {
-		v := b.verdict(nil, time.Time{}, err)
-		if v == errFailure {
-			b.failures.Add(1)
-		}
-		gdone(v)
-		b.dispatch()
-	}, FromStore, nil
-}
-
-func noop(error) {}
-
 // verdict classifies the outcome of a call for gobreaker: nil (success),
-// errFailure or errExcluded. ctx is the caller's context (nil for Allow) and
-// deadline the per-call deadline Do set (zero if none).
+// errFailure, errTimedOut (failures), errCaller or errExcluded (not counted).
+// ctx is the caller's context and deadline the per-call deadline Do set (zero
+// if none).
 func (b *Breaker) verdict(ctx context.Context, deadline time.Time, err error) error {
 	if err == nil {
 		return nil
 	}
-	if ctx != nil {
-		now := time.Now()
-		// Compare times rather than look at ctx.Err(): a socket deadline set
-		// from a context deadline can fire before the context's own timer.
-		if !deadline.IsZero() && !now.Before(deadline) {
-			return errFailure // our per-call timeout expired: the store was slow
-		}
-		if ctx.Err() != nil {
-			return errExcluded // the caller cancelled
-		}
-		if d, ok := ctx.Deadline(); ok && !now.Before(d) {
-			return errExcluded // the caller's own deadline expired
-		}
+	// The caller's context first: once it is done, the outcome is the
+	// caller's, even if our deadline has passed too (go-redis does not abort
+	// a blocked read on cancellation, only at the socket deadline).
+	if ctx.Err() != nil {
+		return errCaller // the caller cancelled
+	}
+	// Compare times rather than look at ctx.Err(): a socket deadline set from
+	// a context deadline can fire before the context's own timer.
+	now := time.Now()
+	if d, ok := ctx.Deadline(); ok && !now.Before(d) {
+		return errCaller // the caller's own deadline expired
+	}
+	if !deadline.IsZero() && !now.Before(deadline) {
+		return errTimedOut // our per-call timeout expired: the store was slow
 	}
 	if b.isFailure(err) {
 		return errFailure
@@ -568,37 +471,6 @@ func (b *Breaker) verdict(ctx context.Context, deadline time.Time, err error) er
 		return errExcluded // a context error we can't attribute: no information
 	}
 	return nil // the store answered
-}
-
-// callContext derives the context of one call: ctx bounded by CallTimeout,
-// which must be on. It returns ctx itself, with no cancel func and a zero
-// deadline, if ctx's own deadline is not later; the shared deadline context
-// (see calltimeout.Bounder.Share), with no cancel func, if ctx can never be
-// done; otherwise a context.WithDeadline child and its cancel func.
-func (b *Breaker) callContext(ctx context.Context) (context.Context, context.CancelFunc, time.Time) {
-	pd, ok := ctx.Deadline()
-	// seen is a time observed earlier, so seen+CallTimeout <= now+CallTimeout:
-	// a caller deadline before it is sooner than ours, and time.Now (a large
-	// part of the whole cost on some VMs) is not needed. The comparison is
-	// refreshed whenever it fails.
-	if ok && pd.Sub(b.epoch) <= time.Duration(b.seen.Load())+b.callTimeout {
-		return ctx, nil, time.Time{}
-	}
-	now := time.Now()
-	b.seen.Store(int64(now.Sub(b.epoch))) // a racing older store is still a lower bound
-	deadline := now.Add(b.callTimeout)
-	if ok && !pd.After(deadline) {
-		return ctx, nil, time.Time{}
-	}
-	if ctx.Done() == nil {
-		// A ctx that can never be done (Background, WithoutCancel): share one
-		// deadline context with the calls starting within CallTimeout/16, so
-		// this common case costs no allocation and no timer of its own.
-		cctx, shared := b.shared.Share(ctx, now)
-		return cctx, nil, shared
-	}
-	cctx, cancel := context.WithDeadline(ctx, deadline)
-	return cctx, cancel, deadline
 }
 
 // openRemaining reports whether the breaker is in an open period and how much

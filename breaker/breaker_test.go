@@ -434,7 +434,8 @@ func TestCallerContextIsNotAStoreFailure(t *testing.T) {
 			t.Fatalf("Do past the caller's deadline = %v, %v after %v; want DeadlineExceeded as is, FromStore, after 100ms", src, err, time.Since(start))
 		}
 		// A call that reports the caller's deadline as a socket timeout (as
-		// go-redis does) before the context's own timer fired is the caller's too.
+		// go-redis does) before the context's own timer fired is the caller's too:
+		// Do returns the caller's context error, not the socket's.
 		ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
 		_, src, err = breaker.Do(ctx, b, breaker.FailClosed, func(ctx context.Context) (int, error) {
 			d, _ := ctx.Deadline()
@@ -442,8 +443,8 @@ func TestCallerContextIsNotAStoreFailure(t *testing.T) {
 			return 0, &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
 		}, nil)
 		cancel()
-		if src != breaker.FromStore || !errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("socket timeout at the caller's deadline = %v, %v; want it as is", src, err)
+		if src != breaker.FromStore || err != context.DeadlineExceeded {
+			t.Fatalf("socket timeout at the caller's deadline = %v, %v; want context.DeadlineExceeded, unwrapped", src, err)
 		}
 		wantState(t, b, breaker.StateClosed)
 		if st := b.Stats(); st.StoreFailures != 0 {
@@ -466,8 +467,15 @@ func TestCallTimeout(t *testing.T) {
 				t.Fatalf("Do returned after %v, want the 200ms call timeout", el)
 			}
 			se, ok := errors.AsType[*breaker.StoreError](err)
-			if src != breaker.Rejected || !ok || se.Err != context.DeadlineExceeded {
-				t.Fatalf("Do past CallTimeout = %v, %v; want Rejected, *StoreError wrapping DeadlineExceeded", src, err)
+			if src != breaker.Rejected || !ok || !errors.Is(err, breaker.ErrTimeout) || !errors.Is(err, breaker.ErrUnavailable) || !se.Timeout() {
+				t.Fatalf("Do past CallTimeout = %v, %v; want Rejected, a timeout *StoreError matching ErrTimeout and ErrUnavailable", src, err)
+			}
+			// The caller's context is not done: the error must not look like it is.
+			if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+				t.Fatalf("Do past CallTimeout = %v matches context.DeadlineExceeded (caller ctx %v)", err, ctx.Err())
+			}
+			if ne, ok := errors.AsType[net.Error](err); !ok || !ne.Timeout() {
+				t.Fatalf("Do past CallTimeout = %v, not a timeout net.Error", err)
 			}
 			wantState(t, b, breaker.StateOpen)
 		})
@@ -524,7 +532,7 @@ func TestCallTimeout(t *testing.T) {
 
 // TestOnStateChangeCallsBackWithoutDeadlock is the regression test for
 // gobreaker calling OnStateChange under its mutex: a hook that calls back into
-// the breaker (State, Stats, Do, Allow) must not deadlock.
+// the breaker (State, Stats, Do) must not deadlock.
 func TestOnStateChangeCallsBackWithoutDeadlock(t *testing.T) {
 	type change struct{ from, to breaker.State }
 	var (
@@ -544,8 +552,6 @@ func TestOnStateChangeCallsBackWithoutDeadlock(t *testing.T) {
 			_ = b.State()
 			_ = b.Stats()
 			breaker.Do(context.Background(), b, breaker.FailOpen, func(context.Context) (int, error) { return 0, nil }, nil)
-			done, _, _ := b.Allow(breaker.FailOpen)
-			done(nil)
 		},
 	})
 	finished := make(chan struct{})
@@ -633,47 +639,46 @@ func TestOneLogLinePerTransition(t *testing.T) {
 	})
 }
 
-func TestAllow(t *testing.T) {
+// TestHalfOpenProbeInFlight: while the one half-open probe is in flight, other
+// calls are answered by their policy without reaching the store.
+func TestHalfOpenProbeInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := breaker.New("t", breaker.Config{ConsecutiveFailures: 2, OpenDuration: time.Second, Jitter: -1, Logger: discard})
-		for _, err := range []error{errRefused, errDenied, errRefused, context.Canceled} {
-			done, src, aerr := b.Allow(breaker.FailClosed)
-			if aerr != nil || src != breaker.FromStore {
-				t.Fatalf("Allow while closed = %v, %v", src, aerr)
-			}
-			done(err)
-		}
-		wantState(t, b, breaker.StateClosed) // the denial reset the run; Canceled is not counted
-		done, _, _ := b.Allow(breaker.FailClosed)
-		done(&net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded})
+		b := breaker.New("t", breaker.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, Jitter: -1, CallTimeout: -1, Logger: discard})
+		var s store
+		s.set(errRefused)
+		do(b, &s)
 		wantState(t, b, breaker.StateOpen)
-
+		time.Sleep(time.Second + 1)
+		release := make(chan struct{})
+		probed := make(chan error)
+		go func() {
+			_, _, err := breaker.Do(t.Context(), b, breaker.FailClosed, func(context.Context) (int, error) {
+				<-release
+				return 1, nil
+			}, nil)
+			probed <- err
+		}()
+		synctest.Wait() // the probe is in flight
 		for _, tc := range []struct {
 			p   breaker.Policy
 			src breaker.Source
 		}{{breaker.FailClosed, breaker.Rejected}, {breaker.FailOpen, breaker.Degraded}, {breaker.FailLocal, breaker.FromFallback}} {
-			done, src, err := b.Allow(tc.p)
-			if src != tc.src || done == nil || (err != nil) != (tc.p == breaker.FailClosed) {
-				t.Fatalf("Allow(%v) while open = %v, %v (done nil: %v); want %v", tc.p, src, err, done == nil, tc.src)
+			_, src, err := breaker.Do(t.Context(), b, tc.p, s.call, local)
+			if src != tc.src || (err != nil) != (tc.p == breaker.FailClosed) {
+				t.Fatalf("Do(%v) with the probe in flight = %v, %v; want %v", tc.p, src, err, tc.src)
 			}
-			if tc.p == breaker.FailClosed && !errors.Is(err, gobreaker.ErrOpenState) {
-				t.Fatalf("Allow(FailClosed) error %v does not match ErrOpenState", err)
+			if tc.p == breaker.FailClosed && !errors.Is(err, gobreaker.ErrTooManyRequests) {
+				t.Fatalf("Do(FailClosed) error %v does not match ErrTooManyRequests", err)
 			}
-			done(errRefused) // a no-op
 		}
-		time.Sleep(time.Second + 1)
-		done, src, err := b.Allow(breaker.FailClosed)
-		if err != nil || src != breaker.FromStore {
-			t.Fatalf("Allow when the open period ended = %v, %v; want a probe", src, err)
+		if n := s.calls.Load(); n != 1 {
+			t.Fatalf("store calls = %d, want 1 (only the trip)", n)
 		}
-		if _, src, err := b.Allow(breaker.FailOpen); src != breaker.Degraded || err != nil {
-			t.Fatalf("second Allow while the probe is in flight = %v, %v; want Degraded", src, err)
+		close(release)
+		if err := <-probed; err != nil {
+			t.Fatalf("probe: %v", err)
 		}
-		done(nil)
 		wantState(t, b, breaker.StateClosed)
-		if st := b.Stats(); st.StoreFailures != 3 {
-			t.Fatalf("Stats().StoreFailures = %d, want 3", st.StoreFailures)
-		}
 	})
 }
 
@@ -738,7 +743,6 @@ func TestMisuseOfDoPanics(t *testing.T) {
 	}{
 		{"FailLocal without fallback", func() { breaker.Do(context.Background(), b, breaker.FailLocal, local, nil) }, "breaker: FailLocal needs a fallback"},
 		{"invalid policy", func() { breaker.Do(context.Background(), b, breaker.Policy(9), local, nil) }, "breaker: invalid Policy Policy(9)"},
-		{"invalid policy in Allow", func() { b.Allow(breaker.Policy(3)) }, "breaker: invalid Policy Policy(3)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer func() {
@@ -807,8 +811,6 @@ func TestConcurrentUseRace(t *testing.T) {
 						return 0, err
 					}, local)
 					if i%7 == 0 {
-						done, _, _ := b.Allow(p)
-						done(err)
 						b.Stats()
 					}
 				}
@@ -833,18 +835,25 @@ func TestStragglerDoesNotShortenGrownOpenPeriod(t *testing.T) {
 		})
 		var s store
 		s.set(errRefused)
-		do(b, &s)                                        // trip 1: open 1s
-		time.Sleep(time.Second + 1)                      // half-open
-		straggler, _, err := b.Allow(breaker.FailClosed) // probe 1, still in flight
-		if err != nil {
-			t.Fatalf("Allow in half-open: %v", err)
-		}
+		do(b, &s)                   // trip 1: open 1s
+		time.Sleep(time.Second + 1) // half-open
+		release := make(chan struct{})
+		straggled := make(chan struct{})
+		go func() { // probe 1, still in flight
+			defer close(straggled)
+			breaker.Do(t.Context(), b, breaker.FailClosed, func(context.Context) (int, error) {
+				<-release
+				return 0, nil
+			}, nil)
+		}()
+		synctest.Wait()
 		do(b, &s) // probe 2 fails: trip 2, open 2s
 		if got := retryAfter(t, b); got != 2*time.Second {
 			t.Fatalf("open for %v after the second trip, want 2s", got)
 		}
 		time.Sleep(1200 * time.Millisecond) // past gobreaker's own 1s timer
-		straggler(nil)                      // the slow probe reports now
+		close(release)                      // the slow probe reports now
+		<-straggled
 		wantState(t, b, breaker.StateOpen)
 		s.set(nil)
 		before := s.calls.Load()

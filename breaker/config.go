@@ -81,15 +81,18 @@ type Config struct {
 	// negative.
 	HalfOpenProbes int
 
-	// CallTimeout bounds each call made through [Do]: the call gets a context
-	// whose deadline is at most CallTimeout away, and the expiry of that
-	// deadline counts as a store failure (the expiry of the caller's own
-	// deadline does not). When the caller's context already has a deadline
-	// that is not later, no context is derived; calls whose context can never
-	// be done share one deadline, 15/16 to 16/16 of CallTimeout away (see
-	// [Do]). If zero,
-	// DefaultCallTimeout (250ms) is used. If negative, calls are not bounded.
-	// [Breaker.Allow] does not apply it.
+	// CallTimeout is the one per-call timeout of every store call made
+	// through [Do]: the call gets a context that ends CallTimeout from now, or
+	// at the caller's own deadline when that is sooner (the caller's deadline
+	// wins). If zero, DefaultCallTimeout (250ms) is used. If negative, calls
+	// have no per-call timeout (only the caller's context and the client's own
+	// socket timeouts bound them).
+	//
+	// A call that outlives CallTimeout while the caller's context is not done
+	// is a store failure: it is counted, and under FailClosed Do returns a
+	// [*StoreError] matching [ErrTimeout] and [ErrUnavailable], never
+	// context.DeadlineExceeded. The caller's own context ending is not
+	// counted, and Do returns ctx.Err().
 	//
 	// Set it below the deadlines of your callers: if every caller's deadline
 	// is shorter, a frozen store burns each caller's deadline and never trips
@@ -106,7 +109,7 @@ type Config struct {
 	IsFailure func(err error) bool
 
 	// Policy is the breaker's default policy, returned by [Breaker.Policy] for
-	// callers that do not have their own; [Do] and [Breaker.Allow] take the
+	// callers that do not have their own; [Do] takes the
 	// policy of each call as an argument. The zero value is FailClosed.
 	Policy Policy
 

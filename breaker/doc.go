@@ -3,9 +3,9 @@
 // costs one timeout, not one per request.
 //
 // A [Breaker] wraps one github.com/sony/gobreaker/v2 state machine (closed,
-// open, half-open). Every call to the store goes through it with [Do] (or the
-// two-step [Breaker.Allow]), which bounds the call with a per-call timeout,
-// counts only infrastructure failures ([IsStoreFailure]: timeouts, refused or
+// open, half-open). Every call to the store goes through it with [Do], which
+// bounds the call with the per-call timeout [Config.CallTimeout] (default
+// [DefaultCallTimeout]), counts only infrastructure failures ([IsStoreFailure]: timeouts, refused or
 // reset connections, EOF, LOADING, READONLY, MASTERDOWN, BUSY, OOM,
 // CLUSTERDOWN, TRYAGAIN), and never the caller's own cancellation or deadline,
 // a "denied" answer or redis.Nil. When the store cannot answer (the breaker is
@@ -19,6 +19,16 @@
 //
 // While the breaker is open no call reaches the network: Do answers in
 // microseconds.
+//
+// # Timeouts: the store's and the caller's
+//
+// A store call that outlives CallTimeout while the caller's context is not done
+// means the store is too slow: it counts as a store failure, and under
+// FailClosed Do returns a [*StoreError] for which errors.Is(err, [ErrTimeout])
+// and errors.Is(err, [ErrUnavailable]) are true, whose Timeout method reports
+// true, and for which errors.Is(err, context.DeadlineExceeded) is false. The
+// caller's own context ending (cancelled, or its deadline, when sooner than
+// CallTimeout) is not counted, and Do returns ctx.Err() unwrapped.
 //
 // # Usage
 //

@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"errors"
+	"net"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -11,6 +12,15 @@ import (
 // call under the [FailClosed] policy gets no answer from the store: the breaker is
 // open (or half-open with its probes in flight), or the store call itself failed.
 var ErrUnavailable = errors.New("breaker: store unavailable")
+
+// ErrTimeout is matched, inside a [*StoreError], by a store call that was too
+// slow: [Config.CallTimeout] expired while the caller's context was not done
+// (or the client's own socket timeout fired). Such an error also matches
+// [ErrUnavailable], its Timeout method reports true (as a [net.Error]'s
+// does), it counts as a store failure, and it does not match
+// context.DeadlineExceeded: that is reserved for the caller's own deadline,
+// which [Do] reports as ctx.Err(), unwrapped and not counted.
+var ErrTimeout = errors.New("breaker: store call timed out")
 
 // An OpenError reports that the breaker rejected a call without calling the store
 // because it is open, or half-open with all its probes in flight. It matches
@@ -55,19 +65,38 @@ func (e *OpenError) RetryAfter() time.Duration { return e.Delay }
 
 // A StoreError reports that the breaker let a call through under the
 // [FailClosed] policy and the store call failed with an infrastructure error
-// (see [Config.IsFailure]). It matches [ErrUnavailable] with [errors.Is] and
-// unwraps to the store's error.
+// (see [Config.IsFailure]) or outlived [Config.CallTimeout]. It matches
+// [ErrUnavailable] with [errors.Is] and unwraps to the store's error; a call
+// that was too slow matches [ErrTimeout] too.
 type StoreError struct {
 	// Name is the breaker's name.
 	Name string
-	// Err is the store call's error.
+	// Err is the store call's error; ErrTimeout when CallTimeout expired.
 	Err error
 }
 
 func (e *StoreError) Error() string { return "breaker: store unavailable: " + e.Err.Error() }
 
-// Is reports whether target is ErrUnavailable.
-func (e *StoreError) Is(target error) bool { return target == ErrUnavailable }
+// Is reports whether target is ErrUnavailable, or ErrTimeout for a call that
+// was too slow (see Timeout).
+func (e *StoreError) Is(target error) bool {
+	return target == ErrUnavailable || target == ErrTimeout && e.Timeout()
+}
+
+// Timeout reports whether the store call was too slow: CallTimeout expired
+// (Err is ErrTimeout), or the client's own socket timeout fired (Err is a
+// timeout [net.Error]).
+func (e *StoreError) Timeout() bool {
+	if e.Err == ErrTimeout {
+		return true
+	}
+	ne, ok := errors.AsType[net.Error](e.Err)
+	return ok && ne.Timeout()
+}
 
 // Unwrap returns Err.
 func (e *StoreError) Unwrap() error { return e.Err }
+
+// Temporary reports Timeout(), as net.Error's timeouts do; with Timeout it
+// makes a *StoreError a [net.Error].
+func (e *StoreError) Temporary() bool { return e.Timeout() }

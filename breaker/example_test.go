@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"os"
-	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -114,36 +111,6 @@ func ExampleConfig_logger() {
 	// level=WARN msg="breaker: open" breaker=redis:6379 from=closed to=open open_for=1s trips=1 store_failures=3 rejected=0 degraded=3 fallbacks=0
 }
 
-// Allow is the two-step form for code that cannot wrap the store call in a
-// function, such as middleware.
-func ExampleBreaker_Allow() {
-	b := breaker.New("redis:6379", breaker.Config{Logger: slog.New(slog.DiscardHandler)})
-	callStore := func(ctx context.Context) error { return nil } // a Redis command
-	handle := func(w http.ResponseWriter, r *http.Request) {
-		done, src, err := b.Allow(breaker.FailClosed)
-		if err != nil {
-			var ra interface{ RetryAfter() time.Duration }
-			if errors.As(err, &ra) {
-				w.Header().Set("Retry-After", strconv.Itoa(int((ra.RetryAfter()+time.Second-1)/time.Second)))
-			}
-			http.Error(w, http.StatusText(http.StatusServiceUnavailable), http.StatusServiceUnavailable)
-			return
-		}
-		if src != breaker.FromStore {
-			return // FailOpen (Degraded) or FailLocal (FromFallback): serve without the store
-		}
-		err = callStore(r.Context())
-		done(err)
-		fmt.Println("served from the store")
-	}
-	rec := httptest.NewRecorder()
-	handle(rec, httptest.NewRequest("GET", "/", nil))
-	fmt.Println(rec.Code)
-	// Output:
-	// served from the store
-	// 200
-}
-
 // A Breaker shared by everything that uses one Redis endpoint. The client must
 // honour context deadlines (ContextTimeoutEnabled) for CallTimeout to bound a
 // call to a frozen server.
@@ -153,8 +120,8 @@ func Example_redis() {
 	b := breaker.New(rdb.Options().Addr, breaker.Config{
 		FailureRatio:    0.5, // also trip when half the calls of the last 10s failed
 		MinCalls:        20,
-		MaxOpenDuration: 30 * time.Second, // back off while the outage lasts
-		CallTimeout:     100 * time.Millisecond,
+		MaxOpenDuration: 30 * time.Second,       // back off while the outage lasts
+		CallTimeout:     100 * time.Millisecond, // the one per-call timeout of every call through b
 	})
 
 	ctx := context.Background()

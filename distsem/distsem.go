@@ -13,26 +13,20 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
-	"github.com/floodgate-go/floodgate/internal/calltimeout"
 	"github.com/floodgate-go/floodgate/internal/reject"
+	"github.com/floodgate-go/floodgate/internal/storecall"
 	"github.com/redis/go-redis/v9"
 )
 
 // Config configures a Semaphore. The zero value is a valid Config: 10s leases,
-// 250ms per Redis call, 1s waiter liveness, 10s tombstones, names of at most
-// 1024 bytes, no re-adoption.
+// a breaker of its own (so breaker.DefaultCallTimeout per Redis call), 1s
+// waiter liveness, 10s tombstones, names of at most 1024 bytes, no re-adoption.
 type Config struct {
 	// Lease is how long a permit stays valid at the store without a renewal. A
 	// holder renews every Lease/3; if it dies, its permit is free again at most
 	// Lease after its last renewal. If zero, 10s. It must be at least
-	// 3 × CallTimeout and at most MaxTTL.
+	// 3 × the breaker's CallTimeout and at most MaxTTL.
 	Lease time.Duration
-
-	// CallTimeout bounds every Redis call (the caller's context deadline bounds it
-	// further). A call that hits it counts as a store failure. Calls whose
-	// context cannot be cancelled share one deadline per CallTimeout/16, so
-	// such a call may be bounded by 15/16 of CallTimeout. If zero, 250ms.
-	CallTimeout time.Duration
 
 	// WaiterTTL is the liveness of a queued caller: its queue entry, and a
 	// permit handed to it by the hand-off that it has not claimed yet, live
@@ -47,7 +41,8 @@ type Config struct {
 	// callers wait takes with it beyond what it held: its queue entries and
 	// everything granted to them are free again within WaiterTTL of its last
 	// call (so within WaiterTTL of its death); only the weight it held stays
-	// out until its leases end. If zero, 1s.
+	// out until its leases end. If zero, 1s. It must be at least 3 × the
+	// breaker's CallTimeout.
 	WaiterTTL time.Duration
 
 	// TombstoneTTL is how long Redis remembers the token of an acquire that
@@ -71,10 +66,13 @@ type Config struct {
 
 	// Breaker guards every Redis call of the Semaphore: failures (timeouts,
 	// refused connections, LOADING, ...) are counted, caller cancellation is
-	// not, and while it is open no call waits on the network. Share one Breaker
-	// per Redis endpoint. If nil, the Semaphore makes its own with Policy and
-	// no call timeout of its own (the Semaphore applies CallTimeout to every
-	// call, and the breaker counts its expiry as a failure).
+	// not, and while it is open no call waits on the network. Its CallTimeout
+	// (breaker.Config.CallTimeout) is the one per-call timeout of every Redis
+	// call; a call that outlives it while the caller's context is not done is
+	// a store failure (an error matching breaker.ErrTimeout, not
+	// context.DeadlineExceeded). Share one Breaker per Redis endpoint. If nil,
+	// the Semaphore makes its own with breaker.Config{Policy: Policy}, hence
+	// breaker.DefaultCallTimeout.
 	Breaker *breaker.Breaker
 
 	// Policy decides what Acquire and TryAcquire do when Redis cannot answer
@@ -123,9 +121,8 @@ type Semaphore struct {
 	bg       sync.WaitGroup // background cleanups, the listener, and renewal calls of permits released during them
 	readopts atomic.Int64
 	lost     atomic.Int64
-	renewals renewals            // the renewal schedule of this Semaphore's permits
-	bound    calltimeout.Bounder // CallTimeout, applied by run
-	hold     atomic.Int64        // mean hold time of this Semaphore's released permits (ns, EWMA); 0 if none yet
+	renewals renewals     // the renewal schedule of this Semaphore's permits
+	hold     atomic.Int64 // mean hold time of this Semaphore's released permits (ns, EWMA); 0 if none yet
 
 	// closed is set by Close under mu, and read under mu where what follows
 	// must not race with Close (track, listen), without it elsewhere (every
@@ -171,18 +168,16 @@ const (
 // is only used to refuse at once an n above it. Stats reports both.
 //
 // New panics, with a message starting "distsem: ", on a programmer error:
-// client is nil; limit < 1 or > MaxLimit; name is empty, longer than
-// Config.MaxNameLen bytes (DefaultMaxNameLen if zero) or contains '{' or '}';
-// a duration in cfg is negative or above MaxTTL; MaxNameLen is negative;
-// Lease or WaiterTTL < 3 × CallTimeout (a renewal or heartbeat must fit in
-// its period); or client is a *redis.Client, *redis.ClusterClient or
-// *redis.Ring without ContextTimeoutEnabled: without it go-redis ignores
-// context deadlines and a frozen Redis would hold callers for its socket
-// timeouts.
+// client is nil or a typed nil ("distsem: nil client"); limit < 1 or >
+// MaxLimit; name is empty, longer than Config.MaxNameLen bytes
+// (DefaultMaxNameLen if zero) or contains '{' or '}'; a duration in cfg is
+// negative or above MaxTTL; MaxNameLen is negative; Lease or WaiterTTL < 3 ×
+// the breaker's CallTimeout (a renewal or heartbeat must fit in its period);
+// or client is a *redis.Client, *redis.ClusterClient or *redis.Ring without
+// ContextTimeoutEnabled: without it go-redis ignores context deadlines and a
+// frozen Redis would hold callers for its socket timeouts.
 func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Semaphore {
-	if client == nil {
-		panic("distsem: nil client")
-	}
+	storecall.Check("distsem", client)
 	if limit < 1 || limit > MaxLimit {
 		panic("distsem: limit out of range [1, MaxLimit]")
 	}
@@ -190,7 +185,15 @@ func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Se
 	if name == "" || len(name) > cfg.MaxNameLen || strings.ContainsAny(name, "{}") {
 		panic("distsem: name must be non-empty, at most MaxNameLen bytes and without braces")
 	}
-	sharded := checkClient(client)
+	st := storecall.New("distsem", client, cfg.Breaker, "distsem:"+name, cfg.Policy)
+	callTimeout := st.Breaker.CallTimeout()
+	if cfg.Lease < 3*callTimeout {
+		panic("distsem: Lease < 3 × CallTimeout")
+	}
+	if cfg.WaiterTTL < 3*callTimeout {
+		panic("distsem: WaiterTTL < 3 × CallTimeout")
+	}
+	_, sharded := client.(*redis.ClusterClient)
 	tag := "{" + name + "}"
 	var id [8]byte
 	rand.Read(id[:])
@@ -206,7 +209,6 @@ func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Se
 		id:      hex.EncodeToString(id[:]),
 		waiters: make(map[string]chan int64),
 	}
-	s.bound.Timeout = cfg.CallTimeout
 	if sharded {
 		s.pub = "spublish"
 	}
@@ -221,14 +223,14 @@ func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Se
 	s.tombArg = cfg.TombstoneTTL.Milliseconds()
 	s.idArg = s.id
 	s.stopCtx, s.stopFn = context.WithCancel(context.Background())
-	s.fail.init(name, cfg)
+	s.fail.init(st, cfg)
 	return s
 }
 
 // withDefaults returns cfg with its zero fields set to their defaults; it
 // panics on a value out of range (see New).
 func withDefaults(cfg Config) Config {
-	for _, d := range []time.Duration{cfg.Lease, cfg.CallTimeout, cfg.WaiterTTL, cfg.TombstoneTTL} {
+	for _, d := range []time.Duration{cfg.Lease, cfg.WaiterTTL, cfg.TombstoneTTL} {
 		if d < 0 || d > MaxTTL {
 			panic("distsem: duration in Config out of range [0, MaxTTL]")
 		}
@@ -239,9 +241,6 @@ func withDefaults(cfg Config) Config {
 	if cfg.Lease == 0 {
 		cfg.Lease = 10 * time.Second
 	}
-	if cfg.CallTimeout == 0 {
-		cfg.CallTimeout = 250 * time.Millisecond
-	}
 	if cfg.WaiterTTL == 0 {
 		cfg.WaiterTTL = time.Second
 	}
@@ -251,31 +250,7 @@ func withDefaults(cfg Config) Config {
 	if cfg.MaxNameLen == 0 {
 		cfg.MaxNameLen = DefaultMaxNameLen
 	}
-	if cfg.Lease < 3*cfg.CallTimeout {
-		panic("distsem: Lease < 3 × CallTimeout")
-	}
-	if cfg.WaiterTTL < 3*cfg.CallTimeout {
-		panic("distsem: WaiterTTL < 3 × CallTimeout")
-	}
 	return cfg
-}
-
-// checkClient panics if client is a go-redis client without
-// ContextTimeoutEnabled, and reports whether it is a Cluster client.
-func checkClient(client redis.UniversalClient) (sharded bool) {
-	enabled := true
-	switch c := client.(type) {
-	case *redis.Client:
-		enabled = c.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		enabled, sharded = c.Options().ContextTimeoutEnabled, true
-	case *redis.Ring:
-		enabled = c.Options().ContextTimeoutEnabled
-	}
-	if !enabled {
-		panic("distsem: client without ContextTimeoutEnabled")
-	}
-	return sharded
 }
 
 // mustBeMade panics if s is a zero Semaphore (not made by New).
@@ -540,7 +515,7 @@ func (a *attempt) await(ctx context.Context, r []int64) (*Permit, error) {
 		// that left for a renewal call (the message came late), claim it now
 		// with a call instead: it finds the token held and extends it.
 		claim := min(s.cfg.WaiterTTL, s.cfg.Lease)
-		if fence > 0 && fence > a.queuedAt && time.Until(a.queuedSent.Add(claim)) > s.cfg.CallTimeout {
+		if fence > 0 && fence > a.queuedAt && time.Until(a.queuedSent.Add(claim)) > s.callTimeout() {
 			return a.granted(fence, a.queuedSent, claim)
 		}
 	case <-a.timer.C:
@@ -708,20 +683,13 @@ func (s *Semaphore) Stats(ctx context.Context) (Stats, error) {
 	// returns ErrUnavailable at once instead of waiting on the network.
 	var hm *redis.SliceCmd
 	var hc, qc *redis.IntCmd
-	_, _, err := breaker.Do(ctx, s.fail.brk, breaker.FailClosed, func(ctx context.Context) (struct{}, error) {
-		cctx, deadline, cancel := s.bound.Bound(ctx)
-		if cancel != nil {
-			defer cancel()
-		}
-		_, err := s.client.TxPipelined(cctx, func(p redis.Pipeliner) error {
-			hm = p.HMGet(cctx, s.keys[0], "limit", "used")
-			hc = p.ZCard(cctx, s.keys[1])
-			qc = p.ZCard(cctx, s.keys[2])
+	_, _, err := storecall.Do(ctx, &s.fail.st, breaker.FailClosed, func(ctx context.Context, client redis.UniversalClient) (struct{}, error) {
+		_, err := client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			hm = p.HMGet(ctx, s.keys[0], "limit", "used")
+			hc = p.ZCard(ctx, s.keys[1])
+			qc = p.ZCard(ctx, s.keys[2])
 			return nil
 		})
-		if calltimeout.Expired(ctx, deadline, err) {
-			err = errCallTimeout
-		}
 		return struct{}{}, err
 	}, nil)
 	if err != nil {

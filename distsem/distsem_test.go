@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/distsem"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/redis/go-redis/v9"
@@ -427,7 +428,7 @@ func TestCancelledWaitersLeaveNothing(t *testing.T) {
 // lost.
 func TestReleaseDuringRenewalNeverLost(t *testing.T) {
 	db := redistest.Connect(t)
-	s := newSem(t, db.Client, db.Prefix+"sem", 4, distsem.Config{Lease: 150 * time.Millisecond, CallTimeout: 50 * time.Millisecond})
+	s := newSem(t, db.Client, db.Prefix+"sem", 4, distsem.Config{Lease: 150 * time.Millisecond, Breaker: breaker.New("test", breaker.Config{CallTimeout: 50 * time.Millisecond})})
 	ctx := t.Context()
 	var wg sync.WaitGroup
 	var lost atomic.Int64
@@ -463,7 +464,7 @@ func TestReleaseDuringRenewalNeverLost(t *testing.T) {
 // leases, and others cannot take it meanwhile.
 func TestRenewalKeepsPermitPastLease(t *testing.T) {
 	db := redistest.Connect(t)
-	cfg := distsem.Config{Lease: 300 * time.Millisecond, CallTimeout: 100 * time.Millisecond}
+	cfg := distsem.Config{Lease: 300 * time.Millisecond, Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond})}
 	s := newSem(t, db.Client, db.Prefix+"sem", 1, cfg)
 	ctx := t.Context()
 	p, err := s.Acquire(ctx, 1)
@@ -569,10 +570,10 @@ func TestNewPanicsOnProgrammerErrors(t *testing.T) {
 		{"braces", func() { distsem.New(ok, "{x}", 1, distsem.Config{}) }},
 		{"no ContextTimeoutEnabled", func() { distsem.New(noTimeout, "x", 1, distsem.Config{}) }},
 		{"lease shorter than 3 calls", func() {
-			distsem.New(ok, "x", 1, distsem.Config{Lease: time.Second, CallTimeout: time.Second})
+			distsem.New(ok, "x", 1, distsem.Config{Lease: time.Second, Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})})
 		}},
 		{"waiter TTL shorter than 3 calls", func() {
-			distsem.New(ok, "x", 1, distsem.Config{WaiterTTL: 500 * time.Millisecond, CallTimeout: 200 * time.Millisecond})
+			distsem.New(ok, "x", 1, distsem.Config{WaiterTTL: 500 * time.Millisecond, Breaker: breaker.New("test", breaker.Config{CallTimeout: 200 * time.Millisecond})})
 		}},
 		{"weight 0", func() { distsem.New(ok, "x", 1, distsem.Config{}).Acquire(context.Background(), 0) }},
 	} {
@@ -658,7 +659,7 @@ func distsemGoroutines() int {
 // is left.
 func TestNoGoroutineOutlivesItsOwner(t *testing.T) {
 	db := redistest.Connect(t)
-	s := distsem.New(db.Client, db.Prefix+"sem", 1, distsem.Config{Lease: 300 * time.Millisecond, CallTimeout: 100 * time.Millisecond})
+	s := distsem.New(db.Client, db.Prefix+"sem", 1, distsem.Config{Lease: 300 * time.Millisecond, Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond})})
 	ctx := t.Context()
 	h, err := s.Acquire(ctx, 1)
 	if err != nil {

@@ -127,8 +127,11 @@
 // # When Redis fails
 //
 // Every call goes through a breaker.Breaker (Config.Breaker, one per Redis
-// endpoint, shared) and has its own deadline (Config.CallTimeout) within the
-// caller's; New refuses a go-redis client without ContextTimeoutEnabled, because
+// endpoint, shared), whose CallTimeout bounds it within the caller's deadline; a
+// call that outlives it is a store failure (an error matching
+// breaker.ErrTimeout, never context.DeadlineExceeded), while the caller's own
+// context ending returns ctx.Err(). New refuses a nil client and a go-redis
+// client without ContextTimeoutEnabled, because
 // without it go-redis ignores context deadlines and a frozen Redis would hold
 // callers for its socket timeouts. Timeouts, refused connections and errors such
 // as LOADING count as failures; the caller's own cancellation does not. When

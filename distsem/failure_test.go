@@ -289,7 +289,7 @@ func TestScriptFlush(t *testing.T) {
 func TestLostWhenRenewalsFail(t *testing.T) {
 	srv := redistest.Start(t)
 	const lease = 600 * time.Millisecond
-	s := newSem(t, srv.Client(), "lost", 1, distsem.Config{Lease: lease, CallTimeout: 100 * time.Millisecond})
+	s := newSem(t, srv.Client(), "lost", 1, distsem.Config{Lease: lease, Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond})})
 	p, err := s.Acquire(t.Context(), 1)
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +328,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 			mu.Unlock()
 		},
 	})
-	cfg := distsem.Config{Lease: 3 * time.Second, CallTimeout: 100 * time.Millisecond, Breaker: brk}
+	cfg := distsem.Config{Lease: 3 * time.Second, Breaker: brk}
 	plain := newSem(t, rdb, "restart", 2, cfg)
 	cfg.Readopt = true
 	readopt := newSem(t, rdb, "restart", 2, cfg)
@@ -415,7 +415,7 @@ func policyBreaker() *breaker.Breaker {
 
 func TestFailClosed(t *testing.T) {
 	srv := redistest.Start(t)
-	s := newSem(t, srv.Client(), "fc", 2, distsem.Config{CallTimeout: 100 * time.Millisecond, Breaker: policyBreaker()})
+	s := newSem(t, srv.Client(), "fc", 2, distsem.Config{Breaker: policyBreaker()})
 	tripBreaker(t, s, srv)
 	start := time.Now()
 	p, err := s.Acquire(t.Context(), 1)
@@ -431,7 +431,7 @@ func TestFailClosed(t *testing.T) {
 
 func TestFailOpen(t *testing.T) {
 	srv := redistest.Start(t)
-	s := newSem(t, srv.Client(), "fo", 2, distsem.Config{CallTimeout: 100 * time.Millisecond, Breaker: policyBreaker(), Policy: breaker.FailOpen})
+	s := newSem(t, srv.Client(), "fo", 2, distsem.Config{Breaker: policyBreaker(), Policy: breaker.FailOpen})
 	tripBreaker(t, s, srv)
 	var ps []*distsem.Permit
 	for range 5 { // more than the limit: FailOpen admits everything
@@ -453,7 +453,7 @@ func TestFailOpen(t *testing.T) {
 // LocalShare in total.
 func TestFailLocal(t *testing.T) {
 	srv := redistest.Start(t)
-	s := newSem(t, srv.Client(), "fl", 10, distsem.Config{CallTimeout: 100 * time.Millisecond, Breaker: policyBreaker(), Policy: breaker.FailLocal, LocalShare: 3})
+	s := newSem(t, srv.Client(), "fl", 10, distsem.Config{Breaker: policyBreaker(), Policy: breaker.FailLocal, LocalShare: 3})
 	ctx := t.Context()
 	held, err := s.Acquire(ctx, 1) // from Redis, counted on the local share
 	if err != nil || held.Degraded() {
@@ -501,7 +501,7 @@ func TestFailLocalBoundUnderLoad(t *testing.T) {
 	for i, c := range clients(t, srv.Addr, procs) {
 		brk := breaker.New(fmt.Sprintf("p%d", i), breaker.Config{ConsecutiveFailures: 3, OpenDuration: 300 * time.Millisecond, CallTimeout: 100 * time.Millisecond})
 		sems = append(sems, newSem(t, c, "fl", limit, distsem.Config{
-			CallTimeout: 100 * time.Millisecond, Breaker: brk, Policy: breaker.FailLocal, LocalShare: share,
+			Breaker: brk, Policy: breaker.FailLocal, LocalShare: share,
 		}))
 	}
 	var o overlap

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 )
 
@@ -38,7 +39,7 @@ func expiryIn(t *testing.T, db *redistest.DB, s *Semaphore, tok string) int64 {
 func TestHandOffGrantLivesForClaimWindow(t *testing.T) {
 	db := redistest.Connect(t)
 	const lease, wttl = 10 * time.Second, 600 * time.Millisecond
-	s := New(db.Client, db.Prefix+"sem", 1, Config{Lease: lease, CallTimeout: 100 * time.Millisecond, WaiterTTL: wttl})
+	s := New(db.Client, db.Prefix+"sem", 1, Config{Lease: lease, Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond}), WaiterTTL: wttl})
 	t.Cleanup(func() { s.Close() })
 	r := &raw{t: t, s: s}
 
@@ -74,7 +75,7 @@ func TestHandOffGrantLivesForClaimWindow(t *testing.T) {
 func TestHandOffPermitClaimedByFirstRenewal(t *testing.T) {
 	db := redistest.Connect(t)
 	const lease, wttl = 3 * time.Second, 600 * time.Millisecond
-	cfg := Config{Lease: lease, CallTimeout: 100 * time.Millisecond, WaiterTTL: wttl}
+	cfg := Config{Lease: lease, Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond}), WaiterTTL: wttl}
 	a := New(db.Client, db.Prefix+"sem", 1, cfg)
 	w := New(db.Client, db.Prefix+"sem", 1, cfg)
 	t.Cleanup(func() { a.Close(); w.Close() })
@@ -142,7 +143,7 @@ func deafen(s *Semaphore) {
 // grant before that grant expires and is reaped (it was requeued at the back
 // for ever before the heartbeat was tied to the lease).
 func TestLostMessagesShortLeaseStillGranted(t *testing.T) {
-	_, a, w := twoProcesses(t, Config{Lease: 300 * time.Millisecond, CallTimeout: 50 * time.Millisecond, WaiterTTL: 3 * time.Second})
+	_, a, w := twoProcesses(t, Config{Lease: 300 * time.Millisecond, Breaker: breaker.New("test", breaker.Config{CallTimeout: 50 * time.Millisecond}), WaiterTTL: 3 * time.Second})
 	deafen(w)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -184,7 +185,7 @@ func TestLostMessagesShortLeaseStillGranted(t *testing.T) {
 // delivers such a message by hand: a real fence from an earlier grant, for the
 // token of a waiter that is queued now.
 func TestStaleHandoffMessageIgnored(t *testing.T) {
-	_, a, w := twoProcesses(t, Config{Lease: 2 * time.Second, CallTimeout: 100 * time.Millisecond, WaiterTTL: 3 * time.Second})
+	_, a, w := twoProcesses(t, Config{Lease: 2 * time.Second, Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond}), WaiterTTL: 3 * time.Second})
 	deafen(w) // no real hand-off message reaches w
 	old, err := a.Acquire(context.Background(), 1)
 	if err != nil {
@@ -238,7 +239,7 @@ func TestStaleHandoffMessageIgnored(t *testing.T) {
 // earlier call running late cannot grant the token again to no one. A token
 // granted by its only call writes none.
 func TestReleaseTombstonesRetriedTokens(t *testing.T) {
-	db, a, w := twoProcesses(t, Config{Lease: 600 * time.Millisecond, CallTimeout: 100 * time.Millisecond, WaiterTTL: 3 * time.Second})
+	db, a, w := twoProcesses(t, Config{Lease: 600 * time.Millisecond, Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond}), WaiterTTL: 3 * time.Second})
 	deafen(w)
 	ctx := context.Background()
 	tombKey := a.Keys()[5]

@@ -146,7 +146,7 @@ func (p *Permit) endLocked(cause error) {
 // cancelled, but not waited for (Close waits for it), so a renewal call that
 // hangs cannot delay Release. An intentional release is never reported as a lost lease: a
 // renewal that returns after Release finds the permit released. The release
-// call is detached from ctx's cancellation (it has its own CallTimeout), so a
+// call is detached from ctx's cancellation (the breaker's CallTimeout bounds it), so a
 // cancelled request still frees its permit. If it fails, it is retried in the
 // background until the lease would have expired, and the error is returned.
 // Release is idempotent: later calls return nil.

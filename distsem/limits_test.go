@@ -42,7 +42,6 @@ func TestLimitsOutOfLuaRangeRefused(t *testing.T) {
 		{"Lease above MaxTTL", func() { distsem.New(ok, "x", 1, distsem.Config{Lease: distsem.MaxTTL + time.Millisecond}) }},
 		{"WaiterTTL above MaxTTL", func() { distsem.New(ok, "x", 1, distsem.Config{WaiterTTL: math.MaxInt64}) }},
 		{"TombstoneTTL above MaxTTL", func() { distsem.New(ok, "x", 1, distsem.Config{TombstoneTTL: distsem.MaxTTL + 1}) }},
-		{"CallTimeout above MaxTTL", func() { distsem.New(ok, "x", 1, distsem.Config{CallTimeout: distsem.MaxTTL + 1}) }},
 	} {
 		mustPanic(t, tc.name, tc.f)
 	}

@@ -97,7 +97,7 @@ func (s *Semaphore) listen() {
 func (s *Semaphore) receive() {
 	defer s.bg.Done()
 	channel := s.prefix + s.id
-	ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.CallTimeout)
+	ctx, cancel := context.WithTimeout(s.stopCtx, s.callTimeout())
 	var ps *redis.PubSub
 	if s.sharded {
 		ps = s.client.SSubscribe(ctx, channel)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -136,7 +137,7 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 // the call returns, Close waits for it, and the permit is not reported lost.
 func TestReleaseReturnsWhileRenewalStuck(t *testing.T) {
 	g := newGateRenew(false)
-	_, s, p := heldPermit(t, g, Config{Lease: 900 * time.Millisecond, CallTimeout: 100 * time.Millisecond})
+	_, s, p := heldPermit(t, g, Config{Lease: 900 * time.Millisecond, Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond})})
 	releaseWithin(t, p, time.Second)
 	// The only unit is free again while the renewal is still stuck.
 	q, err := s.TryAcquire(t.Context(), 1)
@@ -190,7 +191,7 @@ func TestReleaseReturnsWhileRenewalStuck(t *testing.T) {
 func TestLateReadoptAfterReleaseIsReleasedAgain(t *testing.T) {
 	g := newGateRenew(true)
 	const lease = 4500 * time.Millisecond
-	db, s, p := heldPermit(t, g, Config{Lease: lease, CallTimeout: 100 * time.Millisecond, Readopt: true})
+	db, s, p := heldPermit(t, g, Config{Lease: lease, Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond}), Readopt: true})
 	releaseWithin(t, p, time.Second)
 	ctx := t.Context()
 	tomb := s.keys[5]
@@ -238,7 +239,7 @@ func TestLostAtDeadlineWhileRenewalHangs(t *testing.T) {
 	defer stalled.Wait() // last: after Release and Close
 	db.Client.AddHook(stallRenew(&stalled))
 	const lease = 300 * time.Millisecond
-	s := New(db.Client, db.Prefix+"sem", 1, Config{Lease: lease, CallTimeout: 100 * time.Millisecond})
+	s := New(db.Client, db.Prefix+"sem", 1, Config{Lease: lease, Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond})})
 	defer s.Close()
 	start := time.Now()
 	p, err := s.Acquire(t.Context(), 1)

@@ -65,7 +65,7 @@ func TestManyPermitsRideOutRedisBlip(t *testing.T) {
 		}
 	}()
 	eventually(t, lease/2, "the breaker did not open while Redis was frozen", func() bool {
-		return s.fail.brk.State() == breaker.StateOpen
+		return s.fail.st.Breaker.State() == breaker.StateOpen
 	})
 	srv.Resume()
 	paused = false

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/redisscript"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 )
@@ -36,7 +37,7 @@ type raw struct {
 
 func newRaw(t *testing.T, limit int64) (*raw, *redistest.DB) {
 	db := redistest.Connect(t)
-	s := New(db.Client, db.Prefix+"sem", limit, Config{Lease: time.Second, CallTimeout: 200 * time.Millisecond, WaiterTTL: 600 * time.Millisecond, TombstoneTTL: time.Second})
+	s := New(db.Client, db.Prefix+"sem", limit, Config{Lease: time.Second, Breaker: breaker.New("test", breaker.Config{CallTimeout: 200 * time.Millisecond}), WaiterTTL: 600 * time.Millisecond, TombstoneTTL: time.Second})
 	t.Cleanup(func() { s.Close() })
 	return &raw{t: t, s: s}, db
 }
@@ -413,7 +414,7 @@ func TestFastPathsMatchGeneralPaths(t *testing.T) {
 	}
 	// Long TTLs: nothing may expire between the calls to the two.
 	db := redistest.Connect(t)
-	cfg := Config{Lease: time.Minute, CallTimeout: time.Second, WaiterTTL: time.Minute, TombstoneTTL: time.Minute}
+	cfg := Config{Lease: time.Minute, Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second}), WaiterTTL: time.Minute, TombstoneTTL: time.Minute}
 	var rs [2]*raw
 	for i := range rs {
 		rs[i] = &raw{t: t, s: New(db.Client, db.Prefix+"sem"+strconv.Itoa(i), 3, cfg)}

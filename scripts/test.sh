@@ -3,7 +3,8 @@
 #
 # On a fresh Debian machine it installs redis-server if missing, starts redis-server
 # and a throwaway PostgreSQL cluster on free loopback ports, exports REDIS_ADDR,
-# DATABASE_URL and REDIS_SERVER, runs gofmt, go vet and go test -race -shuffle=on on
+# DATABASE_URL and REDIS_SERVER, runs gofmt, go vet, staticcheck (installed with
+# go install if missing) and go test -race -shuffle=on on
 # the root module, then its allocation tests without -race, then vets and
 # smoke-runs bench/ (one iteration each). Both servers
 # are stopped and their data removed on every exit path: success, failure or Ctrl-C.
@@ -26,6 +27,13 @@ if ! command -v redis-server >/dev/null 2>&1; then
   as_root systemctl stop redis-server >/dev/null 2>&1 || as_root service redis-server stop >/dev/null 2>&1 || true
 fi
 REDIS_SERVER=$(command -v redis-server)
+STATICCHECK_VERSION=v0.8.2
+if ! command -v staticcheck >/dev/null 2>&1; then
+  log "installing staticcheck $STATICCHECK_VERSION (go install)"
+  GOBIN=$(go env GOBIN); GOBIN=${GOBIN:-$(go env GOPATH)/bin}
+  go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" || die "cannot install staticcheck"
+  export PATH="$GOBIN:$PATH"
+fi
 PGBIN=${PGBIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}
 [ -x "$PGBIN/initdb" ] || die "PostgreSQL server binaries not found (set PGBIN)"
 
@@ -117,6 +125,9 @@ unformatted=$(gofmt -l $(git ls-files --cached --others --exclude-standard '*.go
 
 log "go vet ./..."
 run go vet ./...
+
+log "staticcheck ./..."
+run staticcheck ./...
 
 log "go test -race -shuffle=on ./..."
 run go test -race -shuffle=on -timeout 30m ${GOTESTFLAGS:-} ./...

@@ -84,9 +84,12 @@
 // what a decision is while Redis cannot answer: fail closed, fail open (most rate
 // limits should), or decide locally with RedisConfig.LocalLimit.
 //
-// With RedisConfig.Batch, the decisions that goroutines ask for at once share one
-// round trip: one call of a script that decides every key (on a Cluster or Ring
-// client, a pipeline).
+// Every Redis call is bounded by the breaker's CallTimeout (breaker.Config); a
+// call that outlives it is a store failure (an error matching
+// breaker.ErrTimeout, never context.DeadlineExceeded), while the caller's own
+// context ending returns ctx.Err(). With RedisConfig.Batch, the decisions that
+// goroutines ask for at once share one round trip: one call of a script that
+// decides every key (on a Cluster or Ring client, a pipeline).
 //
 //	exports := shaper.NewRedisMeter(rdb, shaper.Limit{Rate: shaper.PerMinute(5), Burst: 5},
 //		shaper.RedisConfig{Prefix: "exports:", Policy: breaker.FailOpen})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/reject"
+	"github.com/floodgate-go/floodgate/internal/storecall"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -39,13 +40,12 @@ import (
 // RedisQueue is safe for concurrent use by multiple goroutines. It starts no
 // goroutine.
 type RedisQueue struct {
-	client   redis.UniversalClient
+	st       storecall.Store // the client and its breaker
 	key      string
 	rl       *redisLimit
 	maxQueue int
 	maxWait  int64 // µs; < 0 unbounded
 	maxSlot  int64 // µs: the longest reservation the script arithmetic allows
-	brk      *breaker.Breaker
 	policy   breaker.Policy
 	local    *Queue
 	now      func() int64 // tests only (see RedisMeter.now)
@@ -65,7 +65,7 @@ type RedisQueue struct {
 // if cfg.Burst or cfg.MaxQueue is negative, or on an invalid client (see
 // [NewRedisMeter]).
 func NewRedisQueue(client redis.UniversalClient, name string, r Rate, cfg QueueConfig, rcfg RedisConfig) *RedisQueue {
-	checkClient("NewRedisQueue", client)
+	storecall.Check("shaper", client)
 	if cfg.Burst < 0 || cfg.MaxQueue < 0 {
 		panic("shaper: NewRedisQueue: negative Burst or MaxQueue")
 	}
@@ -75,12 +75,11 @@ func NewRedisQueue(client redis.UniversalClient, name string, r Rate, cfg QueueC
 		rcfg.Prefix = "shaper:q:"
 	}
 	q := &RedisQueue{
-		client:   client,
+		st:       rcfg.store(client, rcfg.Prefix),
 		key:      rcfg.Prefix + "{" + name + "}",
 		rl:       rl,
 		maxQueue: cfg.MaxQueue,
 		maxWait:  -1,
-		brk:      rcfg.breaker(rcfg.Prefix),
 		policy:   rcfg.Policy,
 		waiting:  make(map[*int64]struct{}),
 		done:     make(chan struct{}),
@@ -180,9 +179,9 @@ func (q *RedisQueue) Wait(ctx context.Context, n int64) error {
 	if q.local != nil {
 		fallback = func(context.Context) ([7]int64, error) { return [7]int64{-1}, nil }
 	}
-	r, src, err := breaker.Do(ctx, q.brk, q.policy, func(ctx context.Context) ([7]int64, error) {
+	r, src, err := storecall.Do(ctx, &q.st, q.policy, func(ctx context.Context, client redis.UniversalClient) ([7]int64, error) {
 		var out [7]int64
-		if err := evalKey(ctx, q.client, reserveScript, q.key, out[:], args...); err != nil {
+		if err := evalKey(ctx, client, reserveScript, q.key, out[:], args...); err != nil {
 			return out, err
 		}
 		if out[0] != 0 && out[0] != 1 || out[1] < 0 {
@@ -237,8 +236,8 @@ func (q *RedisQueue) unreserve(ctx context.Context, r [7]int64) {
 	if q.now != nil {
 		args = append(args, q.now())
 	}
-	breaker.Do(ctx, q.brk, breaker.FailClosed, func(ctx context.Context) (any, error) {
-		return unreserveScript.Run(ctx, q.client, []string{q.key}, args...).Result()
+	storecall.Do(ctx, &q.st, breaker.FailClosed, func(ctx context.Context, client redis.UniversalClient) (any, error) {
+		return unreserveScript.Run(ctx, client, []string{q.key}, args...).Result()
 	}, nil)
 }
 

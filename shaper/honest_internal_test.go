@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/floodgate-go/floodgate/breaker"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -74,7 +75,7 @@ func redisSubjects(t *testing.T) []subject {
 		out = append(out, subject{name: "Redis" + kindNames[kind], kind: algoKind(kind),
 			fresh: func(t *testing.T, lim Limit) (func(int64, int64) (Decision, error), func(Limit)) {
 				seq++
-				rm := newRedisMeter(algoKind(kind), db.Client, lim, RedisConfig{Prefix: db.Prefix + kindNames[kind] + ":", CallTimeout: 5 * time.Second})
+				rm := newRedisMeter(algoKind(kind), db.Client, lim, RedisConfig{Prefix: db.Prefix + kindNames[kind] + ":", Breaker: breaker.New("test", breaker.Config{CallTimeout: 5 * time.Second})})
 				key := "h" + strconv.Itoa(seq)
 				var now int64
 				rm.now = func() int64 { return now }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/internal/storecall"
+	"github.com/redis/go-redis/v9"
 )
 
 // Exhaustion says what a [Lease] does with a call that finds no local token,
@@ -324,15 +326,10 @@ func (l *Lease) leaseCall(ctx context.Context, want, least, giveback int64) ([4]
 	if m.now != nil {
 		args = append(args, m.now())
 	}
-	r, _, err := breaker.Do(ctx, m.brk, breaker.FailClosed, func(ctx context.Context) ([4]int64, error) {
+	r, _, err := storecall.Do(ctx, &m.st, breaker.FailClosed, func(ctx context.Context, client redis.UniversalClient) ([4]int64, error) {
 		var out [4]int64
-		cctx, deadline, cancel := m.bound.Bound(ctx)
-		err := evalKey(cctx, m.client, leaseScript, m.Key(l.key), out[:], args...)
-		if cancel != nil {
-			cancel()
-		}
-		if err != nil {
-			return out, callError(ctx, deadline, err)
+		if err := evalKey(ctx, client, leaseScript, m.Key(l.key), out[:], args...); err != nil {
+			return out, err
 		}
 		if out[0] < 0 || out[0] > want || out[2] < 0 {
 			return out, errors.New("shaper: unexpected lease reply")

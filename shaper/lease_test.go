@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/floodgate-go/floodgate/shaper"
 	"github.com/redis/go-redis/v9"
@@ -71,7 +72,7 @@ func TestLeaseOverAdmissionBound(t *testing.T) {
 	for range procs {
 		c := redis.NewClient(redistest.Options(db.Client.Options().Addr))
 		defer c.Close()
-		m := shaper.NewRedisMeter(c, lim, shaper.RedisConfig{Prefix: db.Prefix, CallTimeout: time.Second})
+		m := shaper.NewRedisMeter(c, lim, shaper.RedisConfig{Prefix: db.Prefix, Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})})
 		l := m.Lease("k", shaper.LeaseConfig{Batch: batch, Exhaustion: shaper.ExhaustWait, MaxWait: 20 * time.Millisecond, Expiry: -1})
 		leases = append(leases, l)
 		for range 8 {
@@ -215,7 +216,7 @@ func TestLeaseInvalid(t *testing.T) {
 func TestLeaseCloseWaitsForRefill(t *testing.T) {
 	srv := redistest.Start(t)
 	m := shaper.NewRedisMeter(srv.Client(), shaper.Limit{Rate: shaper.PerSecond(100), Burst: 100},
-		shaper.RedisConfig{CallTimeout: 200 * time.Millisecond})
+		shaper.RedisConfig{Breaker: breaker.New("test", breaker.Config{CallTimeout: 200 * time.Millisecond})})
 	l := m.Lease("k", shaper.LeaseConfig{})
 	srv.Pause()
 	defer srv.Resume()

@@ -2,27 +2,21 @@ package shaper
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
-	"github.com/floodgate-go/floodgate/internal/calltimeout"
 	"github.com/floodgate-go/floodgate/internal/redisscript"
+	"github.com/floodgate-go/floodgate/internal/storecall"
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultCallTimeout is the per-call timeout of a Redis meter's calls and of a
-// RedisQueue's own breaker (RedisConfig.CallTimeout when zero).
-const DefaultCallTimeout = 100 * time.Millisecond
-
 // RedisConfig configures a Redis-backed meter ([RedisMeter]), a [RedisQueue] and
 // the leases taken from a meter. The zero value is a valid RedisConfig: keys under
-// "shaper:<algorithm>:", a breaker of its own, a 100ms call timeout, and
-// breaker.FailClosed.
+// "shaper:<algorithm>:", a breaker of its own (so breaker.DefaultCallTimeout
+// per call), and breaker.FailClosed.
 type RedisConfig struct {
 	// Prefix starts every Redis key. The key of a user key k is Prefix + "{" + k +
 	// "}": k is the hash tag, so every script touches one slot and works on Redis
@@ -34,20 +28,14 @@ type RedisConfig struct {
 
 	// Breaker guards every Redis call: store failures (timeouts, refused
 	// connections, LOADING, ...) are counted, while it is open no call waits on
-	// the network, and its CallTimeout bounds each call. Share one Breaker per
-	// Redis endpoint. If nil, the meter makes its own, and applies CallTimeout
-	// itself (see CallTimeout); a RedisQueue gives its own breaker CallTimeout.
+	// the network, and its CallTimeout (breaker.Config.CallTimeout) is the one
+	// per-call timeout of each call. A call that outlives it while the caller's
+	// context is not done is a store failure (under FailClosed, an error
+	// matching breaker.ErrTimeout, not context.DeadlineExceeded). Share one
+	// Breaker per Redis endpoint. If nil, the meter or queue makes its own with
+	// breaker.Config{Policy: Policy}, hence breaker.DefaultCallTimeout; to
+	// choose another timeout, pass breaker.New(name, breaker.Config{CallTimeout: d}).
 	Breaker *breaker.Breaker
-
-	// CallTimeout bounds each Redis call when Breaker is nil (with a Breaker,
-	// its CallTimeout does). If zero, DefaultCallTimeout (100ms). A meter
-	// applies it itself, so that it costs no allocation and no timer per call
-	// when the caller's context can never be done (context.Background, or
-	// values on it): calls starting within CallTimeout/16 of each other then
-	// share one deadline, and each gets between 15/16 of CallTimeout and all of
-	// it. (A context with a sooner deadline is used as it is; any other is
-	// given a deadline of its own, with context.WithDeadline.)
-	CallTimeout time.Duration
 
 	// Policy says what a decision is when Redis cannot answer (the breaker is
 	// open, or the call failed with a store failure):
@@ -145,20 +133,14 @@ func newLocal(kind algoKind, lim Limit) localMeter {
 // [NewRedisMeter] or one of its siblings. A RedisMeter is safe for concurrent
 // use by multiple goroutines. Its constructors do no I/O and start no goroutine.
 type RedisMeter struct {
-	client redis.UniversalClient
+	st     storecall.Store // the client and its breaker
 	kind   algoKind
 	script *redisscript.Script
 	prefix string
-	brk    *breaker.Breaker
 	policy breaker.Policy
 	local  localMeter // FailLocal only
 	batch  *batcher   // Batch only
 	lim    atomic.Pointer[redisLimit]
-
-	// bound.Timeout, if positive, is the per-call timeout the meter applies
-	// itself (its own breaker, made with no CallTimeout; see calltimeout.Bounder.Bound); zero
-	// when RedisConfig.Breaker applies its CallTimeout.
-	bound calltimeout.Bounder
 
 	// now, if set (by tests in this package only), supplies the time passed to
 	// the scripts instead of Redis TIME.
@@ -221,9 +203,8 @@ func NewRedisSlidingCounter(client redis.UniversalClient, lim Limit, cfg RedisCo
 
 func newRedisMeter(kind algoKind, client redis.UniversalClient, lim Limit, cfg RedisConfig) *RedisMeter {
 	k := kinds[kind]
-	checkClient(k.name, client)
+	storecall.Check("shaper", client)
 	m := &RedisMeter{
-		client: client,
 		kind:   kind,
 		script: k.script,
 		prefix: cfg.Prefix,
@@ -233,14 +214,7 @@ func newRedisMeter(kind algoKind, client redis.UniversalClient, lim Limit, cfg R
 	if m.prefix == "" {
 		m.prefix = k.prefix
 	}
-	if cfg.Breaker == nil {
-		// The meter bounds its calls itself (m.bound), which costs no
-		// allocation for callers that cannot be cancelled.
-		m.bound.Timeout = cfg.callTimeout()
-		m.brk = breaker.New("shaper:"+m.prefix, breaker.Config{CallTimeout: -1, Policy: cfg.Policy})
-	} else {
-		m.brk = cfg.Breaker
-	}
+	m.st = storecall.New("shaper", client, cfg.Breaker, "shaper:"+m.prefix, cfg.Policy)
 	if cfg.Policy == breaker.FailLocal {
 		ll := cfg.LocalLimit
 		if ll == (Limit{}) {
@@ -256,52 +230,8 @@ func newRedisMeter(kind algoKind, client redis.UniversalClient, lim Limit, cfg R
 	return m
 }
 
-func (cfg RedisConfig) breaker(prefix string) *breaker.Breaker {
-	if cfg.Breaker != nil {
-		return cfg.Breaker
-	}
-	return breaker.New("shaper:"+prefix, breaker.Config{CallTimeout: cfg.callTimeout(), Policy: cfg.Policy})
-}
-
-func (cfg RedisConfig) callTimeout() time.Duration {
-	if cfg.CallTimeout < 0 {
-		panic("shaper: negative CallTimeout")
-	}
-	if cfg.CallTimeout == 0 {
-		return DefaultCallTimeout
-	}
-	return cfg.CallTimeout
-}
-
-// callError turns err, the error of a call bounded by m.bound's deadline,
-// into a store failure if that deadline has passed and the caller's ctx is not
-// done: the store was too slow, and the breaker must count it (its own
-// CallTimeout is off, and it would take a bare context error for the caller's).
-//
-// The *calltimeout.Error says "shaper: redis call timed out: " and err; it is a
-// timeout net.Error, which breaker.IsStoreFailure counts as a store failure.
-func callError(ctx context.Context, deadline time.Time, err error) error {
-	if calltimeout.Expired(ctx, deadline, err) {
-		return &calltimeout.Error{Msg: "shaper: redis call timed out", Err: err}
-	}
-	return err
-}
-
-func checkClient(what string, client redis.UniversalClient) {
-	ok := true
-	switch c := client.(type) {
-	case nil:
-		panic("shaper: " + what + ": nil client")
-	case *redis.Client:
-		ok = c.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		ok = c.Options().ContextTimeoutEnabled
-	case *redis.Ring:
-		ok = c.Options().ContextTimeoutEnabled
-	}
-	if !ok {
-		panic("shaper: " + what + ": client without ContextTimeoutEnabled")
-	}
+func (cfg RedisConfig) store(client redis.UniversalClient, prefix string) storecall.Store {
+	return storecall.New("shaper", client, cfg.Breaker, "shaper:"+prefix, cfg.Policy)
 }
 
 // Key returns the Redis key holding the state of key.
@@ -356,7 +286,7 @@ func (m *RedisMeter) AllowN(ctx context.Context, key string, n int64) (Decision,
 	if m.local != nil {
 		fallback = c.fallback
 	}
-	r, src, err := breaker.Do(ctx, m.brk, m.policy, c.run, fallback)
+	r, src, err := storecall.Do(ctx, &m.st, m.policy, c.run, fallback)
 	switch src {
 	case breaker.Degraded:
 		return Decision{Allowed: true, Limit: rl.lim}, nil
@@ -366,11 +296,6 @@ func (m *RedisMeter) AllowN(ctx context.Context, key string, n int64) (Decision,
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return Decision{}, cerr
-		}
-		if oe, ok := errors.AsType[*breaker.OpenError](err); ok && oe.State == breaker.StateHalfOpen && oe.Delay == 0 {
-			// The meter's own breaker has no CallTimeout (the meter applies
-			// it): its probe in flight ends within its call timeout.
-			oe.Delay = m.bound.Timeout
 		}
 		return Decision{}, err
 	}
@@ -422,28 +347,24 @@ func (buf *evalBuf) fill(key string, rl *redisLimit, n int64, now func() int64) 
 	return a[:8]
 }
 
-func (c call) run(ctx context.Context) (result, error) {
+func (c call) run(ctx context.Context, client redis.UniversalClient) (result, error) {
 	m := c.m
 	buf := evalPool.Get().(*evalBuf)
 	args := buf.fill(m.Key(c.key), c.rl, c.n, m.now)
-	cctx, deadline, cancel := m.bound.Bound(ctx)
 	var v []int64
 	var err error
 	abandoned := false
 	if m.batch != nil {
-		v, err, abandoned = m.batch.run(cctx, args)
+		v, err, abandoned = m.batch.run(ctx, args)
 	} else {
-		v, err = m.script.EvalInts(cctx, m.client, args)
-	}
-	if cancel != nil {
-		cancel()
+		v, err = m.script.EvalInts(ctx, client, args)
 	}
 	if !abandoned { // else its batch may still read it: left to the GC
 		*buf = evalBuf{}
 		evalPool.Put(buf)
 	}
 	if err != nil {
-		return result{}, callError(ctx, deadline, err)
+		return result{}, err
 	}
 	r, err := parseReply(v)
 	if err != nil {

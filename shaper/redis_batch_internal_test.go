@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 )
 
@@ -35,7 +36,7 @@ func TestBatchCrossSlotFallsBackToPipeline(t *testing.T) {
 	waitUntil(t, "cluster_state never ok", func() bool {
 		return strings.Contains(cl.ClusterInfo(ctx).Val(), "cluster_state:ok")
 	})
-	m := NewRedisMeter(cl, Limit{Rate: PerSecond(1000), Burst: 1000}, RedisConfig{Batch: true, CallTimeout: 2 * time.Second})
+	m := NewRedisMeter(cl, Limit{Rate: PerSecond(1000), Burst: 1000}, RedisConfig{Batch: true, Breaker: breaker.New("test", breaker.Config{CallTimeout: 2 * time.Second})})
 	if _, err := m.Allow(ctx, "solo"); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestBatchOneFailedDecisionFailsOnlyItself(t *testing.T) {
 func TestBatchCallerLeavesAtItsDeadline(t *testing.T) {
 	srv := redistest.Start(t)
 	m := NewRedisMeter(srv.Client(), Limit{Rate: PerSecond(1000), Burst: 1000},
-		RedisConfig{Batch: true, CallTimeout: 2 * time.Second})
+		RedisConfig{Batch: true, Breaker: breaker.New("test", breaker.Config{CallTimeout: 2 * time.Second})})
 	ctx := context.Background()
 	if _, err := m.Allow(ctx, "warm"); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/redisscript"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 )
@@ -95,7 +96,7 @@ func TestRedisDifferential(t *testing.T) {
 				lim := randomLimit(r, algoKind(kind))
 				local := newLocal(algoKind(kind), lim)
 				var now int64 = 1_700_000_000_000_000 + r.Int64N(1e12)
-				rm := newRedisMeter(algoKind(kind), db.Client, lim, RedisConfig{Prefix: db.Prefix + kindNames[kind] + ":", CallTimeout: time.Second})
+				rm := newRedisMeter(algoKind(kind), db.Client, lim, RedisConfig{Prefix: db.Prefix + kindNames[kind] + ":", Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})})
 				rm.now = func() int64 { return now }
 				key := fmt.Sprintf("k%d", s)
 				max := lim.burst()

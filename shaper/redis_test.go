@@ -255,7 +255,7 @@ func TestRedisConcurrentNeverOverAdmits(t *testing.T) {
 					c := redis.NewClient(redistest.Options(addr))
 					defer c.Close()
 					meters = append(meters, a.new(c, shaper.Limit{Rate: shaper.PerSecond(rate), Burst: burst},
-						shaper.RedisConfig{Prefix: fmt.Sprintf("%s%s:%v:", db.Prefix, a.name, batch), Batch: batch, CallTimeout: time.Second}))
+						shaper.RedisConfig{Prefix: fmt.Sprintf("%s%s:%v:", db.Prefix, a.name, batch), Batch: batch, Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})}))
 				}
 				got, elapsed := hammerRedis(t, meters, 64, 2*time.Second)
 				bound := burst + int64(rate*elapsed.Seconds()) + 1
@@ -280,7 +280,7 @@ func TestRedisScriptFlush(t *testing.T) {
 		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
 			var meters []*shaper.RedisMeter
 			for _, a := range algos {
-				meters = append(meters, a.new(srv.Client(), limitFor(a.window, 1000, time.Second, 1000), shaper.RedisConfig{Batch: batch, CallTimeout: time.Second}))
+				meters = append(meters, a.new(srv.Client(), limitFor(a.window, 1000, time.Second, 1000), shaper.RedisConfig{Batch: batch, Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})}))
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
@@ -400,7 +400,7 @@ func TestRedisCluster(t *testing.T) {
 	for _, batch := range []bool{false, true} {
 		for _, a := range algos {
 			m := a.new(c.Client, limitFor(a.window, 5, time.Second, 5), shaper.RedisConfig{
-				Prefix: fmt.Sprintf("%s:%v:", a.name, batch), Batch: batch, CallTimeout: time.Second})
+				Prefix: fmt.Sprintf("%s:%v:", a.name, batch), Batch: batch, Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})})
 			var wg sync.WaitGroup
 			for k := range 30 {
 				wg.Go(func() {
@@ -431,14 +431,14 @@ func TestRedisCluster(t *testing.T) {
 	// The fleet queue and leases, on keys of every node.
 	for k := range 6 {
 		q := shaper.NewRedisQueue(c.Client, fmt.Sprint("jobs-", k), shaper.PerSecond(100), shaper.QueueConfig{Burst: 2},
-			shaper.RedisConfig{CallTimeout: time.Second})
+			shaper.RedisConfig{Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})})
 		for range 3 {
 			if err := q.Wait(ctx, 1); err != nil {
 				t.Errorf("RedisQueue.Wait on the cluster: %v", err)
 			}
 		}
 		q.Close()
-		m := shaper.NewRedisMeter(c.Client, shaper.Limit{Rate: shaper.PerSecond(100), Burst: 20}, shaper.RedisConfig{Prefix: "lease:", CallTimeout: time.Second})
+		m := shaper.NewRedisMeter(c.Client, shaper.Limit{Rate: shaper.PerSecond(100), Burst: 20}, shaper.RedisConfig{Prefix: "lease:", Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})})
 		l := m.Lease(fmt.Sprint("tenant-", k), shaper.LeaseConfig{Batch: 10, Exhaustion: shaper.ExhaustWait, MaxWait: time.Second})
 		for range 15 {
 			if err := l.Wait(ctx, 1); err != nil {
@@ -482,7 +482,7 @@ func TestRedisPausedRespectsCallTimeout(t *testing.T) {
 type pausedKey struct{}
 
 func testPaused(t *testing.T, srv *redistest.Server, own, batch bool) {
-	cfg := shaper.RedisConfig{Batch: batch, CallTimeout: 150 * time.Millisecond}
+	cfg := shaper.RedisConfig{Batch: batch, Breaker: breaker.New("test", breaker.Config{CallTimeout: 150 * time.Millisecond})}
 	if !own {
 		cfg = shaper.RedisConfig{Batch: batch, Breaker: breaker.New("paused", breaker.Config{CallTimeout: 150 * time.Millisecond, ConsecutiveFailures: 1000})}
 	}
@@ -574,7 +574,7 @@ func TestRedisHalfOpenRetryAfter(t *testing.T) {
 	var rt redistest.RoundTrips // counts each command as it is sent
 	c.AddHook(&rt)
 	m := shaper.NewRedisMeter(c, shaper.Limit{Rate: shaper.PerSecond(1000), Burst: 100},
-		shaper.RedisConfig{CallTimeout: 100 * time.Millisecond})
+		shaper.RedisConfig{Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond})})
 	ctx := context.Background()
 	if _, err := m.Allow(ctx, "k"); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
-	"github.com/floodgate-go/floodgate/internal/calltimeout"
 	"github.com/floodgate-go/floodgate/internal/redisscript"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/redis/go-redis/v9"
@@ -215,12 +214,11 @@ func TestReplyNotIntegersIsAnError(t *testing.T) {
 	}
 }
 
-// TestDeadlineIsThePackageTimeoutError: against a frozen Redis a call bounded
-// by a calltimeout.Bounder returns at its own deadline without an EVAL retry,
-// and calltimeout.Expired tells it from the caller's cancellation, so that the
-// package reports its *calltimeout.Error ("shaper: redis call timed out: …"),
-// a store failure for the breaker.
-func TestDeadlineIsThePackageTimeoutError(t *testing.T) {
+// TestDeadlineIsAStoreTimeout: against a frozen Redis a call bounded by the
+// breaker's CallTimeout returns at that deadline without an EVAL retry, and
+// the breaker reports it as a store timeout (breaker.ErrTimeout), not as the
+// caller's context; the caller's own cancellation is ctx.Err().
+func TestDeadlineIsAStoreTimeout(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client()
 	s := redisscript.New(echo)
@@ -233,39 +231,31 @@ func TestDeadlineIsThePackageTimeoutError(t *testing.T) {
 	srv.Pause()
 	defer srv.Resume()
 	h.take()
-	b := calltimeout.Bounder{Timeout: 100 * time.Millisecond}
-	cancelled, cancel := context.WithCancel(context.WithValue(ctx, ctxKey{}, "span"))
-	defer cancel()
-	for _, parent := range []context.Context{ctx, cancelled} {
+	b := breaker.New("t", breaker.Config{CallTimeout: 100 * time.Millisecond, ConsecutiveFailures: 1000})
+	call := func(ctx context.Context) ([]int64, error) { return s.EvalInts(ctx, c, args("{k}")) }
+	withValue := context.WithValue(ctx, ctxKey{}, "span")
+	for _, parent := range []context.Context{ctx, withValue} {
 		start := time.Now()
-		cctx, deadline, cancelCall := b.Bound(parent)
-		_, err := s.EvalInts(cctx, c, args("{k}"))
-		if cancelCall != nil {
-			cancelCall()
-		}
+		_, _, err := breaker.Do(parent, b, breaker.FailClosed, call, nil)
 		if el := time.Since(start); el > time.Second {
 			t.Errorf("call returned after %v, want ~100ms", el)
 		}
-		if !calltimeout.Expired(parent, deadline, err) {
-			t.Fatalf("Expired = false for %v", err)
-		}
-		terr := error(&calltimeout.Error{Msg: "shaper: redis call timed out", Err: err})
-		if !strings.HasPrefix(terr.Error(), "shaper: redis call timed out: ") || !breaker.IsStoreFailure(terr) {
-			t.Errorf("timeout error %q: IsStoreFailure = %v", terr, breaker.IsStoreFailure(terr))
+		if !errors.Is(err, breaker.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("timed-out call: err = %v, want breaker.ErrTimeout and not context.DeadlineExceeded", err)
 		}
 		if got := h.take(); !slices.Equal(got, []string{"evalsha"}) {
 			t.Errorf("a timed-out call sent %v, want one evalsha", got)
 		}
 	}
 	// The caller's cancellation is not the call's timeout.
-	cancel()
-	cctx, deadline, cancelCall := b.Bound(cancelled)
-	_, err := s.EvalInts(cctx, c, args("{k}"))
-	if cancelCall != nil {
-		cancelCall()
+	cancelled, cancel := context.WithCancel(withValue)
+	time.AfterFunc(20*time.Millisecond, cancel)
+	_, _, err := breaker.Do(cancelled, b, breaker.FailClosed, call, nil)
+	if err != context.Canceled {
+		t.Errorf("cancelled caller: err = %v, want context.Canceled", err)
 	}
-	if err == nil || calltimeout.Expired(cancelled, deadline, err) {
-		t.Errorf("cancelled caller: err = %v, Expired = true", err)
+	if st := b.Stats(); st.StoreFailures != 2 {
+		t.Errorf("StoreFailures = %d, want 2 (the cancelled call is not counted)", st.StoreFailures)
 	}
 }
 

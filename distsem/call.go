@@ -7,31 +7,27 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/floodgate-go/floodgate/breaker"
-	"github.com/floodgate-go/floodgate/internal/calltimeout"
 	"github.com/floodgate-go/floodgate/internal/redisscript"
+	"github.com/floodgate-go/floodgate/internal/storecall"
 	"github.com/floodgate-go/floodgate/semaphore"
 )
 
-// failure holds the failure policy of a Semaphore: its breaker, the policy for
-// acquires, and the local share used by FailLocal.
+// failure holds the store and failure policy of a Semaphore: the client and
+// its breaker (every Redis call goes through st), the policy for acquires,
+// and the local share used by FailLocal.
 type failure struct {
-	brk      *breaker.Breaker
+	st       storecall.Store
 	policy   breaker.Policy
 	local    *semaphore.Weighted // FailLocal only
 	degraded atomic.Int64
 }
 
-func (f *failure) init(name string, cfg Config) {
+func (f *failure) init(st storecall.Store, cfg Config) {
+	f.st = st
 	f.policy = cfg.Policy
-	f.brk = cfg.Breaker
-	if f.brk == nil {
-		// No per-call context from the breaker: run bounds every call by
-		// CallTimeout itself, often with a context shared by many calls,
-		// and reports its expiry as errCallTimeout, which the breaker
-		// counts as a failure.
-		f.brk = breaker.New("distsem:"+name, breaker.Config{CallTimeout: -1, Policy: cfg.Policy})
-	}
 	if cfg.Policy == breaker.FailLocal {
 		share := cfg.LocalShare
 		if share == 0 {
@@ -41,11 +37,15 @@ func (f *failure) init(name string, cfg Config) {
 	}
 }
 
-// errCallTimeout is returned when the Semaphore's own CallTimeout expired
-// before the caller's deadline. It is a timeout net.Error, and not a context
-// error, so that the breaker counts it as a store failure (the Semaphore's own
-// breaker applies no CallTimeout; a shared breaker's may be longer).
-var errCallTimeout error = &calltimeout.Error{Msg: "distsem: redis call timed out"}
+// callTimeout returns the breaker's per-call timeout, or
+// breaker.DefaultCallTimeout if it has none (for the waits that need a bound
+// of their own, such as a subscription).
+func (s *Semaphore) callTimeout() time.Duration {
+	if d := s.fail.st.Breaker.CallTimeout(); d > 0 {
+		return d
+	}
+	return breaker.DefaultCallTimeout
+}
 
 // command returns the script command for token tok with the script-specific
 // ARGV extra: the keys and the common ARGV are boxed once in New (cmdHead),
@@ -59,28 +59,15 @@ func (s *Semaphore) command(tok any, extra ...any) []any {
 	return append(a, extra...)
 }
 
-// run runs sc with the command args (from command) bounded by CallTimeout,
-// and returns its integer reply: EVALSHA, then EVAL on NOSCRIPT, read
-// straight into []int64 (redisscript.Script.EvalInts; the scripts return
-// arrays of integers only, and anything else is an error).
-//
-// The call is bounded by CallTimeout, and go-redis (ContextTimeoutEnabled)
-// turns the context's deadline into socket deadlines. No timer is made when
-// ctx already ends within CallTimeout (the caller's deadline, or a shared
-// breaker's call deadline), and none per call when ctx can never end (a
-// Background context, a release detached from its caller): those calls share
-// one deadline, keeping their own values (see calltimeout.Bounder). Only a
-// cancellable ctx without an earlier deadline gets a deadline of its own.
-func (s *Semaphore) run(ctx context.Context, sc *redisscript.Script, args []any) ([]int64, error) {
-	cctx, deadline, cancel := s.bound.Bound(ctx)
-	if cancel != nil {
-		defer cancel()
-	}
-	r, err := sc.EvalInts(cctx, s.client, args)
+// run runs sc with the command args (from command) on client and returns its
+// integer reply: EVALSHA, then EVAL on NOSCRIPT, read straight into []int64
+// (redisscript.Script.EvalInts; the scripts return arrays of integers only,
+// and anything else is an error). ctx is the call's context from breaker.Do,
+// bounded by the breaker's CallTimeout; go-redis (ContextTimeoutEnabled) turns
+// its deadline into socket deadlines.
+func run(ctx context.Context, client redis.UniversalClient, sc *redisscript.Script, args []any) ([]int64, error) {
+	r, err := sc.EvalInts(ctx, client, args)
 	if err != nil {
-		if calltimeout.Expired(ctx, deadline, err) {
-			return nil, errCallTimeout
-		}
 		return nil, err
 	}
 	if len(r) < 3 {
@@ -95,17 +82,17 @@ func (s *Semaphore) run(ctx context.Context, sc *redisscript.Script, args []any)
 // returns a nil reply, a nil error and the breaker's Source.
 func (s *Semaphore) call(ctx context.Context, p breaker.Policy, sc *redisscript.Script, tok any, extra ...any) (r []int64, src breaker.Source, ran bool, err error) {
 	args := s.command(tok, extra...) // built here: extra does not escape
-	r, src, err = breaker.Do(ctx, s.fail.brk, p,
-		func(ctx context.Context) ([]int64, error) {
+	r, src, err = storecall.Do(ctx, &s.fail.st, p,
+		func(ctx context.Context, client redis.UniversalClient) ([]int64, error) {
 			ran = true
-			return s.run(ctx, sc, args)
+			return run(ctx, client, sc, args)
 		},
 		func(context.Context) ([]int64, error) { return nil, nil })
 	return r, src, ran, err
 }
 
 // open reports whether the breaker is open: calls would not reach Redis.
-func (f *failure) open() bool { return f.brk.State() == breaker.StateOpen }
+func (f *failure) open() bool { return f.st.Breaker.State() == breaker.StateOpen }
 
 // countRedis counts a Redis-held permit against the local share, when there is
 // one and it has room, so that the share bounds this process's Redis-held and
@@ -150,8 +137,4 @@ func (s *Semaphore) fallback(ctx context.Context, w int64, wait bool) (*Permit, 
 		return p, nil
 	}
 	panic("distsem: fallback with policy " + s.fail.policy.String())
-}
-
-func isStoreFailure(err error) bool {
-	return errors.Is(err, errCallTimeout) || breaker.IsStoreFailure(err)
 }
