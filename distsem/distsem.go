@@ -101,14 +101,14 @@ type Semaphore struct {
 	// Keyed (see hub).
 	*hub
 
-	client  redis.UniversalClient
-	name    string
-	limit   int64
-	cfg     Config
-	keys    []string
-	prefix  string // notify channel prefix: the hub's channel is prefix+id
-	pub     string // publish or spublish
-	keyTTL  int64  // ms
+	client redis.UniversalClient
+	name   string
+	limit  int64
+	cfg    Config
+	keys   []string
+	prefix string // notify channel prefix: the hub's channel is prefix+id
+	pub    string // publish or spublish
+	keyTTL int64  // ms
 	// cmdHead is the start of every script command: "evalsha", the digest
 	// (set per call), the keys and the common ARGV (see lua/head.lua), the
 	// token at argTok (set per call). The constant arguments below are boxed

@@ -38,9 +38,9 @@ import (
 type hub struct {
 	client     redis.UniversalClient
 	chanPrefix string // the notify channel is chanPrefix + id
-	sharded bool   // subscribe with SSUBSCRIBE (a Semaphore on Cluster)
-	id      string // notify id: tokens are "<id>.<seq>"
-	seq     atomic.Uint64
+	sharded    bool   // subscribe with SSUBSCRIBE (a Semaphore on Cluster)
+	id         string // notify id: tokens are "<id>.<seq>"
+	seq        atomic.Uint64
 
 	renewals renewals            // the renewal schedule of the permits of every Semaphore on the hub
 	bound    calltimeout.Bounder // CallTimeout, applied by run
