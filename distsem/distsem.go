@@ -119,7 +119,6 @@ type Semaphore struct {
 
 	readopts atomic.Int64
 	lost     atomic.Int64
-	hold     atomic.Int64 // mean hold time of this Semaphore's released permits (ns, EWMA); 0 if none yet
 }
 
 // Bounds of the values a Semaphore sends to Redis. The scripts compute in Lua

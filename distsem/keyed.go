@@ -99,7 +99,7 @@ type Keyed struct {
 	cfg     Config // per key, with defaults and the shared Breaker
 	maxKeys int
 
-	waiting, held atomic.Int64 // calls in progress, permits held (Stats)
+	waiting, held, degraded atomic.Int64 // calls in progress, permits held, degraded grants (Stats)
 
 	mu sync.Mutex
 	// mu guards (with keyEntry.refs):
@@ -191,7 +191,10 @@ func (k *Keyed) Acquire(ctx context.Context, key string, n int64) (*Permit, erro
 }
 
 // TryAcquire takes n of key's limit if it is free and no one is queued for
-// key, as Semaphore.TryAcquire does; other errors are as for Acquire.
+// key, as Semaphore.TryAcquire does; other errors are as for Acquire. The
+// RetryAfter of its ErrNoCapacity is estimated from the mean hold time of
+// the permits this Keyed released, over all keys (a key made live afresh has
+// no history of its own).
 func (k *Keyed) TryAcquire(ctx context.Context, key string, n int64) (*Permit, error) {
 	return k.acquire(ctx, key, n, false)
 }
@@ -233,6 +236,9 @@ func (k *Keyed) acquire(ctx context.Context, key string, n int64, wait bool) (*P
 		return nil, err
 	}
 	k.held.Add(1)
+	if p.kind != permitRedis {
+		k.degraded.Add(1)
+	}
 	p.entry = e
 	return p, nil
 }
@@ -296,8 +302,10 @@ type KeyedStats struct {
 	Keys          int
 	Waiting, Held int64
 	// Opened and Closed count keys made live and keys dropped when their last
-	// call or permit ended; Refused counts calls refused with ErrTooManyKeys.
-	Opened, Closed, Refused int64
+	// call or permit ended; Refused counts calls refused with ErrTooManyKeys;
+	// Degraded counts permits granted without Redis by the failure policy
+	// (FailOpen or FailLocal), over all keys.
+	Opened, Closed, Refused, Degraded int64
 }
 
 // Stats returns the Keyed's local counts, without I/O. The state of one key
@@ -307,14 +315,15 @@ func (k *Keyed) Stats() KeyedStats {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return KeyedStats{
-		Limit:   k.limit,
-		MaxKeys: k.maxKeys,
-		Keys:    len(k.keys),
-		Waiting: k.waiting.Load(),
-		Held:    k.held.Load(),
-		Opened:  k.opened,
-		Closed:  k.closed,
-		Refused: k.refused,
+		Limit:    k.limit,
+		MaxKeys:  k.maxKeys,
+		Keys:     len(k.keys),
+		Waiting:  k.waiting.Load(),
+		Held:     k.held.Load(),
+		Opened:   k.opened,
+		Closed:   k.closed,
+		Refused:  k.refused,
+		Degraded: k.degraded.Load(),
 	}
 }
 

@@ -534,6 +534,32 @@ func TestKeyedBadInput(t *testing.T) {
 	mustPanic(t, "zero Keyed Close", func() { zero.Close() })
 }
 
+// TestKeyedTryAcquireRetryAfter: the RetryAfter of ErrNoCapacity on a key
+// made live afresh comes from the hold times of the Keyed's other keys.
+func TestKeyedTryAcquireRetryAfter(t *testing.T) {
+	db := redistest.Connect(t)
+	prefix := db.Prefix + "t:"
+	cs := clients(t, db.Client.Options().Addr, 2)
+	k := newKeyed(t, cs[0], prefix, 1, distsem.KeyedConfig{})
+	other := newKeyed(t, cs[1], prefix, 1, distsem.KeyedConfig{})
+	ctx := t.Context()
+	k.Do(ctx, "x", 1, func(context.Context) error { time.Sleep(50 * time.Millisecond); return nil })
+	h, err := other.Acquire(ctx, "a", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release(ctx)
+	_, err = k.TryAcquire(ctx, "a", 1)
+	re, ok := errors.AsType[*distsem.RejectError](err)
+	if !ok || !errors.Is(err, distsem.ErrNoCapacity) {
+		t.Fatalf("TryAcquire on a held key = %v, want ErrNoCapacity", err)
+	}
+	if d := re.RetryAfter(); d < 40*time.Millisecond || d > time.Second {
+		t.Errorf("RetryAfter after one 50ms hold on another key = %v, want about 50ms", d)
+	}
+	wantStats(t, k, 0, 0, 0)
+}
+
 // TestKeyedCancelledWaiterDropsKey: a waiter whose context ends leaves its
 // key (not live any more) and its queue entry (withdrawn in the background).
 func TestKeyedCancelledWaiterDropsKey(t *testing.T) {
@@ -629,21 +655,45 @@ func TestKeyedCluster(t *testing.T) {
 	t.Logf("400 acquisitions over %d slots in %v", len(slots), el)
 }
 
-// BenchmarkKeyedChurn measures a new, uncontended key per call: make the key
-// live, one acquire and one release call, drop it.
-func BenchmarkKeyedChurn(b *testing.B) {
+// BenchmarkKeyedAcquireRelease: an uncontended acquire and release (one
+// script call each) on a Semaphore, on a Keyed with the same key every time,
+// and on a Keyed with a new key every time (the key is made live and dropped
+// per call: what a churn of tenants costs the client).
+func BenchmarkKeyedAcquireRelease(b *testing.B) {
 	db := redistest.Connect(b)
-	k := distsem.NewKeyed(db.Client, db.Prefix+"t:", 2, distsem.KeyedConfig{})
-	defer k.Close()
 	ctx := context.Background()
-	i := 0
-	b.ReportAllocs()
-	for b.Loop() {
-		i++
-		p, err := k.Acquire(ctx, fmt.Sprint("k", i%100_000), 1)
-		if err != nil {
-			b.Fatal(err)
+	b.Run("impl=semaphore", func(b *testing.B) {
+		s := distsem.New(db.Client, db.Prefix+"sem", 2, distsem.Config{})
+		defer s.Close()
+		b.ReportAllocs()
+		for b.Loop() {
+			p, err := s.Acquire(ctx, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Release(ctx)
 		}
-		p.Release(ctx)
+	})
+	for _, churn := range []bool{false, true} {
+		b.Run(fmt.Sprintf("impl=keyed/newkey=%v", churn), func(b *testing.B) {
+			k := distsem.NewKeyed(db.Client, db.Prefix+"t:", 2, distsem.KeyedConfig{})
+			defer k.Close()
+			keys := make([]string, 10_000)
+			for i := range keys {
+				keys[i] = "k" + strconv.Itoa(i)
+			}
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				if churn {
+					i = (i + 1) % len(keys)
+				}
+				p, err := k.Acquire(ctx, keys[i], 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				p.Release(ctx)
+			}
+		})
 	}
 }

@@ -31,8 +31,11 @@ import (
 // A hub is what runs behind Semaphores, shared by every Semaphore of a Keyed
 // and owned by a Semaphore made by New: the notify id, channel and pub/sub
 // connection with its receiver goroutine, the token sequence (tokens are
-// unique per hub, so one waiter map serves every key), the renewal schedule,
-// the per-call timeout, the background work and Close. A Semaphore of a
+// unique per hub, so one waiter map serves every key, and a key dropped and
+// made again never reuses a token its tombstones refuse), the renewal
+// schedule, the mean hold time (so TryAcquire's RetryAfter on a key made
+// afresh is estimated from the Keyed's earlier permits), the per-call
+// timeout, the background work and Close. A Semaphore of a
 // Keyed therefore owns no goroutine, timer or subscription of its own: once
 // it has no holders and no waiters, dropping it frees everything it had.
 type hub struct {
@@ -43,6 +46,7 @@ type hub struct {
 	seq        atomic.Uint64
 
 	renewals renewals            // the renewal schedule of the permits of every Semaphore on the hub
+	hold     atomic.Int64        // mean hold time of the permits released on the hub (ns, EWMA); 0 if none yet
 	bound    calltimeout.Bounder // CallTimeout, applied by run
 
 	stopCtx context.Context // cancelled by Close: background cleanups give up
