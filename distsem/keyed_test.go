@@ -697,3 +697,30 @@ func BenchmarkKeyedAcquireRelease(b *testing.B) {
 		})
 	}
 }
+
+// Each tenant runs at most 2 PDF exports at once across the fleet; a key
+// comes from the verified identity, never from a client header.
+func ExampleKeyed_Do() {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	exports := distsem.NewKeyed(rdb, "pdf-export:", 2, distsem.KeyedConfig{
+		MaxKeys: 50_000, // tenants exporting at once in this process
+	})
+	defer exports.Close()
+
+	tenant := "acme" // from the authenticated request
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := exports.Do(ctx, tenant, 1, func(ctx context.Context) error {
+		// ctx is cancelled if the lease is lost.
+		return nil
+	})
+	switch {
+	case errors.Is(err, distsem.ErrTooManyKeys):
+		// too many tenants busy in this process: 503
+	case errors.Is(err, context.DeadlineExceeded):
+		// this tenant's 2 slots stayed busy for 2s: 429
+	case err != nil:
+		fmt.Println(err)
+	}
+}
