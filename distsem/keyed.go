@@ -63,7 +63,9 @@ type KeyedConfig struct {
 // any number of tenants. Each key is a Semaphore named prefix + key, so
 // every process that uses the same Redis, prefix and limit shares each
 // key's limit, and all the Redis keys of one key share the hash tag
-// {prefix+key} (Redis Cluster safe; different keys spread over slots).
+// {prefix+key} (Redis Cluster safe; different keys spread over slots). End
+// prefix with a separator such as ':' that no other Keyed's prefix continues
+// with: names are plain concatenations, so prefixes "a" and "ab" could meet.
 //
 // A key is live in this process while it has a call waiting (Acquire,
 // TryAcquire, Do) or a permit held (until Permit.Release returns): its
