@@ -40,8 +40,12 @@ func (f *failure) init(st storecall.Store, cfg Config) {
 // callTimeout returns the breaker's per-call timeout, or
 // breaker.DefaultCallTimeout if it has none (for the waits that need a bound
 // of their own, such as a subscription).
-func (s *Semaphore) callTimeout() time.Duration {
-	if d := s.fail.st.Breaker.CallTimeout(); d > 0 {
+func (s *Semaphore) callTimeout() time.Duration { return subscribeTimeout(s.fail.st) }
+
+// subscribeTimeout returns st's breaker's per-call timeout, or
+// breaker.DefaultCallTimeout if it has none.
+func subscribeTimeout(st storecall.Store) time.Duration {
+	if d := st.Breaker.CallTimeout(); d > 0 {
 		return d
 	}
 	return breaker.DefaultCallTimeout

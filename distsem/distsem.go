@@ -2,13 +2,10 @@ package distsem
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -97,47 +94,29 @@ type Config struct {
 // "distsem: " message. A Semaphore is safe
 // for simultaneous use by multiple goroutines.
 type Semaphore struct {
-	client  redis.UniversalClient
-	name    string
-	limit   int64
-	cfg     Config
-	keys    []string
-	prefix  string // notify channel prefix, {name}:n:
-	pub     string // publish or spublish
-	sharded bool
-	id      string // notify id of this Semaphore: its channel is prefix+id
-	keyTTL  int64  // ms
+	// The hub runs wake-ups, renewals, background work and Close: its own
+	// for a Semaphore made by New, shared with the other keys for one of a
+	// Keyed (see hub).
+	*hub
+
+	client redis.UniversalClient
+	name   string
+	limit  int64
+	cfg    Config
+	keys   []string
+	prefix string // notify channel prefix: the hub's channel is prefix+id
+	pub    string // publish or spublish
+	keyTTL int64  // ms
 	// cmdHead is the start of every script command: "evalsha", the digest
 	// (set per call), the keys and the common ARGV (see lua/head.lua), the
 	// token at argTok (set per call). The constant arguments below are boxed
 	// once, so that a call does not allocate them again.
 	cmdHead                           []any
 	leaseArg, waitArg, tombArg, idArg any
-	seq                               atomic.Uint64
 	fail                              failure
 
-	stopCtx  context.Context // cancelled by Close: background cleanups give up
-	stopFn   context.CancelFunc
-	bg       sync.WaitGroup // background cleanups, the listener, and renewal calls of permits released during them
 	readopts atomic.Int64
 	lost     atomic.Int64
-	renewals renewals     // the renewal schedule of this Semaphore's permits
-	hold     atomic.Int64 // mean hold time of this Semaphore's released permits (ns, EWMA); 0 if none yet
-
-	// closed is set by Close under mu, and read under mu where what follows
-	// must not race with Close (track, listen), without it elsewhere (every
-	// acquire checks it).
-	closed atomic.Bool
-
-	// wmu guards waiters (apart from mu: every Acquire registers and
-	// unregisters).
-	wmu     sync.Mutex
-	waiters map[string]chan int64
-
-	mu sync.Mutex
-	// mu guards:
-	ps        *redis.PubSub
-	listening bool
 }
 
 // Bounds of the values a Semaphore sends to Redis. The scripts compute in Lua
@@ -195,36 +174,47 @@ func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Se
 	}
 	_, sharded := client.(*redis.ClusterClient)
 	tag := "{" + name + "}"
-	var id [8]byte
-	rand.Read(id[:])
-	s := &Semaphore{
-		client:  client,
-		name:    name,
-		limit:   limit,
-		cfg:     cfg,
-		keys:    []string{tag + ":s", tag + ":h", tag + ":q", tag + ":qe", tag + ":d", tag + ":t"},
-		prefix:  tag + ":n:",
-		pub:     "publish",
-		sharded: sharded,
-		id:      hex.EncodeToString(id[:]),
-		waiters: make(map[string]chan int64),
-	}
+	s := newSemaphore(client, name, limit, cfg, st, newHub(client, tag+":n:", sharded, subscribeTimeout(st)))
 	if sharded {
 		s.pub = "spublish"
 	}
+	s.setHead()
+	return s
+}
+
+// newSemaphore returns the Semaphore of New on hub h, without its command
+// head: the caller sets pub and prefix if they differ from "publish" and h's
+// channel prefix, then calls setHead. cfg has its defaults; name and limit
+// are valid.
+func newSemaphore(client redis.UniversalClient, name string, limit int64, cfg Config, st storecall.Store, h *hub) *Semaphore {
+	tag := "{" + name + "}"
+	s := &Semaphore{
+		hub:    h,
+		client: client,
+		name:   name,
+		limit:  limit,
+		cfg:    cfg,
+		keys:   []string{tag + ":s", tag + ":h", tag + ":q", tag + ":qe", tag + ":d", tag + ":t"},
+		prefix: h.chanPrefix,
+		pub:    "publish",
+	}
 	s.keyTTL = 2*max(cfg.Lease, cfg.WaiterTTL, cfg.TombstoneTTL).Milliseconds() + 10_000
-	s.cmdHead = []any{"evalsha", nil, len(s.keys)}
+	s.leaseArg = cfg.Lease.Milliseconds()
+	s.waitArg = cfg.WaiterTTL.Milliseconds()
+	s.tombArg = cfg.TombstoneTTL.Milliseconds()
+	s.idArg = h.id
+	s.fail.init(st, cfg)
+	return s
+}
+
+// setHead builds s.cmdHead from the keys and the common ARGV.
+func (s *Semaphore) setHead() {
+	s.cmdHead = make([]any, 0, argTok+5)
+	s.cmdHead = append(s.cmdHead, "evalsha", nil, len(s.keys))
 	for _, k := range s.keys {
 		s.cmdHead = append(s.cmdHead, k)
 	}
 	s.cmdHead = append(s.cmdHead, nil, s.limit, s.keyTTL, s.pub, s.prefix)
-	s.leaseArg = cfg.Lease.Milliseconds()
-	s.waitArg = cfg.WaiterTTL.Milliseconds()
-	s.tombArg = cfg.TombstoneTTL.Milliseconds()
-	s.idArg = s.id
-	s.stopCtx, s.stopFn = context.WithCancel(context.Background())
-	s.fail.init(st, cfg)
-	return s
 }
 
 // withDefaults returns cfg with its zero fields set to their defaults; it
@@ -309,6 +299,13 @@ func (s *Semaphore) Do(ctx context.Context, n int64, fn func(context.Context) er
 	if err != nil {
 		return err
 	}
+	return runHolding(ctx, p, fn)
+}
+
+// runHolding runs fn for Do while p is held, with a context that is cancelled
+// if the lease is lost or ctx is done, and releases p when fn returns or
+// panics.
+func runHolding(ctx context.Context, p *Permit, fn func(context.Context) error) error {
 	defer p.Release(ctx)
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -583,15 +580,15 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// track counts one more goroutine that Close waits for (call s.bg.Done when it
-// ends), and reports whether it did: false once the Semaphore is closed.
-func (s *Semaphore) track() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed.Load() {
+// track counts one more goroutine that Close waits for (call h.bg.Done when it
+// ends), and reports whether it did: false once the hub is closed.
+func (h *hub) track() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed.Load() {
 		return false
 	}
-	s.bg.Add(1) // under mu, so never concurrent with Close's Wait
+	h.bg.Add(1) // under mu, so never concurrent with close's Wait
 	return true
 }
 
@@ -722,20 +719,25 @@ func atoi(v any) int64 {
 // SetLimit and Stats return ErrClosed after Close. Close is idempotent.
 func (s *Semaphore) Close() error {
 	s.mustBeMade()
-	s.mu.Lock()
-	if s.closed.Load() {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed.Store(true)
-	ps := s.ps
-	s.mu.Unlock()
-	s.stopFn()
-	if ps != nil {
-		ps.Close()
-	}
-	s.bg.Wait()
+	s.hub.close()
 	return nil
 }
 
-func (s *Semaphore) isClosed() bool { return s.closed.Load() }
+// close is Close for every Semaphore on the hub.
+func (h *hub) close() {
+	h.mu.Lock()
+	if h.closed.Load() {
+		h.mu.Unlock()
+		return
+	}
+	h.closed.Store(true)
+	ps := h.ps
+	h.mu.Unlock()
+	h.stopFn()
+	if ps != nil {
+		ps.Close()
+	}
+	h.bg.Wait()
+}
+
+func (h *hub) isClosed() bool { return h.closed.Load() }

@@ -30,6 +30,9 @@ type Permit struct {
 	// carried this token (a retry or a heartbeat), and an earlier one could
 	// still run in Redis after the release and grant the token to no one.
 	tomb bool
+	// entry is the key of a Keyed the permit holds (nil for a Semaphore's):
+	// the first Release lets it go.
+	entry *keyEntry
 
 	mu sync.Mutex
 	// mu guards:
@@ -157,6 +160,9 @@ func (p *Permit) Release(ctx context.Context) error {
 		return nil
 	}
 	p.released = true
+	if p.entry != nil {
+		defer p.entry.released() // the key stays live until the release is done
+	}
 	if p.kind == permitRedis {
 		if !p.isLost {
 			p.s.observeHold(time.Since(p.granted))

@@ -247,7 +247,7 @@ func lostNow(p *Permit) bool {
 // renewDue loses them: losses show when each was taken.
 func TestRenewalsTimerFiresForHead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &Semaphore{}
+		s := &Semaphore{hub: &hub{}}
 		start := time.Now()
 		at := func(d time.Duration) *Permit {
 			p := &Permit{s: s, kind: permitRedis, deadline: start.Add(d)}
@@ -300,7 +300,7 @@ func TestRenewalsTimerFiresForHead(t *testing.T) {
 // renewDue that went on would lose it (and start no renewal call).
 func TestRenewDueSkipsRescheduledPermit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &Semaphore{}
+		s := &Semaphore{hub: &hub{}}
 		p := &Permit{s: s, kind: permitRedis, deadline: time.Now()}
 		due := time.Now().Add(time.Second)
 		s.renewals.add(p, due)
