@@ -272,10 +272,10 @@ func (c *ClassDB) wait(ctx context.Context, h *hold) (context.Context, error) {
 		}
 		wctx, cancel := context.WithTimeout(ctx, c.maxWait)
 		err := c.local.Acquire(wctx, c.n)
-		cancel()
 		if err != nil && wctx.Err() != nil && ctx.Err() == nil {
 			err = errNoRoom // our bound, not the caller's
 		}
+		cancel()
 		return ctx, err
 	}
 	if c.maxWait <= 0 {
