@@ -1,0 +1,579 @@
+package bulkheadpgx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate-go/floodgate/semaphore"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// A Gate caps the weight of database work in flight for a class and lets the
+// weight be held past a function's return, until the rows, transaction, batch
+// or connection is done with.
+//
+// Hold waits for n of the limit on ctx and returns the context the work runs
+// under (ctx itself, or a context derived from ctx that is cancelled when the
+// gate loses the weight, as a fleet-wide lease can) and release, which gives
+// n back. bulkheadpgx calls release exactly once, when the work ends. On error
+// nothing is held: a rejection error should carry RetryAfter.
+//
+// A Gate that also has TryAcquire(n int64) bool, Acquire(ctx, n) error and
+// Release(n int64), as semaphore.Weighted does, is used through those: no
+// closure, no allocation, no clock read when there is room. A Gate with
+// Limit() int64 has its class's weight checked against it (ErrTooLarge).
+type Gate interface {
+	Hold(ctx context.Context, n int64) (wctx context.Context, release func(), err error)
+}
+
+// localGate is the fast shape of a Gate (semaphore.Weighted).
+type localGate interface {
+	TryAcquire(n int64) bool
+	Acquire(ctx context.Context, n int64) error
+	Release(n int64)
+}
+
+// limited is an optional method of a Gate: its current limit.
+type limited interface{ Limit() int64 }
+
+// A Class is a kind of query with its own cap: "reports", weight 1, at most
+// 50 at once across the fleet, waiting at most 2 s.
+type Class struct {
+	// Name names the class in DB.Class, errors and Stats. Required, unique.
+	Name string
+
+	// N is the weight one call of this class holds on Gate. If zero, 1.
+	// Negative panics in New.
+	N int64
+
+	// Gate caps the class: a semaphore.Weighted for one process, a
+	// distsem.Semaphore for the fleet. If nil, the class is unlimited: calls
+	// go straight to the pool and only their number is counted.
+	Gate Gate
+
+	// MaxWait bounds how long a call waits for Gate, separately from (and
+	// never later than) the caller's own deadline; after it the call fails
+	// with a *RejectError matching ErrMaxWait. If zero, a call that finds no
+	// room is refused at once (a Gate without the fast shape is called with
+	// the caller's context, and its own configuration decides). If negative,
+	// a call waits until its context is done.
+	MaxWait time.Duration
+
+	// RetryAfter is the delay given with ErrMaxWait when the gate gave no
+	// estimate. If zero, MaxWait, or 1s when MaxWait is not positive.
+	RetryAfter time.Duration
+}
+
+// Config configures a DB. The zero Config is valid: one unlimited class named
+// "default" that the DB's own methods use.
+type Config struct {
+	// Classes are the query classes a call can pick with DB.Class.
+	Classes []Class
+
+	// Default names the class that the DB's own methods (DB.Query, DB.Exec,
+	// ...) use. If empty, "default", which is added as an unlimited class if
+	// Classes does not define it.
+	Default string
+}
+
+// DB wraps a *pgxpool.Pool with query classes. Its methods have the pool's
+// signatures and run in the default class; DB.Class picks another class. Use
+// New; a zero DB is not usable. A DB is safe for simultaneous use by multiple
+// goroutines.
+type DB struct {
+	pool    *pgxpool.Pool
+	classes map[string]*ClassDB
+	order   []*ClassDB
+	def     *ClassDB
+}
+
+// ClassDB runs calls in one class of a DB: it has the pool's methods, and
+// holds the class's gate for exactly as long as each call's database work.
+// Get one with DB.Class (it can be kept and reused). A ClassDB is safe for
+// simultaneous use by multiple goroutines.
+type ClassDB struct {
+	pool    *pgxpool.Pool
+	name    string
+	n       int64
+	gate    Gate
+	local   localGate
+	limit   limited
+	maxWait time.Duration
+	retry   time.Duration
+	err     error // ErrUnknownClass, wrapped; set only on unknown classes
+	st      counters
+}
+
+// New returns a DB that runs queries on pool in cfg's classes. It does no
+// I/O. It panics on a programmer error: a nil pool, a class without a Name or
+// with a duplicate one, a negative N, or an N above the limit of a Gate that
+// reports one (Limit() int64).
+func New(pool *pgxpool.Pool, cfg Config) *DB {
+	if pool == nil {
+		panic("bulkheadpgx: nil pool")
+	}
+	db := &DB{pool: pool, classes: make(map[string]*ClassDB, len(cfg.Classes)+1)}
+	for _, c := range cfg.Classes {
+		what := "bulkheadpgx: class " + c.Name + ": "
+		switch {
+		case c.Name == "":
+			panic("bulkheadpgx: class without a Name")
+		case db.classes[c.Name] != nil:
+			panic(what + "duplicate Name")
+		case c.N < 0:
+			panic(what + "negative N")
+		}
+		cd := &ClassDB{pool: pool, name: c.Name, n: max(c.N, 1), gate: c.Gate, maxWait: c.MaxWait, retry: c.RetryAfter}
+		if cd.retry <= 0 {
+			cd.retry = time.Second
+			if c.MaxWait > 0 {
+				cd.retry = c.MaxWait
+			}
+		}
+		if c.Gate != nil {
+			cd.local, _ = c.Gate.(localGate)
+			cd.limit, _ = c.Gate.(limited)
+			if cd.limit != nil && cd.n > cd.limit.Limit() {
+				panic(fmt.Sprintf("%sN %d exceeds the gate's limit %d", what, cd.n, cd.limit.Limit()))
+			}
+		}
+		db.classes[c.Name] = cd
+		db.order = append(db.order, cd)
+	}
+	name := cfg.Default
+	if name == "" {
+		name = "default"
+		if db.classes[name] == nil {
+			cd := &ClassDB{pool: pool, name: name, n: 1}
+			db.classes[name] = cd
+			db.order = append(db.order, cd)
+		}
+	}
+	if db.def = db.classes[name]; db.def == nil {
+		panic("bulkheadpgx: Default names unknown class " + name)
+	}
+	return db
+}
+
+// Pool returns the wrapped pool. Calls made on it directly are not counted
+// by any class.
+func (db *DB) Pool() *pgxpool.Pool { return db.pool }
+
+// Close closes the pool.
+func (db *DB) Close() { db.pool.Close() }
+
+// Class returns the calls of class name. If db has no such class, every call
+// of the result fails with an error matching ErrUnknownClass, naming it, and
+// touches neither the pool nor any gate.
+//
+// The class is chosen explicitly per call (db.Class("reports").Query(...))
+// rather than carried in a context value: the choice is visible where the
+// query is written, a context cannot silently carry a class into code that
+// never meant to be limited (or drop it across a goroutine), and a handle can
+// be looked up once and kept.
+func (db *DB) Class(name string) *ClassDB {
+	if c := db.classes[name]; c != nil {
+		return c
+	}
+	return &ClassDB{pool: db.pool, name: name, err: fmt.Errorf("%w %q", ErrUnknownClass, name)}
+}
+
+// Name returns the class's name.
+func (c *ClassDB) Name() string { return c.name }
+
+// A hold is the weight one call holds, from its grant until release.
+type hold struct {
+	c      *ClassDB
+	rel    func()             // a Gate's release; nil for the fast shape
+	cancel context.CancelFunc // ends the work context made for a MaxWait; may be nil
+	start  time.Time
+	done   atomic.Bool
+}
+
+// release gives the weight back, once.
+func (h *hold) release() {
+	if h.c == nil || h.done.Swap(true) {
+		return
+	}
+	c := h.c
+	if h.rel != nil {
+		h.rel()
+	} else {
+		c.local.Release(c.n)
+	}
+	if h.cancel != nil {
+		h.cancel()
+	}
+	c.st.inUse.Add(-c.n)
+	c.st.hold.observe(time.Since(h.start))
+}
+
+// acquire takes the class's gate for one call and returns the context the
+// work runs under. For an unlimited class it returns ctx and leaves h zero.
+func (c *ClassDB) acquire(ctx context.Context, h *hold) (context.Context, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	c.st.calls.Add(1)
+	if c.gate == nil {
+		return ctx, nil
+	}
+	if c.limit != nil && c.n > c.limit.Limit() {
+		c.st.tooLarge.Add(1)
+		return nil, &RejectError{Reason: ErrTooLarge}
+	}
+	if err := ctx.Err(); err != nil {
+		c.st.canceled.Add(1)
+		return nil, err
+	}
+	if c.local != nil && c.local.TryAcquire(c.n) {
+		c.granted(h, time.Now())
+		return ctx, nil
+	}
+	c.st.waiting.Add(1)
+	start := time.Now()
+	wctx, err := c.wait(ctx, h)
+	c.st.waiting.Add(-1)
+	now := time.Now()
+	c.st.wait.observe(now.Sub(start))
+	if err != nil {
+		return nil, c.refused(ctx, err)
+	}
+	c.granted(h, now)
+	return wctx, nil
+}
+
+// granted records a grant at now into h.
+func (c *ClassDB) granted(h *hold, now time.Time) {
+	h.c, h.start = c, now
+	c.st.inUse.Add(c.n)
+	c.st.admitted.Add(1)
+}
+
+// errNoRoom is what wait returns when MaxWait is zero and there is no room.
+var errNoRoom = errors.New("bulkheadpgx: no room")
+
+// wait waits for the gate after the fast path found no room.
+func (c *ClassDB) wait(ctx context.Context, h *hold) (context.Context, error) {
+	if c.local != nil {
+		switch {
+		case c.maxWait == 0:
+			if tooLarge(c.local, c.n) {
+				return nil, &semaphore.RejectError{Reason: semaphore.ErrTooLarge}
+			}
+			return nil, errNoRoom
+		case c.maxWait < 0:
+			return ctx, c.local.Acquire(ctx, c.n)
+		}
+		wctx, cancel := context.WithTimeout(ctx, c.maxWait)
+		err := c.local.Acquire(wctx, c.n)
+		if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+			err = errNoRoom // our bound, not the caller's
+		}
+		cancel()
+		return ctx, err
+	}
+	if c.maxWait <= 0 {
+		wctx, rel, err := c.gate.Hold(ctx, c.n)
+		h.rel = rel
+		return wctx, err
+	}
+	// MaxWait bounds the wait, not the work: the gate gets a context that a
+	// timer cancels only if the grant has not come by then, and the work
+	// runs under what the gate returns (derived from that context, so that a
+	// lost lease can cancel it). state: 0 waiting, 1 granted, 2 timed out.
+	var state atomic.Int32
+	gctx, cancel := context.WithCancel(ctx)
+	t := time.AfterFunc(c.maxWait, func() {
+		if state.CompareAndSwap(0, 2) {
+			cancel()
+		}
+	})
+	wctx, rel, err := c.gate.Hold(gctx, c.n)
+	t.Stop()
+	if err == nil && !state.CompareAndSwap(0, 1) {
+		rel() // granted just as the wait timed out: give it back
+		err = errNoRoom
+	}
+	if err != nil {
+		cancel()
+		if state.Load() == 2 && ctx.Err() == nil {
+			err = errNoRoom
+		}
+		return nil, err
+	}
+	h.rel, h.cancel = rel, cancel
+	return wctx, nil
+}
+
+// tooLarge reports whether n can never fit g (semaphore.Weighted reports its
+// capacity in Stats). Called only on the refusal path.
+func tooLarge(g localGate, n int64) bool {
+	if s, ok := g.(interface{ Stats() semaphore.Stats }); ok {
+		return n > s.Stats().Capacity
+	}
+	return false
+}
+
+// refused turns a failed wait into the call's error: ctx.Err() if the
+// caller's context ended, else a *RejectError, or the gate's own error
+// wrapped when it is not a refusal (a store failure).
+func (c *ClassDB) refused(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		c.st.canceled.Add(1)
+		return ctx.Err()
+	}
+	if errors.Is(err, semaphore.ErrTooLarge) || errors.Is(err, ErrTooLarge) {
+		c.st.tooLarge.Add(1)
+		return &RejectError{Reason: ErrTooLarge}
+	}
+	if err == errNoRoom {
+		c.st.maxWait.Add(1)
+		return &RejectError{Reason: ErrMaxWait, Delay: c.retry}
+	}
+	var ra interface{ RetryAfter() time.Duration }
+	if errors.As(err, &ra) {
+		c.st.maxWait.Add(1)
+		d := ra.RetryAfter()
+		if d <= 0 {
+			d = c.retry
+		}
+		return &gateRejectError{RejectError{Reason: ErrMaxWait, Delay: d}, err}
+	}
+	c.st.errors.Add(1)
+	return fmt.Errorf("bulkheadpgx: class %s: %w", c.name, err)
+}
+
+// gateRejectError is a refusal by the gate itself: ErrMaxWait on the outside,
+// the gate's error (semaphore.ErrQueueFull, distsem.ErrNoCapacity,
+// breaker.ErrUnavailable, ...) underneath for errors.Is.
+type gateRejectError struct {
+	RejectError
+	gate error
+}
+
+func (e *gateRejectError) Unwrap() []error { return []error{e.Reason, e.gate} }
+
+// As lets errors.As find the *RejectError.
+func (e *gateRejectError) As(target any) bool {
+	if p, ok := target.(**RejectError); ok {
+		*p = &e.RejectError
+		return true
+	}
+	return false
+}
+
+// Query runs sql in the class, like pgxpool.Pool.Query. The gate is held
+// until the returned Rows are closed, by Close or by Next returning false.
+// It returns a *RejectError (ErrMaxWait, ErrTooLarge) or ctx.Err() if the
+// gate was not granted, holding nothing; if the query fails, the gate is
+// given back before Query returns.
+func (c *ClassDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if c.gate == nil && c.err == nil {
+		c.st.calls.Add(1)
+		return c.pool.Query(ctx, sql, args...)
+	}
+	r := &rows{}
+	wctx, err := c.acquire(ctx, &r.h)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			r.h.release()
+		}
+	}()
+	r.Rows, err = c.pool.Query(wctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	ok = true
+	return r, nil
+}
+
+// QueryRow runs sql in the class, like pgxpool.Pool.QueryRow. The gate is
+// held until Scan returns. A refusal is returned by Scan.
+func (c *ClassDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if c.gate == nil && c.err == nil {
+		c.st.calls.Add(1)
+		return c.pool.QueryRow(ctx, sql, args...)
+	}
+	r := &row{}
+	wctx, err := c.acquire(ctx, &r.h)
+	if err != nil {
+		return errRow{err}
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			r.h.release()
+		}
+	}()
+	r.Row = c.pool.QueryRow(wctx, sql, args...)
+	ok = true
+	return r
+}
+
+// Exec runs sql in the class, like pgxpool.Pool.Exec, holding the gate while
+// it runs.
+func (c *ClassDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if c.gate == nil && c.err == nil {
+		c.st.calls.Add(1)
+		return c.pool.Exec(ctx, sql, args...)
+	}
+	var h hold
+	wctx, err := c.acquire(ctx, &h)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	defer h.release()
+	return c.pool.Exec(wctx, sql, args...)
+}
+
+// CopyFrom runs a COPY in the class, like pgxpool.Pool.CopyFrom, holding the
+// gate while it runs.
+func (c *ClassDB) CopyFrom(ctx context.Context, tableName pgx.Identifier, columnNames []string, rowSrc pgx.CopyFromSource) (int64, error) {
+	var h hold
+	wctx, err := c.acquire(ctx, &h)
+	if err != nil {
+		return 0, err
+	}
+	defer h.release()
+	return c.pool.CopyFrom(wctx, tableName, columnNames, rowSrc)
+}
+
+// Begin starts a transaction in the class, like pgxpool.Pool.Begin. The gate
+// is held until Commit or Rollback returns.
+func (c *ClassDB) Begin(ctx context.Context) (pgx.Tx, error) {
+	return c.BeginTx(ctx, pgx.TxOptions{})
+}
+
+// BeginTx starts a transaction in the class, like pgxpool.Pool.BeginTx. The
+// gate is held until Commit or Rollback returns. A lost fleet lease cancels
+// the context of BEGIN only: later statements run under their own contexts.
+func (c *ClassDB) BeginTx(ctx context.Context, txOptions pgx.TxOptions) (pgx.Tx, error) {
+	if c.gate == nil && c.err == nil {
+		c.st.calls.Add(1)
+		return c.pool.BeginTx(ctx, txOptions)
+	}
+	t := &tx{}
+	wctx, err := c.acquire(ctx, &t.h)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			t.h.release()
+		}
+	}()
+	t.Tx, err = c.pool.BeginTx(wctx, txOptions)
+	if err != nil {
+		return nil, err
+	}
+	ok = true
+	return t, nil
+}
+
+// SendBatch sends a batch in the class, like pgxpool.Pool.SendBatch. The
+// gate is held until the BatchResults are closed. A refusal is returned by
+// every method of the BatchResults.
+func (c *ClassDB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if c.gate == nil && c.err == nil {
+		c.st.calls.Add(1)
+		return c.pool.SendBatch(ctx, b)
+	}
+	br := &batch{}
+	wctx, err := c.acquire(ctx, &br.h)
+	if err != nil {
+		return errBatch{err}
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			br.h.release()
+		}
+	}()
+	br.BatchResults = c.pool.SendBatch(wctx, b)
+	ok = true
+	return br
+}
+
+// Acquire takes a connection in the class, like pgxpool.Pool.Acquire. The
+// gate is held until Conn.Release. A lost fleet lease cancels the context of
+// the pool's acquire only.
+func (c *ClassDB) Acquire(ctx context.Context) (*Conn, error) {
+	cn := &Conn{}
+	wctx, err := c.acquire(ctx, &cn.h)
+	if err != nil {
+		return nil, err
+	}
+	if cn.Conn, err = c.pool.Acquire(wctx); err != nil {
+		cn.h.release()
+		return nil, err
+	}
+	return cn, nil
+}
+
+// AcquireFunc takes a connection in the class and calls f with it, like
+// pgxpool.Pool.AcquireFunc, holding the gate until f returns or panics.
+func (c *ClassDB) AcquireFunc(ctx context.Context, f func(*pgxpool.Conn) error) error {
+	var h hold
+	wctx, err := c.acquire(ctx, &h)
+	if err != nil {
+		return err
+	}
+	defer h.release()
+	return c.pool.AcquireFunc(wctx, f)
+}
+
+// Query runs sql in the default class; see ClassDB.Query.
+func (db *DB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return db.def.Query(ctx, sql, args...)
+}
+
+// QueryRow runs sql in the default class; see ClassDB.QueryRow.
+func (db *DB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return db.def.QueryRow(ctx, sql, args...)
+}
+
+// Exec runs sql in the default class; see ClassDB.Exec.
+func (db *DB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return db.def.Exec(ctx, sql, args...)
+}
+
+// CopyFrom runs a COPY in the default class; see ClassDB.CopyFrom.
+func (db *DB) CopyFrom(ctx context.Context, tableName pgx.Identifier, columnNames []string, rowSrc pgx.CopyFromSource) (int64, error) {
+	return db.def.CopyFrom(ctx, tableName, columnNames, rowSrc)
+}
+
+// Begin starts a transaction in the default class; see ClassDB.Begin.
+func (db *DB) Begin(ctx context.Context) (pgx.Tx, error) { return db.def.Begin(ctx) }
+
+// BeginTx starts a transaction in the default class; see ClassDB.BeginTx.
+func (db *DB) BeginTx(ctx context.Context, txOptions pgx.TxOptions) (pgx.Tx, error) {
+	return db.def.BeginTx(ctx, txOptions)
+}
+
+// SendBatch sends a batch in the default class; see ClassDB.SendBatch.
+func (db *DB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return db.def.SendBatch(ctx, b)
+}
+
+// Acquire takes a connection in the default class; see ClassDB.Acquire.
+func (db *DB) Acquire(ctx context.Context) (*Conn, error) { return db.def.Acquire(ctx) }
+
+// AcquireFunc runs f with a connection in the default class; see
+// ClassDB.AcquireFunc.
+func (db *DB) AcquireFunc(ctx context.Context, f func(*pgxpool.Conn) error) error {
+	return db.def.AcquireFunc(ctx, f)
+}
+
+// Ping pings the database through the pool, in no class.
+func (db *DB) Ping(ctx context.Context) error { return db.pool.Ping(ctx) }

@@ -1,0 +1,56 @@
+// Package bulkheadpgx caps query classes on a pgxpool.Pool: "at most 50
+// expensive report queries against the replica across all pods; cheap
+// queries unlimited; a report query that cannot start within 2 s fails fast".
+// pgxpool has neither an acquire timeout nor a per-class limit.
+//
+//	reports := distsem.New(rdb, "replica-reports", 50, distsem.Config{})
+//	db := bulkheadpgx.New(pool, bulkheadpgx.Config{Classes: []bulkheadpgx.Class{
+//		{Name: "reports", Gate: reports, MaxWait: 2 * time.Second},
+//	}})
+//	rows, err := db.Class("reports").Query(ctx, "SELECT ...") // capped
+//	n, err := db.Exec(ctx, "UPDATE ...")                       // default class: unlimited
+//
+// # Classes
+//
+// A [Class] has a weight (N), a [Gate] (a semaphore.Weighted for one process,
+// a distsem.Semaphore for the fleet, nil for unlimited) and a MaxWait. The
+// class is chosen explicitly per call with [DB.Class], whose result has the
+// pool's methods; the [DB]'s own methods run in the default class. [DB] and
+// [ClassDB] have the signatures of pgxpool.Pool's Query, QueryRow, Exec,
+// CopyFrom, Begin, BeginTx, SendBatch and AcquireFunc, so code moves over by
+// changing one type; Acquire returns a [*Conn], which embeds *pgxpool.Conn.
+//
+// # How long the gate is held
+//
+// Exactly as long as the database work: until the Rows are closed (by Close
+// or by Next returning false at their end or on an error), Row.Scan returns,
+// Tx.Commit or Rollback returns, BatchResults.Close returns (or, for a batch
+// that began a transaction, its Commit or Rollback), Conn.Release, or
+// AcquireFunc's function returns or panics. A query that fails gives it back
+// before returning, and so does a context cancelled mid-query (pgx ends the
+// rows). As with pgxpool's connections, Rows, a Row or a Tx that is never
+// closed, scanned or ended holds the gate forever.
+//
+// A gate's work context: a fleet gate's Hold returns a context that is
+// cancelled when its lease is lost, and Query, QueryRow, Exec, CopyFrom,
+// SendBatch and AcquireFunc run under it, so the lost lease cancels the
+// query. Statements of a Tx or a Conn take their own contexts: there the
+// lease's context covers only BEGIN or the pool's acquire.
+//
+// # Refusals
+//
+// A call that cannot get its class's gate within MaxWait fails with a
+// [*RejectError] matching [ErrMaxWait], with RetryAfter, and holds nothing;
+// the caller's own deadline is never extended. A weight above the gate's
+// limit fails with [ErrTooLarge]; the caller's context ending while it waits
+// returns ctx.Err(); a name [DB.Class] does not know fails every call with
+// [ErrUnknownClass].
+//
+// # Stats
+//
+// [DB.Stats] gives per class: calls, weight in use, callers waiting, wait and
+// hold time histograms, and refusals by reason, beside pgxpool's own Stat.
+//
+// A DB is safe for simultaneous use by multiple goroutines. An unlimited
+// class adds no allocation to a call.
+package bulkheadpgx

@@ -1,0 +1,47 @@
+package bulkheadpgx_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/floodgate-go/floodgate/bulkhead/bulkheadpgx"
+	"github.com/floodgate-go/floodgate/semaphore"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Reports are capped at 50 at once in this process and wait at most 2 s;
+// everything else is unlimited. For a fleet-wide cap, use a
+// distsem.Semaphore as the Gate. It needs a server, so it is compiled, not
+// run.
+func ExampleNew() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, "postgres://localhost/app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	db := bulkheadpgx.New(pool, bulkheadpgx.Config{Classes: []bulkheadpgx.Class{
+		// localGate adapts semaphore.Weighted until it has a Hold method.
+		{Name: "reports", Gate: localGate{semaphore.New(50, semaphore.Config{})}, MaxWait: 2 * time.Second},
+	}})
+	reports := db.Class("reports")
+
+	rows, err := reports.Query(ctx, "SELECT region, sum(total) FROM orders GROUP BY region")
+	if re, ok := errors.AsType[*bulkheadpgx.RejectError](err); ok {
+		fmt.Println("busy, retry in", re.RetryAfter()) // 503 with Retry-After
+		return
+	} else if err != nil {
+		log.Fatal(err)
+	}
+	defer rows.Close() // gives the report slot back
+	for rows.Next() {
+		// ...
+	}
+
+	// Cheap queries go through the DB itself, in the unlimited default class.
+	if _, err := db.Exec(ctx, "UPDATE sessions SET seen = now() WHERE id = $1", 42); err != nil {
+		log.Fatal(err)
+	}
+}
