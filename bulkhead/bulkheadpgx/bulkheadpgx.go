@@ -315,7 +315,7 @@ func (c *ClassDB) wait(ctx context.Context, h *hold) (context.Context, error) {
 // capacity in Stats). Called only on the refusal path.
 func tooLarge(g localGate, n int64) bool {
 	if s, ok := g.(interface{ Stats() semaphore.Stats }); ok {
-		return n > s.Stats().Capacity
+		return n > s.Stats().Limit
 	}
 	return false
 }

@@ -569,7 +569,7 @@ func TestBadInput(t *testing.T) {
 // limitGate is a Gate that reports its limit.
 type limitGate struct{ localGate }
 
-func (g limitGate) Limit() int64 { return g.Stats().Capacity }
+func (g limitGate) Limit() int64 { return g.Stats().Limit }
 
 func wantPanic(t *testing.T, want string) {
 	t.Helper()
