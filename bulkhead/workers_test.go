@@ -90,7 +90,7 @@ func TestWorkersLongRunRate(t *testing.T) {
 			mustSubmit(t, w, bulkhead.DefaultClass, r.job(fmt.Sprint(i), time.Second))
 		}
 		for _, at := range []time.Duration{10 * time.Second, 33*time.Second + 100*time.Millisecond, 59*time.Second + 900*time.Millisecond} {
-			time.Sleep(t0.Add(at).Sub(time.Now()))
+			time.Sleep(time.Until(t0.Add(at)))
 			synctest.Wait()
 			starts, _, most := r.snapshot()
 			want := 5 * at.Seconds()
@@ -162,7 +162,7 @@ func TestWorkersInteractiveNotDelayed(t *testing.T) {
 			330 * time.Millisecond, 500 * time.Millisecond, 910 * time.Millisecond, // ramp-up
 			3 * time.Second, 7*time.Second + 50*time.Millisecond, 25 * time.Second, // background full
 		} {
-			time.Sleep(t0.Add(at).Sub(time.Now()))
+			time.Sleep(time.Until(t0.Add(at)))
 			var started time.Time
 			submitted := time.Now()
 			if err := w.Do(t.Context(), "interactive", func(context.Context) error {
@@ -479,7 +479,9 @@ func TestWorkersDo(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		ran := false
 		errc := make(chan error)
-		go func() { errc <- w.Do(ctx, bulkhead.DefaultClass, func(context.Context) error { ran = true; return nil }) }()
+		go func() {
+			errc <- w.Do(ctx, bulkhead.DefaultClass, func(context.Context) error { ran = true; return nil })
+		}()
 		synctest.Wait()
 		cancel()
 		if err := <-errc; err != context.Canceled {
