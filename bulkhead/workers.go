@@ -441,6 +441,15 @@ func (w *Workers) dispatch() {
 			w.mu.Unlock()
 			return
 		}
+		if w.gate == nil && w.pace == nil {
+			// Nothing to wait for: start every job there is room for.
+			for e := w.popLocked(); e != nil; e = w.popLocked() {
+				w.startLocked(e)
+				w.spawnLocked(e)
+			}
+			w.mu.Unlock()
+			continue
+		}
 		w.mu.Unlock()
 
 		var wk *worker
@@ -468,13 +477,7 @@ func (w *Workers) dispatch() {
 		if e != nil {
 			w.startLocked(e)
 			if wk == nil {
-				w.goroutines++
-				go func() {
-					w.run(w.runCtx, e)
-					w.mu.Lock()
-					w.exitLocked()
-					w.mu.Unlock()
-				}()
+				w.spawnLocked(e)
 			}
 		}
 		w.mu.Unlock()
@@ -482,6 +485,17 @@ func (w *Workers) dispatch() {
 			wk.assign <- e // nil: nothing to start after all; the permit goes back
 		}
 	}
+}
+
+// spawnLocked runs e on a new goroutine, with no Gate.
+func (w *Workers) spawnLocked(e *entry) {
+	w.goroutines++
+	go func() {
+		w.run(w.runCtx, e)
+		w.mu.Lock()
+		w.exitLocked()
+		w.mu.Unlock()
+	}()
 }
 
 // startLocked records that e starts now.
