@@ -14,8 +14,8 @@ import (
 var (
 	// ErrQueueFull: a class's backlog already holds Class.MaxQueue jobs. It
 	// comes in a *RejectError whose RetryAfter estimates when the class's next
-	// job will start (the recent interval between its starts; 1s before the
-	// class has started two jobs).
+	// job will start: the recent interval between its starts while it had a
+	// backlog (1s before there is one).
 	ErrQueueFull = errors.New("bulkhead: queue full")
 
 	// ErrClosed: Submit or Do after Shutdown began; also the error a queued
@@ -222,7 +222,7 @@ type class struct {
 	queue     []*entry // FIFO; queue[0] is next
 	running   int64
 	lastStart time.Time
-	interval  time.Duration // moving average of the time between starts
+	interval  time.Duration // moving average of the time between starts with a backlog
 	stats     ClassStats
 }
 
@@ -509,7 +509,9 @@ func (w *Workers) startLocked(e *entry) {
 	d := now.Sub(e.queued)
 	c.stats.QueueDelay += d
 	c.stats.MaxQueueDelay = max(c.stats.MaxQueueDelay, d)
-	if !c.lastStart.IsZero() {
+	// Only intervals with a backlog say how fast the class drains: a job
+	// queued after the previous start measures an idle gap.
+	if !c.lastStart.IsZero() && !e.queued.After(c.lastStart) {
 		iv := now.Sub(c.lastStart)
 		if c.interval == 0 {
 			c.interval = iv

@@ -286,7 +286,8 @@ func TestWorkersFIFOWithinClass(t *testing.T) {
 }
 
 // TestWorkersQueueFull: a backlog at MaxQueue refuses with ErrQueueFull and a
-// RetryAfter: 1s before the class has two starts, then its start interval.
+// RetryAfter: 1s before the class has two starts with a backlog, then its
+// start interval (an idle gap does not count).
 func TestWorkersQueueFull(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := bulkhead.NewWorkers(100, bulkhead.WorkersConfig{
@@ -313,6 +314,8 @@ func TestWorkersQueueFull(t *testing.T) {
 		synctest.Wait() // the first started; the dispatcher waits for the next slot
 		submitFull(time.Second)
 		time.Sleep(time.Second) // both queued jobs start, 200ms apart
+		synctest.Wait()
+		mustSubmit(t, w, "bg", job) // starts at once after the idle gap, which is not an interval
 		synctest.Wait()
 		submitFull(200 * time.Millisecond)
 		st := w.Stats().Classes[0]
