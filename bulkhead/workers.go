@@ -1,0 +1,767 @@
+package bulkhead
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Errors of the worker throttle ([Workers]).
+var (
+	// ErrQueueFull: a class's backlog already holds Class.MaxQueue jobs. It
+	// comes in a *RejectError whose RetryAfter estimates when the class's next
+	// job will start: the recent interval between its starts while it had a
+	// backlog (1s before there is one).
+	ErrQueueFull = errors.New("bulkhead: queue full")
+
+	// ErrClosed: Submit or Do after Shutdown began; also the error a queued
+	// job is handed back with when Shutdown does not run it.
+	ErrClosed = errors.New("bulkhead: workers closed")
+
+	// ErrUnknownClass: Submit or Do named a class that is not in
+	// WorkersConfig.Classes. The returned error wraps it and names the class.
+	ErrUnknownClass = errors.New("bulkhead: unknown class")
+
+	// ErrAborted is the cause (context.Cause) of a running job's context when
+	// Shutdown's context ended before the job returned. The cause wraps the
+	// Shutdown context's own cause too.
+	ErrAborted = errors.New("bulkhead: job aborted by shutdown")
+)
+
+// DefaultClass is the name of the one class of a Workers configured without
+// Classes.
+const DefaultClass = "default"
+
+// A Pacer spaces out job starts: Wait blocks until a slot of weight n is
+// released, and returns nil, or returns why no slot will come. shaper.Queue
+// has this method, and so does the fleet-wide Redis queue (every process that
+// uses one with the same name shares one schedule).
+type Pacer interface {
+	Wait(ctx context.Context, n int64) error
+}
+
+// A Class is a priority class of jobs.
+type Class struct {
+	// Name names the class in Submit, Do and Stats. Required, unique.
+	Name string
+
+	// Reserved is how many of the Workers' limit only this class and the
+	// classes before it in WorkersConfig.Classes may use: classes after it
+	// start a job only while, after starting it, the unused reservations of
+	// every class before them are still free. The classes before it may use
+	// all of it. If zero, nothing is reserved. The Reserved of all classes
+	// together may not exceed the limit.
+	Reserved int64
+
+	// MaxQueue bounds the class's backlog: a job submitted while MaxQueue jobs
+	// of the class wait is refused with a *RejectError matching ErrQueueFull.
+	// If zero, the backlog is unbounded.
+	MaxQueue int
+}
+
+// WorkersConfig configures a Workers. The zero value is valid: one class
+// (DefaultClass) with an unbounded backlog, no start rate, no gate beyond the
+// limit, and Shutdown drains the backlog.
+type WorkersConfig struct {
+	// Classes are the priority classes, highest first. If empty, one class
+	// named DefaultClass.
+	Classes []Class
+
+	// Pace, if non-nil, spaces out starts: every job start takes one slot of
+	// weight 1 (a local shaper.Queue for this process, or the fleet-wide Redis
+	// queue for every process that shares it). If nil, jobs start as soon as
+	// there is room.
+	Pace Pacer
+
+	// Gate, if non-nil, is a cap shared beyond this Workers (a distsem.Semaphore
+	// for the fleet, or a semaphore.Weighted shared with other code). Every job
+	// runs holding weight 1 of it, on top of the Workers' own limit. Its ctx
+	// (for distsem, cancelled when the lease is lost) is a parent of the job's.
+	Gate Gate
+
+	// HandBack, if true, makes Shutdown hand every queued job back instead of
+	// running it: Do returns ErrClosed and OnUnstarted receives each submitted
+	// job. It requires OnUnstarted. If false, Shutdown runs the backlog on
+	// schedule.
+	HandBack bool
+
+	// OnUnstarted, if non-nil, receives every job given to Submit that will
+	// never run, with the reason: ErrClosed when Shutdown hands it back, or the
+	// Pace's or the Gate's error when its start failed. A job given to Do is
+	// not passed here: Do returns the error. It is called without locks held,
+	// on the goroutine of Shutdown or of the throttle's dispatcher, and may
+	// call Stats (Submit after Shutdown returns ErrClosed).
+	OnUnstarted func(class string, job func(context.Context) error, err error)
+}
+
+// Workers is a worker throttle for job loops: "export jobs start at most 5/s
+// fleet-wide, smoothly; at most 8 run at once; interactive exports are never
+// starved by background ones; shutdown drains". Jobs are queued per priority
+// class and run on goroutines the Workers owns, no more than its limit at once
+// (and within Gate, if set), their starts spaced by Pace.
+//
+// # Use in a job loop
+//
+//	w := bulkhead.NewWorkers(8, bulkhead.WorkersConfig{
+//		Classes: []bulkhead.Class{
+//			{Name: "interactive", Reserved: 2, MaxQueue: 100},
+//			{Name: "background", MaxQueue: 1000},
+//		},
+//		Pace: shaper.NewQueue(shaper.PerSecond(5), shaper.QueueConfig{}),
+//		OnUnstarted: func(class string, job func(context.Context) error, err error) {
+//			// put the message back on the broker
+//		},
+//	})
+//	for msg := range broker.Messages(ctx) {
+//		err := w.Submit(ctx, "background", func(ctx context.Context) error { return export(ctx, msg) })
+//		if re, ok := errors.AsType[*bulkhead.RejectError](err); ok {
+//			msg.Nack(re.RetryAfter()) // backlog full: let the broker keep it
+//		} else if err != nil {
+//			msg.Nack(0) // ErrClosed: shutting down
+//		}
+//	}
+//	err := w.Shutdown(shutdownCtx) // runs the backlog, waits for running jobs
+//
+// Submit queues the job and returns at once; the job's own code acks, nacks
+// or logs. Do queues the job and waits for it to finish, returning its error:
+// for a request handler that runs an interactive export and answers with the
+// result. A job loop gets backpressure from MaxQueue: Submit refuses with
+// ErrQueueFull and a RetryAfter instead of blocking, so the loop can leave the
+// message on the broker (or sleep) rather than hold it in memory.
+//
+// For a fleet, Pace is the fleet-wide Redis queue and Gate a distsem.Semaphore
+// with the same name in every process; the limit then bounds each process and
+// the Gate the fleet.
+//
+// # Scheduling
+//
+// One dispatcher goroutine starts jobs one at a time, while some class has a
+// queued job and room: it takes a permit of the Gate (if set), then a slot of
+// the Pace (if set), and only then picks the job: the first queued job of the
+// highest class that has room. So a job of a higher class that arrives while
+// the dispatcher waits for its slot gets that slot, and waits at most one
+// start interval when its reserved capacity is free. The permit is taken
+// before the slot so that starts stay smooth when the Gate is the bottleneck;
+// the price is a permit held for up to one start interval before its job
+// starts. Priority is strict: a higher class with queued jobs and room always
+// goes first, so a steady flood of a higher class can starve lower ones (that
+// is what the reservation of the lower class is for). Reservations and
+// priorities are decided in this process: a Gate shared by the fleet knows
+// nothing of classes, so one process's background jobs can fill a fleet-wide
+// Gate that another process's interactive jobs then wait for.
+//
+// If the Pace or the Gate fails (a rejection such as shaper's ErrMaxWait, or
+// a store outage that its policy refuses), the job the slot was for fails with
+// that error: Do returns it, OnUnstarted receives a submitted job; the
+// dispatcher goes on with the next one.
+//
+// # Job contexts
+//
+// A job's context is derived with context.WithCancelCause from the context
+// given to Do (values and cancellation) or to Submit (values only: the job
+// outlives Submit), and is also cancelled when the Gate's context ends (for
+// distsem, a lost lease, with its cause) or when Shutdown's context ends first
+// (cause ErrAborted). context.Cause(ctx) tells the job why. A panicking job
+// crashes the program, as a panic on any goroutine does: nothing recovers it
+// on one goroutine to re-raise it on another.
+//
+// # Shutdown
+//
+// [Workers.Shutdown] stops intake (ErrClosed), lets running jobs finish, and
+// runs the backlog on schedule (or, with HandBack, hands it back at once). If
+// its context ends first, it hands back what is still queued, cancels the
+// running jobs (cause ErrAborted), waits for them to return, and reports the
+// counts. No submitted job is dropped silently: each one runs, or Do returns
+// its error, or OnUnstarted receives it (and Stats counts it). When Shutdown
+// returns, no goroutine of the Workers is left.
+//
+// Use NewWorkers; a zero Workers refuses every job with ErrClosed. A Workers
+// is safe for simultaneous use by multiple goroutines. NewWorkers starts no
+// goroutine: the dispatcher starts when a job is queued and exits when no
+// class can start one.
+type Workers struct {
+	// Immutable after NewWorkers.
+	limit       int64
+	classes     []*class
+	byName      map[string]*class
+	pace        Pacer
+	gate        Gate
+	handBack    bool
+	onUnstarted func(string, func(context.Context) error, error)
+
+	// runCtx is the parent of every job's context; abort cancels it when
+	// Shutdown's context ends. dispatchCtx, its child, bounds the waits of
+	// the dispatcher; stopDispatch cancels it when dispatching stops. These
+	// are the Workers' own lifetimes, not a caller's context.
+	runCtx       context.Context
+	abort        context.CancelCauseFunc
+	dispatchCtx  context.Context
+	stopDispatch context.CancelCauseFunc
+
+	mu sync.Mutex
+	// mu guards:
+	running     int64 // jobs running, all classes
+	goroutines  int   // dispatcher and job goroutines alive
+	dispatching bool  // the dispatcher is alive
+	closed      bool  // Shutdown began: no intake
+	stopped     bool  // no more dispatching (HandBack, or Shutdown's ctx ended)
+	done        chan struct{}
+	doneClosed  bool
+}
+
+type class struct {
+	name     string
+	reserved int64
+	maxQueue int
+
+	// guarded by Workers.mu:
+	queue     []*entry // FIFO; queue[0] is next
+	running   int64
+	lastStart time.Time
+	interval  time.Duration // moving average of the time between starts with a backlog
+	stats     ClassStats
+}
+
+type entry struct {
+	// ctx is the submitter's context, kept only to derive the job's context
+	// from: for Submit without its cancellation.
+	ctx    context.Context
+	job    func(context.Context) error
+	c      *class
+	queued time.Time
+	res    chan error // Do only; buffered
+	state  int        // guarded by Workers.mu
+}
+
+const (
+	queuedState = iota
+	startedState
+	removedState
+)
+
+// NewWorkers returns a Workers that runs at most limit jobs at once. It panics
+// on a programmer error: limit < 1, a class without a Name or with a duplicate
+// one, a negative Reserved or MaxQueue, Reserved adding up to more than limit,
+// or HandBack without OnUnstarted. It starts no goroutine.
+func NewWorkers(limit int64, cfg WorkersConfig) *Workers {
+	if limit < 1 {
+		panic("bulkhead: NewWorkers: limit < 1")
+	}
+	if cfg.HandBack && cfg.OnUnstarted == nil {
+		panic("bulkhead: NewWorkers: HandBack without OnUnstarted")
+	}
+	classes := cfg.Classes
+	if len(classes) == 0 {
+		classes = []Class{{Name: DefaultClass}}
+	}
+	w := &Workers{
+		limit:       limit,
+		byName:      make(map[string]*class, len(classes)),
+		pace:        cfg.Pace,
+		gate:        cfg.Gate,
+		handBack:    cfg.HandBack,
+		onUnstarted: cfg.OnUnstarted,
+		done:        make(chan struct{}),
+	}
+	var reserved int64
+	for _, c := range classes {
+		switch {
+		case c.Name == "":
+			panic("bulkhead: NewWorkers: class without a Name")
+		case w.byName[c.Name] != nil:
+			panic("bulkhead: NewWorkers: duplicate class " + c.Name)
+		case c.Reserved < 0:
+			panic("bulkhead: NewWorkers: class " + c.Name + ": negative Reserved")
+		case c.MaxQueue < 0:
+			panic("bulkhead: NewWorkers: class " + c.Name + ": negative MaxQueue")
+		}
+		reserved += c.Reserved
+		if reserved > limit {
+			panic("bulkhead: NewWorkers: Reserved adds up to more than limit")
+		}
+		cl := &class{name: c.Name, reserved: c.Reserved, maxQueue: c.MaxQueue}
+		w.classes = append(w.classes, cl)
+		w.byName[c.Name] = cl
+	}
+	w.runCtx, w.abort = context.WithCancelCause(context.Background())
+	w.dispatchCtx, w.stopDispatch = context.WithCancelCause(w.runCtx)
+	return w
+}
+
+// Submit queues job in class and returns nil; job runs later on a goroutine
+// of the Workers (see the type's doc for its context). Submit never waits. It
+// returns without queueing anything:
+//   - ctx.Err() if ctx is already done;
+//   - ErrClosed after Shutdown began (and from a zero Workers);
+//   - an error matching ErrUnknownClass if class is not configured;
+//   - a *RejectError matching ErrQueueFull, with a RetryAfter estimate, if
+//     the class's backlog is full.
+//
+// A nil job panics.
+func (w *Workers) Submit(ctx context.Context, class string, job func(context.Context) error) error {
+	_, err := w.enqueue(ctx, class, job, false)
+	return err
+}
+
+// Do queues job in class as Submit does, waits for it to run and returns its
+// error. It returns Submit's errors without queueing. If ctx ends while the
+// job is queued, Do removes it and returns ctx.Err(); once the job has
+// started, ctx's end cancels the job's context (its cause is ctx's) and Do
+// waits for the job to return. If the job's start fails, Do returns the
+// Pace's or the Gate's error; if Shutdown hands it back, ErrClosed. The job
+// runs on a goroutine of the Workers, not Do's. A nil job panics.
+func (w *Workers) Do(ctx context.Context, class string, job func(context.Context) error) error {
+	e, err := w.enqueue(ctx, class, job, true)
+	if err != nil {
+		return err
+	}
+	select {
+	case err := <-e.res:
+		return err
+	case <-ctx.Done():
+	}
+	w.mu.Lock()
+	if e.state == queuedState {
+		w.removeLocked(e)
+		e.c.stats.Canceled++
+		w.checkDoneLocked()
+		w.mu.Unlock()
+		return ctx.Err()
+	}
+	w.mu.Unlock()
+	return <-e.res
+}
+
+func (w *Workers) enqueue(ctx context.Context, name string, job func(context.Context) error, wait bool) (*entry, error) {
+	if job == nil {
+		panic("bulkhead: Workers: nil job")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if w.limit == 0 {
+		return nil, ErrClosed
+	}
+	c := w.byName[name]
+	if c == nil {
+		return nil, fmt.Errorf("%w %q", ErrUnknownClass, name)
+	}
+	e := &entry{ctx: ctx, job: job, c: c}
+	if wait {
+		e.res = make(chan error, 1)
+	} else {
+		e.ctx = context.WithoutCancel(ctx)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		c.stats.Closed++
+		return nil, ErrClosed
+	}
+	if c.maxQueue > 0 && len(c.queue) >= c.maxQueue {
+		c.stats.QueueFull++
+		d := c.interval
+		if d <= 0 {
+			d = time.Second
+		}
+		return nil, &RejectError{Reason: ReasonConcurrency, Status: http.StatusServiceUnavailable, Delay: d, Err: ErrQueueFull}
+	}
+	e.queued = time.Now()
+	c.queue = append(c.queue, e)
+	c.stats.Submitted++
+	w.kickLocked()
+	return e, nil
+}
+
+// kickLocked starts the dispatcher if it is not running and a job can start.
+func (w *Workers) kickLocked() {
+	if w.dispatching || w.stopped || w.pickableLocked() == nil {
+		return
+	}
+	w.dispatching = true
+	w.goroutines++
+	go w.dispatch()
+}
+
+// pickableLocked returns the highest class that has a queued job and room to
+// start it, or nil.
+func (w *Workers) pickableLocked() *class {
+	var held int64 // unused reservations of the classes before c
+	for _, c := range w.classes {
+		if len(c.queue) > 0 && w.running+1+held <= w.limit {
+			return c
+		}
+		held += max(0, c.reserved-c.running)
+	}
+	return nil
+}
+
+// removeLocked removes e from its class's queue and marks it removed.
+func (w *Workers) removeLocked(e *entry) {
+	c := e.c
+	if i := slices.Index(c.queue, e); i >= 0 {
+		c.queue = slices.Delete(c.queue, i, i+1)
+	}
+	e.state = removedState
+}
+
+// popLocked removes and returns the first job of the highest class with room,
+// or nil. Do jobs whose context ended are dropped from the queue on the way
+// (their Do returns ctx.Err()).
+func (w *Workers) popLocked() *entry {
+	for {
+		c := w.pickableLocked()
+		if c == nil {
+			return nil
+		}
+		e := c.queue[0]
+		c.queue[0] = nil
+		c.queue = c.queue[1:]
+		if e.res != nil && e.ctx.Err() != nil {
+			e.state = removedState
+			c.stats.Canceled++
+			e.res <- e.ctx.Err()
+			continue
+		}
+		return e
+	}
+}
+
+// dispatch starts jobs one at a time while some class can start one.
+func (w *Workers) dispatch() {
+	for {
+		w.mu.Lock()
+		if w.stopped || w.pickableLocked() == nil {
+			w.dispatching = false
+			w.exitLocked()
+			w.mu.Unlock()
+			return
+		}
+		if w.gate == nil && w.pace == nil {
+			// Nothing to wait for: start every job there is room for.
+			for e := w.popLocked(); e != nil; e = w.popLocked() {
+				w.startLocked(e)
+				w.spawnLocked(e)
+			}
+			w.mu.Unlock()
+			continue
+		}
+		w.mu.Unlock()
+
+		var wk *worker
+		if w.gate != nil {
+			var err error
+			if wk, err = w.acquire(); err != nil {
+				w.failNext(err, false)
+				continue
+			}
+		}
+		if w.pace != nil {
+			if err := w.pace.Wait(w.dispatchCtx, 1); err != nil {
+				if wk != nil {
+					wk.assign <- nil
+				}
+				w.failNext(err, true)
+				continue
+			}
+		}
+		w.mu.Lock()
+		var e *entry
+		if !w.stopped {
+			e = w.popLocked()
+		}
+		if e != nil {
+			w.startLocked(e)
+			if wk == nil {
+				w.spawnLocked(e)
+			}
+		}
+		w.mu.Unlock()
+		if wk != nil {
+			wk.assign <- e // nil: nothing to start after all; the permit goes back
+		}
+	}
+}
+
+// spawnLocked runs e on a new goroutine, with no Gate.
+func (w *Workers) spawnLocked(e *entry) {
+	w.goroutines++
+	go func() {
+		w.run(w.runCtx, e)
+		w.mu.Lock()
+		w.exitLocked()
+		w.mu.Unlock()
+	}()
+}
+
+// startLocked records that e starts now.
+func (w *Workers) startLocked(e *entry) {
+	c := e.c
+	now := time.Now()
+	e.state = startedState
+	c.running++
+	w.running++
+	c.stats.Started++
+	d := now.Sub(e.queued)
+	c.stats.QueueDelay += d
+	c.stats.MaxQueueDelay = max(c.stats.MaxQueueDelay, d)
+	// Only intervals with a backlog say how fast the class drains: a job
+	// queued after the previous start measures an idle gap.
+	if !c.lastStart.IsZero() && !e.queued.After(c.lastStart) {
+		iv := now.Sub(c.lastStart)
+		if c.interval == 0 {
+			c.interval = iv
+		} else {
+			c.interval = (7*c.interval + iv) / 8
+		}
+	}
+	c.lastStart = now
+}
+
+// failNext fails the job that a slot (rate) or permit (!rate) was being taken
+// for with err, unless dispatching stopped (Shutdown hands the jobs back).
+func (w *Workers) failNext(err error, rate bool) {
+	w.mu.Lock()
+	var e *entry
+	if !w.stopped && w.dispatchCtx.Err() == nil {
+		e = w.popLocked()
+	}
+	if e != nil {
+		e.state = removedState
+		if rate {
+			e.c.stats.PaceErrors++
+		} else {
+			e.c.stats.GateErrors++
+		}
+	}
+	w.mu.Unlock()
+	if e != nil {
+		w.giveBack(e, err)
+	}
+}
+
+// giveBack reports that e will not run. It must be called without w.mu held.
+func (w *Workers) giveBack(e *entry, err error) {
+	if e.res != nil {
+		e.res <- err
+	} else if w.onUnstarted != nil {
+		w.onUnstarted(e.c.name, e.job, err)
+	}
+}
+
+// A worker is a goroutine that holds a permit of the Gate for one job.
+type worker struct {
+	held   chan error  // nil once the permit is held, or why not
+	assign chan *entry // the job to run under the permit; nil: none
+}
+
+// acquire starts a worker and waits until it holds a permit of the Gate.
+func (w *Workers) acquire() (*worker, error) {
+	wk := &worker{held: make(chan error, 1), assign: make(chan *entry, 1)}
+	w.mu.Lock()
+	w.goroutines++
+	w.mu.Unlock()
+	go func() {
+		defer func() {
+			w.mu.Lock()
+			w.exitLocked()
+			w.mu.Unlock()
+		}()
+		// The wait for the permit ends when dispatching stops; the job it
+		// runs ends only with runCtx.
+		actx, cancel := context.WithCancelCause(w.runCtx)
+		defer cancel(nil)
+		stop := context.AfterFunc(w.dispatchCtx, func() { cancel(context.Cause(w.dispatchCtx)) })
+		defer stop()
+		held := false
+		err := w.gate.Do(actx, 1, func(gctx context.Context) error {
+			if !stop() {
+				return context.Cause(w.dispatchCtx) // dispatching stopped while we waited
+			}
+			held = true
+			wk.held <- nil
+			if e := <-wk.assign; e != nil {
+				w.run(gctx, e)
+			}
+			return nil
+		})
+		if !held {
+			if err == nil {
+				err = errors.New("bulkhead: gate returned without running the job")
+			}
+			wk.held <- err
+		}
+	}()
+	if err := <-wk.held; err != nil {
+		return nil, err
+	}
+	return wk, nil
+}
+
+// run runs e's job with a context derived from e.ctx and parent, and records
+// its end.
+func (w *Workers) run(parent context.Context, e *entry) {
+	ctx, cancel := context.WithCancelCause(e.ctx)
+	stop := context.AfterFunc(parent, func() { cancel(context.Cause(parent)) })
+	var err error
+	defer func() {
+		stop()
+		cancel(nil)
+		c := e.c
+		w.mu.Lock()
+		c.running--
+		w.running--
+		c.stats.Finished++
+		if err != nil {
+			c.stats.Failed++
+		}
+		w.kickLocked()
+		w.mu.Unlock()
+		if e.res != nil {
+			e.res <- err
+		}
+	}()
+	err = e.job(ctx)
+}
+
+// exitLocked records that a goroutine of w ends.
+func (w *Workers) exitLocked() {
+	w.goroutines--
+	w.checkDoneLocked()
+}
+
+// checkDoneLocked closes done once Shutdown began and nothing is left.
+func (w *Workers) checkDoneLocked() {
+	if !w.closed || w.doneClosed || w.goroutines > 0 {
+		return
+	}
+	for _, c := range w.classes {
+		if len(c.queue) > 0 {
+			return
+		}
+	}
+	w.doneClosed = true
+	close(w.done)
+}
+
+// takeAllLocked stops dispatching and empties every queue, returning the jobs
+// in priority order.
+func (w *Workers) takeAllLocked(cause error) []*entry {
+	w.stopped = true
+	w.stopDispatch(cause)
+	var all []*entry
+	for _, c := range w.classes {
+		for _, e := range c.queue {
+			e.state = removedState
+			c.stats.HandedBack++
+			all = append(all, e)
+		}
+		c.queue = nil
+	}
+	return all
+}
+
+// Shutdown stops intake: Submit and Do return ErrClosed from now on. It then
+// waits for the backlog to run on schedule (with HandBack: hands every queued
+// job back at once with ErrClosed) and for the running jobs to return, and
+// returns nil.
+//
+// If ctx ends first, Shutdown hands back every job still queued (ErrClosed),
+// cancels the contexts of the running jobs with a cause matching ErrAborted,
+// waits for them to return, and returns an error that counts them and
+// matches ctx.Err(). A job that ignores its context therefore delays
+// Shutdown: it returns only when every goroutine of the Workers has ended.
+// Shutdown may be called more than once and concurrently; every call waits.
+func (w *Workers) Shutdown(ctx context.Context) error {
+	if w.limit == 0 {
+		return nil
+	}
+	w.mu.Lock()
+	w.closed = true
+	var back []*entry
+	if w.handBack && !w.stopped {
+		back = w.takeAllLocked(ErrClosed)
+	}
+	w.checkDoneLocked()
+	w.mu.Unlock()
+	for _, e := range back {
+		w.giveBack(e, ErrClosed)
+	}
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+	}
+	cause := fmt.Errorf("%w (%w)", ErrAborted, context.Cause(ctx))
+	w.mu.Lock()
+	back = w.takeAllLocked(ErrClosed)
+	aborted := w.running
+	w.abort(cause)
+	w.checkDoneLocked()
+	w.mu.Unlock()
+	for _, e := range back {
+		w.giveBack(e, ErrClosed)
+	}
+	<-w.done
+	return fmt.Errorf("bulkhead: shutdown: %d queued jobs handed back, %d running jobs cancelled: %w", len(back), aborted, ctx.Err())
+}
+
+// ClassStats counts what one class did. Counters are totals since NewWorkers.
+type ClassStats struct {
+	Name string
+
+	Queued  int   // jobs waiting now
+	Running int64 // jobs running now
+
+	Submitted uint64 // jobs queued (by Submit or Do)
+	Started   uint64 // jobs started
+	Finished  uint64 // jobs that returned
+	Failed    uint64 // of those, with a non-nil error
+
+	// Jobs refused or not run, by reason.
+	QueueFull  uint64 // refused: the backlog was full (ErrQueueFull)
+	Closed     uint64 // refused: Shutdown had begun (ErrClosed)
+	Canceled   uint64 // Do's context ended while the job was queued
+	HandedBack uint64 // queued, then handed back by Shutdown (ErrClosed)
+	PaceErrors uint64 // the Pace failed the job's start
+	GateErrors uint64 // the Gate failed the job's start
+
+	QueueDelay    time.Duration // total time started jobs spent queued
+	MaxQueueDelay time.Duration // the longest of those
+}
+
+// WorkersStats is a snapshot of a Workers' state and counters.
+type WorkersStats struct {
+	Limit   int64        // the most jobs run at once
+	Running int64        // jobs running now
+	Classes []ClassStats // in WorkersConfig.Classes order
+}
+
+// Stats returns a snapshot, taken at one instant.
+func (w *Workers) Stats() WorkersStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := WorkersStats{Limit: w.limit, Running: w.running, Classes: make([]ClassStats, len(w.classes))}
+	for i, c := range w.classes {
+		cs := c.stats
+		cs.Name = c.name
+		cs.Queued = len(c.queue)
+		cs.Running = c.running
+		st.Classes[i] = cs
+	}
+	return st
+}
+
+// Class returns the stats of the class named name, and whether there is one.
+func (st WorkersStats) Class(name string) (ClassStats, bool) {
+	for _, c := range st.Classes {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return ClassStats{}, false
+}

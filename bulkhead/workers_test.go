@@ -1,0 +1,630 @@
+package bulkhead_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/floodgate-go/floodgate/bulkhead"
+	"github.com/floodgate-go/floodgate/semaphore"
+	"github.com/floodgate-go/floodgate/shaper"
+)
+
+// The leaves satisfy the worker throttle's interfaces as they are.
+var (
+	_ bulkhead.Pacer = (*shaper.Queue)(nil)
+	_ bulkhead.Pacer = (*shaper.RedisQueue)(nil)
+	_ bulkhead.Gate  = (*semaphore.Weighted)(nil)
+)
+
+// recorder records job starts and the most jobs seen running at once.
+type recorder struct {
+	mu      sync.Mutex
+	starts  []time.Time
+	order   []string
+	running int
+	most    int
+}
+
+func (r *recorder) job(name string, d time.Duration) func(context.Context) error {
+	return func(ctx context.Context) error {
+		r.mu.Lock()
+		r.starts = append(r.starts, time.Now())
+		r.order = append(r.order, name)
+		r.running++
+		r.most = max(r.most, r.running)
+		r.mu.Unlock()
+		defer func() {
+			r.mu.Lock()
+			r.running--
+			r.mu.Unlock()
+		}()
+		select {
+		case <-time.After(d):
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+func (r *recorder) snapshot() (starts []time.Time, order []string, most int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]time.Time(nil), r.starts...), append([]string(nil), r.order...), r.most
+}
+
+func pace(perSecond int64) *shaper.Queue {
+	return shaper.NewQueue(shaper.PerSecond(perSecond), shaper.QueueConfig{})
+}
+
+func mustSubmit(t *testing.T, w *bulkhead.Workers, class string, job func(context.Context) error) {
+	t.Helper()
+	if err := w.Submit(t.Context(), class, job); err != nil {
+		t.Fatalf("Submit(%q) = %v, want nil", class, err)
+	}
+}
+
+func shutdown(t *testing.T, w *bulkhead.Workers) {
+	t.Helper()
+	if err := w.Shutdown(context.Background()); err != nil {
+		t.Errorf("Shutdown = %v, want nil", err)
+	}
+}
+
+// TestWorkersLongRunRate: 5/s with 8 workers and a deep backlog of 1s jobs:
+// over a minute, starts never come closer than one interval and the count
+// stays within ±1 of 5/s × elapsed.
+func TestWorkersLongRunRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var r recorder
+		w := bulkhead.NewWorkers(8, bulkhead.WorkersConfig{Pace: pace(5)})
+		t0 := time.Now()
+		for i := range 400 {
+			mustSubmit(t, w, bulkhead.DefaultClass, r.job(fmt.Sprint(i), time.Second))
+		}
+		for _, at := range []time.Duration{10 * time.Second, 33*time.Second + 100*time.Millisecond, 59*time.Second + 900*time.Millisecond} {
+			time.Sleep(time.Until(t0.Add(at)))
+			synctest.Wait()
+			starts, _, most := r.snapshot()
+			want := 5 * at.Seconds()
+			if got := float64(len(starts)); got < want-1 || got > want+1 {
+				t.Errorf("after %v: %d starts, want %.1f ± 1", at, len(starts), want)
+			}
+			if most > 8 {
+				t.Errorf("after %v: %d jobs ran at once, limit 8", at, most)
+			}
+		}
+		starts, _, _ := r.snapshot()
+		for i := 1; i < len(starts); i++ {
+			if d := starts[i].Sub(starts[i-1]); d < 200*time.Millisecond {
+				t.Fatalf("starts %d and %d %v apart, want ≥ 200ms", i-1, i, d)
+			}
+		}
+		shutdown(t, w)
+		if st := w.Stats().Classes[0]; st.Started != 400 || st.Finished != 400 || st.Queued != 0 || st.Running != 0 {
+			t.Errorf("after Shutdown: %+v, want 400 started and finished, none queued or running", st)
+		}
+	})
+}
+
+// TestWorkersConcurrencyCap: jobs of mixed lengths, no pace: never more than
+// the limit run at once, and the limit is reached. With a narrower Gate, the
+// Gate's limit holds.
+func TestWorkersConcurrencyCap(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		gate bulkhead.Gate
+		want int
+	}{
+		{"limit", nil, 8},
+		{"gate", semaphore.New(3, semaphore.Config{}), 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var r recorder
+				w := bulkhead.NewWorkers(8, bulkhead.WorkersConfig{Gate: tc.gate})
+				for i := range 200 {
+					mustSubmit(t, w, bulkhead.DefaultClass, r.job(fmt.Sprint(i), time.Duration(i%7+1)*100*time.Millisecond))
+				}
+				shutdown(t, w)
+				starts, _, most := r.snapshot()
+				if len(starts) != 200 || most != tc.want {
+					t.Errorf("%d jobs ran, at most %d at once; want 200, %d", len(starts), most, tc.want)
+				}
+			})
+		})
+	}
+}
+
+// TestWorkersInteractiveNotDelayed: a flood of 10s background jobs at 5/s
+// with 8 workers, 2 reserved for interactive: an interactive job submitted at
+// any moment (while background still ramps up, and once it holds its 6)
+// starts within one start interval.
+func TestWorkersInteractiveNotDelayed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var r recorder
+		w := bulkhead.NewWorkers(8, bulkhead.WorkersConfig{
+			Classes: []bulkhead.Class{{Name: "interactive", Reserved: 2}, {Name: "background"}},
+			Pace:    pace(5),
+		})
+		for i := range 1000 {
+			mustSubmit(t, w, "background", r.job(fmt.Sprint("b", i), 10*time.Second))
+		}
+		t0 := time.Now()
+		for i, at := range []time.Duration{
+			330 * time.Millisecond, 500 * time.Millisecond, 910 * time.Millisecond, // ramp-up
+			3 * time.Second, 7*time.Second + 50*time.Millisecond, 25 * time.Second, // background full
+		} {
+			time.Sleep(time.Until(t0.Add(at)))
+			var started time.Time
+			submitted := time.Now()
+			if err := w.Do(t.Context(), "interactive", func(context.Context) error {
+				started = time.Now()
+				time.Sleep(100 * time.Millisecond)
+				return nil
+			}); err != nil {
+				t.Fatalf("interactive %d: Do = %v", i, err)
+			}
+			if d := started.Sub(submitted); d > 200*time.Millisecond {
+				t.Errorf("interactive %d at %v waited %v, want ≤ 200ms", i, at, d)
+			}
+		}
+		st := w.Stats()
+		if bg, _ := st.Class("background"); bg.Running > 6 {
+			t.Errorf("background running %d, want ≤ 6 (2 reserved)", bg.Running)
+		}
+		if err := w.Shutdown(canceled()); !errors.Is(err, context.Canceled) {
+			t.Errorf("Shutdown(canceled) = %v, want context.Canceled", err)
+		}
+	})
+}
+
+func canceled() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
+
+// TestWorkersReservation: with limit 4 and classes a (1 reserved), b (1
+// reserved), c: a flood of c takes 2, b then takes 1 (a's reservation stays
+// free), a takes the last one; a may use all 4 when nothing else runs.
+func TestWorkersReservation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := bulkhead.NewWorkers(4, bulkhead.WorkersConfig{Classes: []bulkhead.Class{
+			{Name: "a", Reserved: 1}, {Name: "b", Reserved: 1}, {Name: "c"},
+		}})
+		block := make(chan struct{})
+		job := func(ctx context.Context) error { <-block; return nil }
+		running := func() (a, b, c int64) {
+			synctest.Wait()
+			st := w.Stats()
+			return st.Classes[0].Running, st.Classes[1].Running, st.Classes[2].Running
+		}
+		for range 10 {
+			mustSubmit(t, w, "c", job)
+		}
+		if a, b, c := running(); a != 0 || b != 0 || c != 2 {
+			t.Errorf("after c flood: running a=%d b=%d c=%d, want 0 0 2", a, b, c)
+		}
+		for range 10 {
+			mustSubmit(t, w, "b", job)
+		}
+		if a, b, c := running(); a != 0 || b != 1 || c != 2 {
+			t.Errorf("after b flood: running a=%d b=%d c=%d, want 0 1 2", a, b, c)
+		}
+		for range 10 {
+			mustSubmit(t, w, "a", job)
+		}
+		if a, b, c := running(); a != 1 || b != 1 || c != 2 {
+			t.Errorf("after a flood: running a=%d b=%d c=%d, want 1 1 2", a, b, c)
+		}
+		close(block) // every job returns at once; a drains first with all 4
+		shutdown(t, w)
+		for _, cs := range w.Stats().Classes {
+			if cs.Started != 10 || cs.Finished != 10 {
+				t.Errorf("class %s: %+v, want 10 started and finished", cs.Name, cs)
+			}
+		}
+	})
+}
+
+// TestWorkersHigherClassUsesAll: a class may use the reservations of the
+// classes after it.
+func TestWorkersHigherClassUsesAll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := bulkhead.NewWorkers(4, bulkhead.WorkersConfig{Classes: []bulkhead.Class{
+			{Name: "hi"}, {Name: "lo", Reserved: 3},
+		}})
+		block := make(chan struct{})
+		for range 6 {
+			mustSubmit(t, w, "hi", func(ctx context.Context) error { <-block; return nil })
+		}
+		synctest.Wait()
+		if st := w.Stats(); st.Running != 4 {
+			t.Errorf("Running = %d, want 4", st.Running)
+		}
+		close(block)
+		shutdown(t, w)
+	})
+}
+
+// TestWorkersFIFOWithinClass: one worker, jobs of two classes submitted
+// interleaved: each class runs in submission order, the higher class first.
+func TestWorkersFIFOWithinClass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var r recorder
+		w := bulkhead.NewWorkers(1, bulkhead.WorkersConfig{
+			Classes: []bulkhead.Class{{Name: "hi"}, {Name: "lo"}},
+			Pace:    pace(10),
+		})
+		block := make(chan struct{})
+		mustSubmit(t, w, "lo", func(context.Context) error { <-block; return nil })
+		synctest.Wait()
+		var want []string
+		for i := range 20 {
+			mustSubmit(t, w, "lo", r.job(fmt.Sprint("lo", i), time.Millisecond))
+			mustSubmit(t, w, "hi", r.job(fmt.Sprint("hi", i), time.Millisecond))
+			want = append(want, fmt.Sprint("hi", i))
+		}
+		for i := range 20 {
+			want = append(want, fmt.Sprint("lo", i))
+		}
+		close(block)
+		shutdown(t, w)
+		_, order, _ := r.snapshot()
+		if strings.Join(order, " ") != strings.Join(want, " ") {
+			t.Errorf("order\n%v\nwant\n%v", order, want)
+		}
+	})
+}
+
+// TestWorkersQueueFull: a backlog at MaxQueue refuses with ErrQueueFull and a
+// RetryAfter: 1s before the class has two starts with a backlog, then its
+// start interval (an idle gap does not count).
+func TestWorkersQueueFull(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := bulkhead.NewWorkers(100, bulkhead.WorkersConfig{
+			Classes: []bulkhead.Class{{Name: "bg", MaxQueue: 2}},
+			Pace:    pace(5),
+		})
+		block := make(chan struct{})
+		job := func(context.Context) error { <-block; return nil }
+		submitFull := func(wantDelay time.Duration) {
+			t.Helper()
+			for w.Stats().Classes[0].Queued < 2 {
+				mustSubmit(t, w, "bg", job)
+			}
+			err := w.Submit(t.Context(), "bg", job)
+			re, ok := errors.AsType[*bulkhead.RejectError](err)
+			if !errors.Is(err, bulkhead.ErrQueueFull) || !ok {
+				t.Fatalf("Submit on a full backlog = %v, want a *RejectError matching ErrQueueFull", err)
+			}
+			if re.RetryAfter() != wantDelay || re.Status != 503 {
+				t.Errorf("RetryAfter = %v, Status = %d, want %v, 503", re.RetryAfter(), re.Status, wantDelay)
+			}
+		}
+		mustSubmit(t, w, "bg", job)
+		synctest.Wait() // the first started; the dispatcher waits for the next slot
+		submitFull(time.Second)
+		time.Sleep(time.Second) // both queued jobs start, 200ms apart
+		synctest.Wait()
+		mustSubmit(t, w, "bg", job) // starts at once after the idle gap, which is not an interval
+		synctest.Wait()
+		submitFull(200 * time.Millisecond)
+		st := w.Stats().Classes[0]
+		if st.QueueFull != 2 || st.Submitted != st.Started+uint64(st.Queued) {
+			t.Errorf("stats %+v: want 2 QueueFull, Submitted = Started + Queued", st)
+		}
+		close(block)
+		shutdown(t, w)
+	})
+}
+
+// TestWorkersShutdownDrains: Shutdown refuses new jobs, runs the backlog on
+// schedule and returns when every job has returned.
+func TestWorkersShutdownDrains(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var r recorder
+		var unstarted atomic.Int64
+		w := bulkhead.NewWorkers(2, bulkhead.WorkersConfig{
+			Pace:        pace(5),
+			OnUnstarted: func(string, func(context.Context) error, error) { unstarted.Add(1) },
+		})
+		for i := range 20 {
+			mustSubmit(t, w, bulkhead.DefaultClass, r.job(fmt.Sprint(i), time.Second))
+		}
+		t0 := time.Now()
+		done := make(chan error)
+		go func() { done <- w.Shutdown(context.Background()) }()
+		synctest.Wait()
+		if err := w.Submit(t.Context(), bulkhead.DefaultClass, r.job("late", 0)); err != bulkhead.ErrClosed {
+			t.Errorf("Submit during Shutdown = %v, want ErrClosed", err)
+		}
+		if err := w.Do(t.Context(), bulkhead.DefaultClass, r.job("late", 0)); err != bulkhead.ErrClosed {
+			t.Errorf("Do during Shutdown = %v, want ErrClosed", err)
+		}
+		if err := <-done; err != nil {
+			t.Errorf("Shutdown = %v, want nil", err)
+		}
+		starts, _, _ := r.snapshot()
+		// 2 at a time, 1s each: 10 rounds.
+		if len(starts) != 20 || unstarted.Load() != 0 || time.Since(t0) < 10*time.Second {
+			t.Errorf("%d ran, %d handed back, Shutdown took %v; want 20, 0, ≥ 10s", len(starts), unstarted.Load(), time.Since(t0))
+		}
+		st := w.Stats().Classes[0]
+		if st.Submitted != 20 || st.Finished != 20 || st.Closed != 2 || st.Running != 0 || st.Queued != 0 {
+			t.Errorf("stats %+v", st)
+		}
+	})
+}
+
+// TestWorkersShutdownHandsBack: with HandBack, queued jobs come back with
+// ErrClosed (Submit's through OnUnstarted, Do's from Do), running ones finish.
+func TestWorkersShutdownHandsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var r recorder
+		var mu sync.Mutex
+		var back []error
+		w := bulkhead.NewWorkers(2, bulkhead.WorkersConfig{
+			Pace:     pace(5),
+			HandBack: true,
+			OnUnstarted: func(class string, job func(context.Context) error, err error) {
+				mu.Lock()
+				back = append(back, err)
+				mu.Unlock()
+			},
+		})
+		for i := range 20 {
+			mustSubmit(t, w, bulkhead.DefaultClass, r.job(fmt.Sprint(i), time.Second))
+		}
+		doErr := make(chan error)
+		go func() { doErr <- w.Do(context.Background(), bulkhead.DefaultClass, r.job("do", time.Second)) }()
+		time.Sleep(300 * time.Millisecond) // two started
+		if err := w.Shutdown(context.Background()); err != nil {
+			t.Errorf("Shutdown = %v, want nil", err)
+		}
+		if err := <-doErr; err != bulkhead.ErrClosed {
+			t.Errorf("queued Do = %v, want ErrClosed", err)
+		}
+		starts, _, _ := r.snapshot()
+		for _, err := range back {
+			if err != bulkhead.ErrClosed {
+				t.Errorf("handed back with %v, want ErrClosed", err)
+			}
+		}
+		if len(starts) != 2 || len(back) != 18 {
+			t.Errorf("%d ran, %d handed back; want 2 and 18", len(starts), len(back))
+		}
+		st := w.Stats().Classes[0]
+		if st.Submitted != 21 || st.Finished != 2 || st.HandedBack != 19 {
+			t.Errorf("stats %+v: want 21 submitted, 2 finished, 19 handed back", st)
+		}
+	})
+}
+
+// TestWorkersShutdownDeadline: if Shutdown's context ends first, queued jobs
+// are handed back, running jobs are cancelled with ErrAborted as the cause,
+// and Shutdown reports it after they returned.
+func TestWorkersShutdownDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var r recorder
+		var back atomic.Int64
+		w := bulkhead.NewWorkers(3, bulkhead.WorkersConfig{
+			OnUnstarted: func(string, func(context.Context) error, error) { back.Add(1) },
+		})
+		for i := range 10 {
+			mustSubmit(t, w, bulkhead.DefaultClass, r.job(fmt.Sprint(i), time.Hour))
+		}
+		var causes atomic.Int64
+		mustSubmit(t, w, bulkhead.DefaultClass, func(ctx context.Context) error {
+			<-ctx.Done()
+			if errors.Is(context.Cause(ctx), bulkhead.ErrAborted) && errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+				causes.Add(1)
+			}
+			return nil
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		t0 := time.Now()
+		err := w.Shutdown(ctx)
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(t0) != time.Minute {
+			t.Errorf("Shutdown = %v after %v, want DeadlineExceeded after 1m", err, time.Since(t0))
+		}
+		starts, _, _ := r.snapshot()
+		if len(starts) != 3 || back.Load() != 8 || causes.Load() != 0 {
+			t.Errorf("%d started, %d handed back, %d saw the cause; want 3, 8, 0", len(starts), back.Load(), causes.Load())
+		}
+		if st := w.Stats(); st.Running != 0 || st.Classes[0].Finished != 3 || st.Classes[0].Failed != 3 {
+			t.Errorf("stats %+v", st)
+		}
+	})
+	// The job that checks its cause, running.
+	synctest.Test(t, func(t *testing.T) {
+		w := bulkhead.NewWorkers(1, bulkhead.WorkersConfig{})
+		cause := make(chan error, 1)
+		mustSubmit(t, w, bulkhead.DefaultClass, func(ctx context.Context) error {
+			<-ctx.Done()
+			cause <- context.Cause(ctx)
+			return nil
+		})
+		synctest.Wait()
+		err := w.Shutdown(canceled())
+		if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "1 running jobs cancelled") {
+			t.Errorf("Shutdown = %v", err)
+		}
+		if c := <-cause; !errors.Is(c, bulkhead.ErrAborted) || !errors.Is(c, context.Canceled) {
+			t.Errorf("job's cause = %v, want ErrAborted and context.Canceled", c)
+		}
+	})
+}
+
+// TestWorkersDo: Do returns the job's error; a Do cancelled while queued is
+// removed and never runs; a Do cancelled while running cancels the job with
+// its cause.
+func TestWorkersDo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := bulkhead.NewWorkers(1, bulkhead.WorkersConfig{})
+		defer shutdown(t, w)
+		errJob := errors.New("job failed")
+		if err := w.Do(t.Context(), bulkhead.DefaultClass, func(context.Context) error { return errJob }); err != errJob {
+			t.Errorf("Do = %v, want the job's error", err)
+		}
+
+		block := make(chan struct{})
+		mustSubmit(t, w, bulkhead.DefaultClass, func(context.Context) error { <-block; return nil })
+		ctx, cancel := context.WithCancel(t.Context())
+		ran := false
+		errc := make(chan error)
+		go func() {
+			errc <- w.Do(ctx, bulkhead.DefaultClass, func(context.Context) error { ran = true; return nil })
+		}()
+		synctest.Wait()
+		cancel()
+		if err := <-errc; err != context.Canceled {
+			t.Errorf("Do cancelled while queued = %v, want context.Canceled", err)
+		}
+		close(block)
+		synctest.Wait()
+		if ran {
+			t.Error("a Do cancelled while queued ran its job")
+		}
+
+		why := errors.New("client went away")
+		ctx, cancelCause := context.WithCancelCause(t.Context())
+		go func() {
+			errc <- w.Do(ctx, bulkhead.DefaultClass, func(ctx context.Context) error {
+				<-ctx.Done()
+				return context.Cause(ctx)
+			})
+		}()
+		synctest.Wait()
+		cancelCause(why)
+		if err := <-errc; err != why {
+			t.Errorf("Do cancelled while running = %v, want the job's return (its cause)", err)
+		}
+		if st := w.Stats().Classes[0]; st.Canceled != 1 || st.Finished != 3 || st.Failed != 2 {
+			t.Errorf("stats %+v", st)
+		}
+	})
+}
+
+// failing is a Pacer or Gate that refuses every call.
+type failing struct{ err error }
+
+func (f failing) Wait(context.Context, int64) error { return f.err }
+func (f failing) Do(context.Context, int64, func(context.Context) error) error {
+	return f.err
+}
+
+// TestWorkersStartErrors: when the Pace or the Gate refuses, the job fails
+// with its error (Do returns it, OnUnstarted gets a submitted job), and every
+// job is accounted for.
+func TestWorkersStartErrors(t *testing.T) {
+	refusal := errors.New("store unavailable")
+	for _, cfg := range []bulkhead.WorkersConfig{{Pace: failing{refusal}}, {Gate: failing{refusal}}} {
+		synctest.Test(t, func(t *testing.T) {
+			var back atomic.Int64
+			cfg.OnUnstarted = func(_ string, _ func(context.Context) error, err error) {
+				if err == refusal {
+					back.Add(1)
+				}
+			}
+			w := bulkhead.NewWorkers(2, cfg)
+			ran := false
+			for range 5 {
+				mustSubmit(t, w, bulkhead.DefaultClass, func(context.Context) error { ran = true; return nil })
+			}
+			if err := w.Do(t.Context(), bulkhead.DefaultClass, func(context.Context) error { ran = true; return nil }); err != refusal {
+				t.Errorf("Do = %v, want the refusal", err)
+			}
+			shutdown(t, w)
+			st := w.Stats().Classes[0]
+			if ran || back.Load() != 5 || st.PaceErrors+st.GateErrors != 6 {
+				t.Errorf("ran %v, %d handed back, stats %+v; want no run, 5, 6 errors", ran, back.Load(), st)
+			}
+		})
+	}
+}
+
+// TestWorkersBadInput: an unknown class is an error and changes nothing; a
+// nil job and an impossible configuration panic with a prefixed message.
+func TestWorkersBadInput(t *testing.T) {
+	w := bulkhead.NewWorkers(2, bulkhead.WorkersConfig{})
+	err := w.Submit(t.Context(), "nope", func(context.Context) error { return nil })
+	if !errors.Is(err, bulkhead.ErrUnknownClass) || err.Error() != `bulkhead: unknown class "nope"` {
+		t.Errorf("Submit(unknown class) = %v", err)
+	}
+	if err := w.Do(t.Context(), "nope", func(context.Context) error { return nil }); !errors.Is(err, bulkhead.ErrUnknownClass) {
+		t.Errorf("Do(unknown class) = %v", err)
+	}
+	if err := w.Submit(canceled(), bulkhead.DefaultClass, func(context.Context) error { return nil }); err != context.Canceled {
+		t.Errorf("Submit(done ctx) = %v, want context.Canceled", err)
+	}
+	if st := w.Stats().Classes[0]; st != (bulkhead.ClassStats{Name: bulkhead.DefaultClass}) {
+		t.Errorf("stats after bad input %+v, want zero", st)
+	}
+	shutdown(t, w)
+
+	for _, tc := range []struct {
+		name, want string
+		f          func()
+	}{
+		{"nil job", "bulkhead: Workers: nil job", func() { w.Submit(t.Context(), bulkhead.DefaultClass, nil) }},
+		{"nil job Do", "bulkhead: Workers: nil job", func() { w.Do(t.Context(), bulkhead.DefaultClass, nil) }},
+		{"limit 0", "bulkhead: NewWorkers: limit < 1", func() { bulkhead.NewWorkers(0, bulkhead.WorkersConfig{}) }},
+		{"reserved > limit", "bulkhead: NewWorkers: Reserved adds up to more than limit", func() {
+			bulkhead.NewWorkers(8, bulkhead.WorkersConfig{Classes: []bulkhead.Class{{Name: "a", Reserved: 9}}})
+		}},
+		{"reserved sum > limit", "bulkhead: NewWorkers: Reserved adds up to more than limit", func() {
+			bulkhead.NewWorkers(8, bulkhead.WorkersConfig{Classes: []bulkhead.Class{{Name: "a", Reserved: 5}, {Name: "b", Reserved: 4}}})
+		}},
+		{"negative reserved", "bulkhead: NewWorkers: class a: negative Reserved", func() {
+			bulkhead.NewWorkers(8, bulkhead.WorkersConfig{Classes: []bulkhead.Class{{Name: "a", Reserved: -1}}})
+		}},
+		{"negative max queue", "bulkhead: NewWorkers: class a: negative MaxQueue", func() {
+			bulkhead.NewWorkers(8, bulkhead.WorkersConfig{Classes: []bulkhead.Class{{Name: "a", MaxQueue: -1}}})
+		}},
+		{"no name", "bulkhead: NewWorkers: class without a Name", func() {
+			bulkhead.NewWorkers(8, bulkhead.WorkersConfig{Classes: []bulkhead.Class{{}}})
+		}},
+		{"duplicate", "bulkhead: NewWorkers: duplicate class a", func() {
+			bulkhead.NewWorkers(8, bulkhead.WorkersConfig{Classes: []bulkhead.Class{{Name: "a"}, {Name: "a"}}})
+		}},
+		{"hand back without callback", "bulkhead: NewWorkers: HandBack without OnUnstarted", func() {
+			bulkhead.NewWorkers(8, bulkhead.WorkersConfig{HandBack: true})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func() {
+				if r := recover(); r != tc.want {
+					t.Errorf("panic %v, want %q", r, tc.want)
+				}
+			}()
+			tc.f()
+		})
+	}
+}
+
+// TestWorkersZero: a zero Workers refuses every job and shuts down at once.
+func TestWorkersZero(t *testing.T) {
+	var w bulkhead.Workers
+	if err := w.Submit(t.Context(), bulkhead.DefaultClass, func(context.Context) error { return nil }); err != bulkhead.ErrClosed {
+		t.Errorf("Submit = %v, want ErrClosed", err)
+	}
+	if err := w.Do(t.Context(), "x", func(context.Context) error { return nil }); err != bulkhead.ErrClosed {
+		t.Errorf("Do = %v, want ErrClosed", err)
+	}
+	if err := w.Shutdown(t.Context()); err != nil {
+		t.Errorf("Shutdown = %v", err)
+	}
+	if st := w.Stats(); st.Limit != 0 || len(st.Classes) != 0 {
+		t.Errorf("Stats = %+v", st)
+	}
+}
