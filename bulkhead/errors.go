@@ -46,9 +46,11 @@ const (
 	// ReasonError: a leaf could not decide for any other reason (for example a
 	// cost larger than a meter's burst, which is a configuration error).
 	ReasonError
+	// ReasonQueueFull: a Workers class's backlog is full (ErrQueueFull).
+	ReasonQueueFull
 )
 
-var reasonNames = [...]string{"", "limited", "concurrency", "unavailable", "identity", "no_policy", "error"}
+var reasonNames = [...]string{"", "limited", "concurrency", "unavailable", "identity", "no_policy", "error", "queue_full"}
 
 // String returns the reason as a lowercase word, for logs and metrics.
 func (r Reason) String() string {

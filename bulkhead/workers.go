@@ -368,7 +368,7 @@ func (w *Workers) enqueue(ctx context.Context, name string, job func(context.Con
 		if d <= 0 {
 			d = time.Second
 		}
-		return nil, &RejectError{Reason: ReasonConcurrency, Status: http.StatusServiceUnavailable, Delay: d, Err: ErrQueueFull}
+		return nil, &RejectError{Reason: ReasonQueueFull, Status: http.StatusServiceUnavailable, Delay: d, Err: ErrQueueFull}
 	}
 	e.queued = time.Now()
 	c.queue = append(c.queue, e)
