@@ -24,7 +24,7 @@ func TestRedisHonestRetryAfter(t *testing.T) {
 	b := bulkhead.New(bulkhead.Config{Layers: []bulkhead.Layer{
 		{Name: "tenant", Key: bulkhead.ByTenant, Rate: redisRate{m}},
 	}})
-	srv := tenantServer(t, b, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	srv := tenantServer(t, b, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), nil)
 	c := srv.Client()
 	c.Timeout = 10 * time.Second
 

@@ -35,10 +35,15 @@ var (
 
 // tenantServer is a real httptest.Server running h behind auth and b, where
 // the bearer token is the tenant's name (every token is a verified tenant).
-func tenantServer(t *testing.T, b *bulkhead.Bulkhead, h http.Handler) *httptest.Server {
+// If exited is not nil, it is signalled after b's handler has returned or
+// panicked (its deferred releases done).
+func tenantServer(t *testing.T, b *bulkhead.Bulkhead, h http.Handler, exited chan<- struct{}) *httptest.Server {
 	t.Helper()
 	inner := b.Handler(h)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if exited != nil {
+			defer func() { exited <- struct{}{} }()
+		}
 		if tok, ok := cutBearer(r); ok {
 			r = r.WithContext(bulkhead.WithIdentity(r.Context(), bulkhead.Identity{Tenant: tok, Subject: tok}))
 		}
