@@ -18,10 +18,10 @@ import (
 type outageEndpoint struct {
 	name   string
 	policy breaker.Policy
-	brk  *breaker.Breaker
-	b    *bulkhead.Bulkhead
-	srv  *httptest.Server
-	c    *http.Client
+	brk    *breaker.Breaker
+	b      *bulkhead.Bulkhead
+	srv    *httptest.Server
+	c      *http.Client
 }
 
 // TestRedisOutage: with the Redis under a rate layer stopped (SIGSTOP), then
