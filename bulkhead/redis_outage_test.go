@@ -9,6 +9,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/bulkhead"
+	"github.com/floodgate-go/floodgate/distsem"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/floodgate-go/floodgate/shaper"
 )
@@ -172,6 +173,153 @@ func TestRedisOutage(t *testing.T) {
 	recovered("resumed")
 	normal("resumed")
 
+	rs.Kill()
+	outage("killed")
+	rs.Restart()
+	recovered("restarted")
+	normal("restarted")
+}
+
+// gateEndpoint is one server whose bulkhead has one global layer: a
+// distsem.Semaphore of limit 2 with the given failure policy and a breaker of
+// its own. A request to /hold runs until the test sends on release.
+type gateEndpoint struct {
+	policy  breaker.Policy
+	brk     *breaker.Breaker
+	sem     *distsem.Semaphore
+	srv     *httptest.Server
+	c       *http.Client
+	entered chan struct{}
+	release chan struct{}
+}
+
+// hold starts k requests to /hold and waits until their handlers run. done
+// lets them return and checks they were served.
+func (ep *gateEndpoint) hold(t *testing.T, k int) (done func()) {
+	t.Helper()
+	replies := make(chan reply, k)
+	for range k {
+		go func() {
+			rp, err := call(t, t.Context(), ep.c, ep.srv.URL, "GET", "/hold", "acme")
+			if err != nil {
+				t.Errorf("%v: holder: %v", ep.policy, err)
+			}
+			replies <- rp
+		}()
+	}
+	for i := range k {
+		select {
+		case <-ep.entered:
+		case <-time.After(10 * time.Second): // a failure bound, not synchronisation
+			t.Fatalf("%v: only %d of %d holders admitted", ep.policy, i, k)
+		}
+	}
+	return func() {
+		t.Helper()
+		for range k {
+			ep.release <- struct{}{}
+		}
+		for range k {
+			if rp := <-replies; rp.status != http.StatusOK {
+				t.Errorf("%v: holder: status %d, want 200", ep.policy, rp.status)
+			}
+		}
+	}
+}
+
+// refused checks that a request to / is refused with 503 and a Retry-After,
+// without waiting long past the layer's MaxWait.
+func (ep *gateEndpoint) refused(t *testing.T, phase string) {
+	t.Helper()
+	start := time.Now()
+	rp, err := call(t, t.Context(), ep.c, ep.srv.URL, "GET", "/", "acme")
+	if err != nil {
+		t.Fatalf("%s, %v: %v", phase, ep.policy, err)
+	}
+	if rp.status != http.StatusServiceUnavailable || rp.retryAfter < 1 {
+		t.Errorf("%s, %v: status %d, Retry-After %d, body %q; want 503 with Retry-After",
+			phase, ep.policy, rp.status, rp.retryAfter, rp.raw)
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Errorf("%s, %v: refusal took %v (MaxWait 1s)", phase, ep.policy, el)
+	}
+}
+
+// TestRedisOutageGate: the same outage under a global distsem gate of limit
+// 2: FailOpen admits beyond the limit, FailClosed answers 503 with
+// Retry-After, FailLocal admits its local share of 1 and refuses the next
+// after MaxWait; after Redis returns, the shared limit of 2 holds again.
+func TestRedisOutageGate(t *testing.T) {
+	rs := redistest.Start(t)
+	rdb := rs.Client()
+	var eps []*gateEndpoint
+	for _, p := range []breaker.Policy{breaker.FailOpen, breaker.FailClosed, breaker.FailLocal} {
+		ep := &gateEndpoint{policy: p, entered: make(chan struct{}, 8), release: make(chan struct{})}
+		ep.brk = breaker.New("bulkhead-gate-"+p.String(), breaker.Config{
+			CallTimeout: 100 * time.Millisecond, OpenDuration: 300 * time.Millisecond, Jitter: -1,
+			Logger: slog.New(slog.DiscardHandler),
+		})
+		ep.sem = distsem.New(rdb, "gate-"+p.String(), 2, distsem.Config{Breaker: ep.brk, Policy: p, LocalShare: 1})
+		t.Cleanup(func() { ep.sem.Close() })
+		b := bulkhead.New(bulkhead.Config{Layers: []bulkhead.Layer{
+			// Long enough for a queued Acquire to ride out its blip
+			// allowance (three failed calls) and reach the failure policy
+			// while the breaker is still closed.
+			{Name: "global", Gate: ep.sem, MaxWait: time.Second},
+		}})
+		ep.srv = tenantServer(t, b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/hold" {
+				ep.entered <- struct{}{}
+				<-ep.release
+			}
+		}), nil)
+		ep.c = ep.srv.Client()
+		ep.c.Timeout = 10 * time.Second
+		eps = append(eps, ep)
+	}
+
+	// normal: two held at once across the fleet's Redis limit, a third refused.
+	normal := func(phase string) {
+		t.Helper()
+		for _, ep := range eps {
+			done := ep.hold(t, 2)
+			ep.refused(t, phase)
+			done()
+		}
+	}
+	outage := func(phase string) {
+		t.Helper()
+		for _, ep := range eps {
+			switch ep.policy {
+			case breaker.FailOpen:
+				ep.hold(t, 3)() // above the limit: nobody counts
+			case breaker.FailClosed:
+				for range 6 {
+					ep.refused(t, phase)
+				}
+			case breaker.FailLocal:
+				done := ep.hold(t, 1)
+				ep.refused(t, phase) // the local share is 1
+				done()
+			}
+		}
+	}
+	recovered := func(phase string) {
+		t.Helper()
+		for _, ep := range eps {
+			eventually(t, 10*time.Second, phase+": "+ep.policy.String()+" breaker closed", func() bool {
+				call(t, t.Context(), ep.c, ep.srv.URL, "GET", "/", "acme")
+				return ep.brk.State() == breaker.StateClosed
+			})
+		}
+	}
+
+	normal("before")
+	rs.Pause()
+	outage("paused")
+	rs.Resume()
+	recovered("resumed")
+	normal("resumed")
 	rs.Kill()
 	outage("killed")
 	rs.Restart()
