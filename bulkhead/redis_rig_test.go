@@ -1,0 +1,77 @@
+package bulkhead_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/floodgate-go/floodgate/bulkhead"
+	"github.com/floodgate-go/floodgate/distsem"
+	"github.com/floodgate-go/floodgate/shaper"
+)
+
+// redisRate adapts a Redis-backed meter to bulkhead.Rate: AllowN, with a
+// denial turned into d.Err(), exactly the shaper Admit contract.
+//
+// Test-only, until shaperredis.Meter has Admit; then the meter is a Rate as
+// it is, and this type goes away.
+type redisRate struct{ m *shaper.RedisMeter }
+
+func (r redisRate) Admit(ctx context.Context, key string, n int64) (shaper.Decision, error) {
+	d, err := r.m.AllowN(ctx, key, n)
+	if err == nil && !d.Allowed {
+		err = d.Err()
+	}
+	return d, err
+}
+
+// The Redis-backed leaves fit bulkhead's interfaces.
+var (
+	_ bulkhead.Rate = redisRate{}
+	_ bulkhead.Gate = (*distsem.Semaphore)(nil)
+)
+
+// tenantServer is a real httptest.Server running h behind auth and b, where
+// the bearer token is the tenant's name (every token is a verified tenant).
+// If exited is not nil, it is signalled after b's handler has returned or
+// panicked (its deferred releases done).
+func tenantServer(t *testing.T, b *bulkhead.Bulkhead, h http.Handler, exited chan<- struct{}) *httptest.Server {
+	t.Helper()
+	inner := b.Handler(h)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if exited != nil {
+			defer func() { exited <- struct{}{} }()
+		}
+		if tok, ok := cutBearer(r); ok {
+			r = r.WithContext(bulkhead.WithIdentity(r.Context(), bulkhead.Identity{Tenant: tok, Subject: tok}))
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	srv.Config.ErrorLog = discardLogger()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func cutBearer(r *http.Request) (string, bool) {
+	const p = "Bearer "
+	if v := r.Header.Get("Authorization"); len(v) > len(p) && v[:len(p)] == p {
+		return v[len(p):], true
+	}
+	return "", false
+}
+
+// eventually polls cond until it holds or d passes. It is only for waiting on
+// state outside the process (a restarted redis-server, a release that Redis
+// applies in the background), where there is no channel to wait on.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
