@@ -29,6 +29,19 @@ func (s *Semaphore) Hold(ctx context.Context, n int64) (context.Context, func(),
 	return wctx, release, nil
 }
 
+// TryHold is Hold without waiting: it takes n as TryAcquire does (if it is
+// free and no one is queued, with one Redis call, and otherwise fails with a
+// *RejectError matching ErrNoCapacity) and returns the work context and
+// release of Hold.
+func (s *Semaphore) TryHold(ctx context.Context, n int64) (context.Context, func(), error) {
+	p, err := s.TryAcquire(ctx, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	wctx, release := p.hold(ctx)
+	return wctx, release, nil
+}
+
 // hold links work on ctx to p, for Hold and Do: it returns a context derived
 // from ctx that is also cancelled, with p's cause, when p's context ends (the
 // lease is lost), and release, which stops that link, releases p (Release

@@ -141,3 +141,30 @@ func TestHoldErrors(t *testing.T) {
 		t.Errorf("Limit() after SetLimit(5) = %d, want the configured 2", got)
 	}
 }
+
+// TestTryHold: TryHold takes free weight with Hold's context and release,
+// and refuses at once, holding nothing, when there is none.
+func TestTryHold(t *testing.T) {
+	db := redistest.Connect(t)
+	s := newSem(t, db.Client, db.Prefix+"sem", 1, distsem.Config{})
+	ctx := t.Context()
+	wctx, release, err := s.TryHold(ctx, 1)
+	if err != nil {
+		t.Fatalf("TryHold(ctx, 1) on a free semaphore = %v, want nil", err)
+	}
+	start := time.Now()
+	if w, rel, err := s.TryHold(ctx, 1); !errors.Is(err, distsem.ErrNoCapacity) || w != nil || rel != nil {
+		t.Errorf("TryHold(ctx, 1) on a full semaphore = (%v, %v, %v), want (nil, nil, ErrNoCapacity)", w, rel != nil, err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("TryHold on a full semaphore took %v, want one round trip", d)
+	}
+	release()
+	release()
+	if cause := context.Cause(wctx); !errors.Is(cause, distsem.ErrReleased) {
+		t.Errorf("work context cause after release = %v, want ErrReleased", cause)
+	}
+	if st := stats(t, s); st.InUse != 0 || st.Holders != 0 || st.Waiting != 0 {
+		t.Errorf("after release: %+v, want nothing held or waiting", st)
+	}
+}
