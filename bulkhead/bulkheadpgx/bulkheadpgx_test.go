@@ -237,9 +237,13 @@ func TestMaxWaitMeaning(t *testing.T) {
 				t.Fatalf("Begin: %v", err)
 			}
 
+			// A bound, so that a call that waits fails the test instead of
+			// hanging it.
+			bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			start := time.Now()
-			_, err = never.Exec(ctx, "SELECT 1")
+			_, err = never.Exec(bctx, "SELECT 1")
 			elapsed := time.Since(start)
+			cancel()
 			if !errors.Is(err, bulkheadpgx.ErrMaxWait) {
 				t.Fatalf("never-waiting Exec with the gate full = %v, want ErrMaxWait", err)
 			}
