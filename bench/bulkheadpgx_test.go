@@ -12,17 +12,6 @@ import (
 	"github.com/floodgate-go/floodgate/semaphore"
 )
 
-// pgxLocalGate adapts semaphore.Weighted to bulkheadpgx.Gate until the leaf
-// has a Hold method; bulkheadpgx uses its TryAcquire/Acquire/Release.
-type pgxLocalGate struct{ *semaphore.Weighted }
-
-func (g pgxLocalGate) Hold(ctx context.Context, n int64) (context.Context, func(), error) {
-	if err := g.Acquire(ctx, n); err != nil {
-		return nil, nil, err
-	}
-	return ctx, func() { g.Release(n) }, nil
-}
-
 // BenchmarkPgx runs SELECT 1 (QueryRow + Scan) on a bare pgxpool.Pool, through
 // an unlimited bulkheadpgx class and through a class capped by a local
 // semaphore (never full), on one pool.
@@ -43,7 +32,7 @@ func BenchmarkPgx(b *testing.B) {
 		servertest.Missing(b, "PostgreSQL at DATABASE_URL unreachable: "+err.Error())
 	}
 	db := bulkheadpgx.New(pool, bulkheadpgx.Config{Classes: []bulkheadpgx.Class{
-		{Name: "capped", Gate: pgxLocalGate{semaphore.New(16, semaphore.Config{})}, MaxWait: -1},
+		{Name: "capped", Gate: semaphore.New(16, semaphore.Config{})},
 	}})
 	impls := []struct {
 		name string

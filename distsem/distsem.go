@@ -302,15 +302,12 @@ func (s *Semaphore) Do(ctx context.Context, n int64, fn func(context.Context) er
 	return runHolding(ctx, p, fn)
 }
 
-// runHolding runs fn for Do while p is held, with a context that is cancelled
-// if the lease is lost or ctx is done, and releases p when fn returns or
-// panics.
+// runHolding runs fn for Do while p is held, with the context of Hold
+// (cancelled if the lease is lost or ctx is done), and releases p as Hold's
+// release does when fn returns or panics.
 func runHolding(ctx context.Context, p *Permit, fn func(context.Context) error) error {
-	defer p.Release(ctx)
-	fctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(p.Context(), func() { cancel(context.Cause(p.Context())) })
-	defer stop()
+	fctx, release := p.hold(ctx)
+	defer release()
 	return fn(fctx)
 }
 

@@ -23,10 +23,15 @@ import (
 // n back. bulkheadpgx calls release exactly once, when the work ends. On error
 // nothing is held: a rejection error should carry RetryAfter.
 //
-// A Gate that also has TryAcquire(n int64) bool, Acquire(ctx, n) error and
-// Release(n int64), as semaphore.Weighted does, is used through those: no
-// closure, no allocation, no clock read when there is room. A Gate with
-// Limit() int64 has its class's weight checked against it (ErrTooLarge).
+// *semaphore.Weighted (one process) and *distsem.Semaphore (the fleet) are
+// Gates. Optional methods a Gate may also have:
+//   - TryAcquire(n int64) bool, Acquire(ctx, n) error and Release(n int64), as
+//     semaphore.Weighted has: the gate is used through those, with no closure,
+//     no allocation and no clock read when there is room;
+//   - TryHold(ctx, n), Hold's shape, taking n only if it is free now, as
+//     distsem.Semaphore has: it serves a negative MaxWait (never wait);
+//   - Limit() int64, as both have: the class's weight is checked against it
+//     in New (a panic) and on each call that finds no room (ErrTooLarge).
 type Gate interface {
 	Hold(ctx context.Context, n int64) (wctx context.Context, release func(), err error)
 }
@@ -36,6 +41,11 @@ type localGate interface {
 	TryAcquire(n int64) bool
 	Acquire(ctx context.Context, n int64) error
 	Release(n int64)
+}
+
+// tryHolder is an optional method of a Gate: Hold without waiting.
+type tryHolder interface {
+	TryHold(ctx context.Context, n int64) (wctx context.Context, release func(), err error)
 }
 
 // limited is an optional method of a Gate: its current limit.
@@ -56,16 +66,18 @@ type Class struct {
 	// go straight to the pool and only their number is counted.
 	Gate Gate
 
-	// MaxWait bounds how long a call waits for Gate, separately from (and
-	// never later than) the caller's own deadline; after it the call fails
-	// with a *RejectError matching ErrMaxWait. If zero, a call that finds no
-	// room is refused at once (a Gate without the fast shape is called with
-	// the caller's context, and its own configuration decides). If negative,
-	// a call waits until its context is done.
+	// MaxWait bounds how long a call waits for Gate, as everywhere in
+	// floodgate. If positive, a call waits at most MaxWait (and never past
+	// the caller's own deadline), then fails with a *RejectError matching
+	// ErrMaxWait. If zero (the default), a call waits as long as its context
+	// allows (and the Gate's own configuration: a semaphore.Weighted's
+	// MaxWait or MaxWaiters still apply). If negative, a call never waits: one
+	// that finds no room fails at once with ErrMaxWait; the Gate must then be
+	// able to refuse at once (TryAcquire or TryHold, see Gate), or New panics.
 	MaxWait time.Duration
 
 	// RetryAfter is the delay given with ErrMaxWait when the gate gave no
-	// estimate. If zero, MaxWait, or 1s when MaxWait is not positive.
+	// estimate. If zero, MaxWait when it is positive, else 1s.
 	RetryAfter time.Duration
 }
 
@@ -102,6 +114,7 @@ type ClassDB struct {
 	n       int64
 	gate    Gate
 	local   localGate
+	try     tryHolder
 	limit   limited
 	maxWait time.Duration
 	retry   time.Duration
@@ -111,8 +124,9 @@ type ClassDB struct {
 
 // New returns a DB that runs queries on pool in cfg's classes. It does no
 // I/O. It panics on a programmer error: a nil pool, a class without a Name or
-// with a duplicate one, a negative N, or an N above the limit of a Gate that
-// reports one (Limit() int64).
+// with a duplicate one, a negative N, an N above the limit of a Gate that
+// reports one (Limit() int64), or a negative MaxWait with a Gate that cannot
+// refuse at once (neither TryAcquire nor TryHold).
 func New(pool *pgxpool.Pool, cfg Config) *DB {
 	if pool == nil {
 		panic("bulkheadpgx: nil pool")
@@ -137,9 +151,13 @@ func New(pool *pgxpool.Pool, cfg Config) *DB {
 		}
 		if c.Gate != nil {
 			cd.local, _ = c.Gate.(localGate)
+			cd.try, _ = c.Gate.(tryHolder)
 			cd.limit, _ = c.Gate.(limited)
 			if cd.limit != nil && cd.n > cd.limit.Limit() {
 				panic(fmt.Sprintf("%sN %d exceeds the gate's limit %d", what, cd.n, cd.limit.Limit()))
+			}
+			if c.MaxWait < 0 && cd.local == nil && cd.try == nil {
+				panic(what + "negative MaxWait with a Gate that cannot refuse at once (no TryAcquire or TryHold)")
 			}
 		}
 		db.classes[c.Name] = cd
@@ -223,10 +241,6 @@ func (c *ClassDB) acquire(ctx context.Context, h *hold) (context.Context, error)
 	if c.gate == nil {
 		return ctx, nil
 	}
-	if c.limit != nil && c.n > c.limit.Limit() {
-		c.st.tooLarge.Add(1)
-		return nil, &RejectError{Reason: ErrTooLarge}
-	}
 	if err := ctx.Err(); err != nil {
 		c.st.canceled.Add(1)
 		return nil, err
@@ -234,6 +248,13 @@ func (c *ClassDB) acquire(ctx context.Context, h *hold) (context.Context, error)
 	if c.local != nil && c.local.TryAcquire(c.n) {
 		c.granted(h, time.Now())
 		return ctx, nil
+	}
+	// Checked only when there is no room, so that a grant reads no limit
+	// (semaphore.Weighted.Limit takes its lock). The limit can change at
+	// run time (SetLimit), hence per call and not only in New.
+	if c.tooLarge() {
+		c.st.tooLarge.Add(1)
+		return nil, &RejectError{Reason: ErrTooLarge}
 	}
 	c.st.waiting.Add(1)
 	start := time.Now()
@@ -255,19 +276,23 @@ func (c *ClassDB) granted(h *hold, now time.Time) {
 	c.st.admitted.Add(1)
 }
 
-// errNoRoom is what wait returns when MaxWait is zero and there is no room.
+// tooLarge reports whether the class's weight is above its gate's limit, if
+// the gate reports one.
+func (c *ClassDB) tooLarge() bool { return c.limit != nil && c.n > c.limit.Limit() }
+
+// errNoRoom is what wait returns when the class's own MaxWait refused the
+// call: no room with a negative MaxWait, or none within a positive one.
 var errNoRoom = errors.New("bulkheadpgx: no room")
 
-// wait waits for the gate after the fast path found no room.
+// wait waits for the gate after the fast path found no room: not at all if
+// MaxWait is negative, as long as ctx allows if it is zero, at most MaxWait
+// if it is positive.
 func (c *ClassDB) wait(ctx context.Context, h *hold) (context.Context, error) {
 	if c.local != nil {
 		switch {
-		case c.maxWait == 0:
-			if tooLarge(c.local, c.n) {
-				return nil, &semaphore.RejectError{Reason: semaphore.ErrTooLarge}
-			}
-			return nil, errNoRoom
 		case c.maxWait < 0:
+			return nil, errNoRoom
+		case c.maxWait == 0:
 			return ctx, c.local.Acquire(ctx, c.n)
 		}
 		wctx, cancel := context.WithTimeout(ctx, c.maxWait)
@@ -279,7 +304,11 @@ func (c *ClassDB) wait(ctx context.Context, h *hold) (context.Context, error) {
 		return ctx, err
 	}
 	if c.maxWait <= 0 {
-		wctx, rel, err := c.gate.Hold(ctx, c.n)
+		take := c.gate.Hold
+		if c.maxWait < 0 {
+			take = c.try.TryHold // non-nil: checked in New
+		}
+		wctx, rel, err := take(ctx, c.n)
 		h.rel = rel
 		return wctx, err
 	}
@@ -309,15 +338,6 @@ func (c *ClassDB) wait(ctx context.Context, h *hold) (context.Context, error) {
 	}
 	h.rel, h.cancel = rel, cancel
 	return wctx, nil
-}
-
-// tooLarge reports whether n can never fit g (semaphore.Weighted reports its
-// capacity in Stats). Called only on the refusal path.
-func tooLarge(g localGate, n int64) bool {
-	if s, ok := g.(interface{ Stats() semaphore.Stats }); ok {
-		return n > s.Stats().Limit
-	}
-	return false
 }
 
 // refused turns a failed wait into the call's error: ctx.Err() if the

@@ -46,7 +46,7 @@ func runReports(db *bulkheadpgx.DB, k int, mark string) error {
 func TestClassCapHolds(t *testing.T) {
 	pool := pgtest.Pool(t, 30)
 	db := bulkheadpgx.New(pool, bulkheadpgx.Config{Classes: []bulkheadpgx.Class{
-		{Name: "reports", Gate: localGate{semaphore.New(3, semaphore.Config{})}, MaxWait: -1},
+		{Name: "reports", Gate: semaphore.New(3, semaphore.Config{})},
 	}})
 	mark := marker(t)
 	s := sample(t, mark)
@@ -120,7 +120,7 @@ func TestFleetCapAcrossTwoPools(t *testing.T) {
 		sem := distsem.New(client, name, 3, distsem.Config{})
 		t.Cleanup(func() { sem.Close(); client.Close() })
 		dbs = append(dbs, bulkheadpgx.New(pgtest.Pool(t, 20), bulkheadpgx.Config{Classes: []bulkheadpgx.Class{
-			{Name: "reports", Gate: fleetGate{sem}, MaxWait: -1},
+			{Name: "reports", Gate: sem},
 		}}))
 	}
 	s := sample(t, mark)
@@ -155,8 +155,8 @@ func TestMaxWaitFailsFast(t *testing.T) {
 		name string
 		gate bulkheadpgx.Gate
 	}{
-		{"local", localGate{semaphore.New(1, semaphore.Config{})}},
-		{"fleet", fleetGate{sem}},
+		{"local", semaphore.New(1, semaphore.Config{})},
+		{"fleet", sem},
 	}
 	for _, g := range gates {
 		t.Run(g.name, func(t *testing.T) {
@@ -206,12 +206,112 @@ func TestMaxWaitFailsFast(t *testing.T) {
 	}
 }
 
+// TestMaxWaitMeaning checks the shared meaning of MaxWait (positive is
+// TestMaxWaitFailsFast): negative never waits, zero waits as long as the
+// caller's context allows.
+func TestMaxWaitMeaning(t *testing.T) {
+	rdb := redistest.Connect(t)
+	fleet := distsem.New(rdb.Client, rdb.Key("mw"), 1, distsem.Config{})
+	t.Cleanup(func() { fleet.Close() })
+	gates := []struct {
+		name string
+		gate bulkheadpgx.Gate
+	}{
+		{"local", semaphore.New(1, semaphore.Config{})},
+		{"fleet", fleet},
+	}
+	for _, g := range gates {
+		t.Run(g.name, func(t *testing.T) {
+			db := bulkheadpgx.New(pgtest.Pool(t, 5), bulkheadpgx.Config{Classes: []bulkheadpgx.Class{
+				{Name: "never", Gate: g.gate, MaxWait: -1},
+				{Name: "ctx", Gate: g.gate}, // MaxWait 0
+			}})
+			never, waits := db.Class("never"), db.Class("ctx")
+			ctx := context.Background()
+			// Both classes are free: a never-waiting call is admitted.
+			if _, err := never.Exec(ctx, "SELECT 1"); err != nil {
+				t.Fatalf("never-waiting Exec with room = %v, want nil", err)
+			}
+			tx, err := waits.Begin(ctx) // fills the gate
+			if err != nil {
+				t.Fatalf("Begin: %v", err)
+			}
+
+			// A bound, so that a call that waits fails the test instead of
+			// hanging it.
+			bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			start := time.Now()
+			_, err = never.Exec(bctx, "SELECT 1")
+			elapsed := time.Since(start)
+			cancel()
+			if !errors.Is(err, bulkheadpgx.ErrMaxWait) {
+				t.Fatalf("never-waiting Exec with the gate full = %v, want ErrMaxWait", err)
+			}
+			if g.name == "fleet" && !errors.Is(err, distsem.ErrNoCapacity) {
+				t.Errorf("never-waiting Exec on the fleet gate = %v, want distsem.ErrNoCapacity underneath", err)
+			}
+			if re, ok := errors.AsType[*bulkheadpgx.RejectError](err); !ok || re.RetryAfter() <= 0 {
+				t.Errorf("never-waiting Exec error %v: RejectError %v, want one with RetryAfter > 0", err, re)
+			}
+			if elapsed > 500*time.Millisecond {
+				t.Errorf("never-waiting Exec refused after %v, want at once", elapsed)
+			}
+			if st := never.Stats(); st.RejectedMaxWait != 1 || st.Waiting != 0 {
+				t.Errorf("never-waiting class stats = %+v, want RejectedMaxWait 1, Waiting 0", st)
+			}
+
+			// Zero: the caller's deadline ends the wait (an early ErrMaxWait
+			// is the local semaphore's ErrDeadline estimate).
+			const deadline = 300 * time.Millisecond
+			dctx, cancel := context.WithTimeout(ctx, deadline)
+			start = time.Now()
+			_, err = waits.Exec(dctx, "SELECT 1")
+			elapsed = time.Since(start)
+			cancel()
+			switch {
+			case errors.Is(err, context.DeadlineExceeded):
+				if elapsed < deadline-5*time.Millisecond {
+					t.Errorf("Exec returned the deadline after %v, before it (%v)", elapsed, deadline)
+				}
+			case errors.Is(err, bulkheadpgx.ErrMaxWait):
+			default:
+				t.Errorf("Exec with MaxWait 0 and a %v deadline = %v, want the deadline", deadline, err)
+			}
+
+			// Zero: with no deadline, the call waits until there is room.
+			errc := make(chan error, 1)
+			go func() {
+				_, err := waits.Exec(ctx, "SELECT 1")
+				errc <- err
+			}()
+			for end := time.Now().Add(10 * time.Second); waits.Stats().Waiting != 1; {
+				if time.Now().After(end) {
+					t.Fatal("the waiting Exec never showed up in Stats().Waiting")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if err := tx.Rollback(ctx); err != nil {
+				t.Fatalf("Rollback: %v", err)
+			}
+			select {
+			case err := <-errc:
+				if err != nil {
+					t.Errorf("Exec waiting with MaxWait 0 = %v, want nil once the tx ended", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Exec waiting with MaxWait 0 was not admitted after the tx ended")
+			}
+			checkIdle(t, db)
+		})
+	}
+}
+
 // TestReleasePaths ends the database work in every way and checks that the
 // class's one permit is back after each.
 func TestReleasePaths(t *testing.T) {
 	sem := semaphore.New(1, semaphore.Config{})
 	db := bulkheadpgx.New(pgtest.Pool(t, 5), bulkheadpgx.Config{Classes: []bulkheadpgx.Class{
-		{Name: "c", Gate: localGate{sem}, MaxWait: time.Second},
+		{Name: "c", Gate: sem, MaxWait: time.Second},
 	}})
 	c := db.Class("c")
 	ctx := context.Background()
@@ -414,7 +514,7 @@ func TestReleasePaths(t *testing.T) {
 func TestBackendKilledMidQuery(t *testing.T) {
 	sem := semaphore.New(1, semaphore.Config{})
 	db := bulkheadpgx.New(pgtest.Pool(t, 5), bulkheadpgx.Config{Classes: []bulkheadpgx.Class{
-		{Name: "reports", Gate: localGate{sem}, MaxWait: time.Second},
+		{Name: "reports", Gate: sem, MaxWait: time.Second},
 	}})
 	mark := marker(t)
 	admin := adminConn(t)
@@ -459,7 +559,7 @@ func TestLostLeaseCancelsQuery(t *testing.T) {
 	sem := distsem.New(rdb.Client, rdb.Key("lost"), 1, distsem.Config{Lease: time.Second})
 	t.Cleanup(func() { sem.Close() })
 	db := bulkheadpgx.New(pgtest.Pool(t, 5), bulkheadpgx.Config{Classes: []bulkheadpgx.Class{
-		{Name: "reports", Gate: fleetGate{sem}, MaxWait: time.Second},
+		{Name: "reports", Gate: sem, MaxWait: time.Second},
 	}})
 	errc := make(chan error, 1)
 	go func() {
@@ -489,11 +589,13 @@ func TestLostLeaseCancelsQuery(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	pool := pgtest.Pool(t, 2)
-	sem := semaphore.New(2, semaphore.Config{})
+	sem := semaphore.New(4, semaphore.Config{})
 	db := bulkheadpgx.New(pool, bulkheadpgx.Config{Classes: []bulkheadpgx.Class{
-		{Name: "heavy", N: 3, Gate: localGate{sem}},                           // weight above the cap
-		{Name: "heavywait", N: 3, Gate: localGate{sem}, MaxWait: time.Second}, // same, waiting
+		{Name: "heavy", N: 3, Gate: sem, MaxWait: -1},              // never waits
+		{Name: "heavywait", N: 3, Gate: sem, MaxWait: time.Second}, // waits at most 1s
+		{Name: "heavyctx", N: 3, Gate: sem},                        // waits as long as ctx allows
 	}})
+	sem.SetLimit(2) // now the classes' weight is above the limit
 	ctx := context.Background()
 	t.Run("unknown class", func(t *testing.T) {
 		c := db.Class("nope")
@@ -517,10 +619,14 @@ func TestBadInput(t *testing.T) {
 		}
 	})
 	t.Run("weight above the cap", func(t *testing.T) {
-		for _, name := range []string{"heavy", "heavywait"} {
+		for _, name := range []string{"heavy", "heavywait", "heavyctx"} {
+			start := time.Now()
 			_, err := db.Class(name).Exec(ctx, "SELECT 1")
 			if !errors.Is(err, bulkheadpgx.ErrTooLarge) {
 				t.Errorf("%s: Exec = %v, want ErrTooLarge", name, err)
+			}
+			if d := time.Since(start); d > 500*time.Millisecond {
+				t.Errorf("%s: Exec refused after %v, want at once", name, d)
 			}
 			if st := db.Class(name).Stats(); st.RejectedTooLarge != 1 {
 				t.Errorf("%s: RejectedTooLarge = %d, want 1", name, st.RejectedTooLarge)
@@ -531,8 +637,19 @@ func TestBadInput(t *testing.T) {
 		}
 	})
 	t.Run("limit known at New", func(t *testing.T) {
-		defer wantPanic(t, "bulkheadpgx: class big: N 5 exceeds the gate's limit 2")
-		bulkheadpgx.New(pool, bulkheadpgx.Config{Classes: []bulkheadpgx.Class{{Name: "big", N: 5, Gate: limitGate{localGate{sem}}}}})
+		rdb := redistest.Connect(t)
+		fleet := distsem.New(rdb.Client, rdb.Key("big"), 2, distsem.Config{})
+		t.Cleanup(func() { fleet.Close() })
+		for _, g := range []bulkheadpgx.Gate{sem, fleet} {
+			func() {
+				defer wantPanic(t, "bulkheadpgx: class big: N 5 exceeds the gate's limit 2")
+				bulkheadpgx.New(pool, bulkheadpgx.Config{Classes: []bulkheadpgx.Class{{Name: "big", N: 5, Gate: g}}})
+			}()
+		}
+	})
+	t.Run("negative MaxWait needs a gate that refuses at once", func(t *testing.T) {
+		defer wantPanic(t, "bulkheadpgx: class c: negative MaxWait with a Gate that cannot refuse at once (no TryAcquire or TryHold)")
+		bulkheadpgx.New(pool, bulkheadpgx.Config{Classes: []bulkheadpgx.Class{{Name: "c", Gate: holdOnly{sem}, MaxWait: -1}}})
 	})
 	t.Run("nil pool", func(t *testing.T) {
 		defer wantPanic(t, "bulkheadpgx: nil pool")
@@ -557,7 +674,7 @@ func TestBadInput(t *testing.T) {
 	t.Run("done context", func(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
-		db := bulkheadpgx.New(pool, bulkheadpgx.Config{Classes: []bulkheadpgx.Class{{Name: "c", Gate: localGate{sem}}}})
+		db := bulkheadpgx.New(pool, bulkheadpgx.Config{Classes: []bulkheadpgx.Class{{Name: "c", Gate: sem}}})
 		if _, err := db.Class("c").Exec(cctx, "SELECT 1"); err != context.Canceled {
 			t.Errorf("Exec with a done context = %v, want context.Canceled", err)
 		}
@@ -566,10 +683,12 @@ func TestBadInput(t *testing.T) {
 	checkIdle(t, db)
 }
 
-// limitGate is a Gate that reports its limit.
-type limitGate struct{ localGate }
+// holdOnly is a Gate with Hold and no optional method.
+type holdOnly struct{ g bulkheadpgx.Gate }
 
-func (g limitGate) Limit() int64 { return g.Stats().Limit }
+func (h holdOnly) Hold(ctx context.Context, n int64) (context.Context, func(), error) {
+	return h.g.Hold(ctx, n)
+}
 
 func wantPanic(t *testing.T, want string) {
 	t.Helper()

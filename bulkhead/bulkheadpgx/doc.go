@@ -12,13 +12,14 @@
 //
 // # Classes
 //
-// A [Class] has a weight (N), a [Gate] (a semaphore.Weighted for one process,
-// a distsem.Semaphore for the fleet, nil for unlimited) and a MaxWait. The
-// class is chosen explicitly per call with [DB.Class], whose result has the
-// pool's methods; the [DB]'s own methods run in the default class. [DB] and
-// [ClassDB] have the signatures of pgxpool.Pool's Query, QueryRow, Exec,
-// CopyFrom, Begin, BeginTx, SendBatch and AcquireFunc, so code moves over by
-// changing one type; Acquire returns a [*Conn], which embeds *pgxpool.Conn.
+// A [Class] has a weight (N), a [Gate] (a *semaphore.Weighted for one
+// process, a *distsem.Semaphore for the fleet, used as they are; nil for
+// unlimited) and a MaxWait. The class is chosen explicitly per call with
+// [DB.Class], whose result has the pool's methods; the [DB]'s own methods
+// run in the default class. [DB] and [ClassDB] have the signatures of
+// pgxpool.Pool's Query, QueryRow, Exec, CopyFrom, Begin, BeginTx, SendBatch
+// and AcquireFunc, so code moves over by changing one type; Acquire returns a
+// [*Conn], which embeds *pgxpool.Conn.
 //
 // # How long the gate is held
 //
@@ -39,12 +40,14 @@
 //
 // # Refusals
 //
-// A call that cannot get its class's gate within MaxWait fails with a
-// [*RejectError] matching [ErrMaxWait], with RetryAfter, and holds nothing;
-// the caller's own deadline is never extended. A weight above the gate's
-// limit fails with [ErrTooLarge]; the caller's context ending while it waits
-// returns ctx.Err(); a name [DB.Class] does not know fails every call with
-// [ErrUnknownClass].
+// MaxWait means what it means everywhere in floodgate: a positive MaxWait
+// bounds the wait for the class's gate, zero (the default) waits as long as
+// the caller's context allows, and a negative one never waits. A call refused
+// by MaxWait fails with a [*RejectError] matching [ErrMaxWait], with
+// RetryAfter, and holds nothing; the caller's own deadline is never extended.
+// A weight above the gate's limit fails with [ErrTooLarge]; the caller's
+// context ending while it waits returns ctx.Err(); a name [DB.Class] does not
+// know fails every call with [ErrUnknownClass].
 //
 // # Stats
 //

@@ -9,11 +9,11 @@ import (
 // Sentinels. Refusals are returned as a *RejectError that matches its
 // sentinel with errors.Is and carries RetryAfter.
 var (
-	// ErrMaxWait: the call waited its class's MaxWait without getting the
-	// class's gate (or found no room with a MaxWait of zero), or the gate
-	// refused it at once because the wait would be too long (its own
-	// MaxWait, deadline estimate or queue bound; the gate's error is wrapped
-	// too). The RejectError's Delay is the gate's estimate, or the class's
+	// ErrMaxWait: the call waited its class's positive MaxWait without
+	// getting the class's gate, or found no room with a negative MaxWait
+	// (never wait), or the gate refused it because the wait would be too
+	// long (its own MaxWait, deadline estimate, queue bound or, for a
+	// never-waiting call, no capacity; the gate's error is wrapped too). The RejectError's Delay is the gate's estimate, or the class's
 	// RetryAfter when the gate gave none.
 	ErrMaxWait = errors.New("bulkheadpgx: max wait exceeded")
 

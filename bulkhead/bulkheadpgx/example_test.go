@@ -23,8 +23,7 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	db := bulkheadpgx.New(pool, bulkheadpgx.Config{Classes: []bulkheadpgx.Class{
-		// localGate adapts semaphore.Weighted until it has a Hold method.
-		{Name: "reports", Gate: localGate{semaphore.New(50, semaphore.Config{})}, MaxWait: 2 * time.Second},
+		{Name: "reports", Gate: semaphore.New(50, semaphore.Config{}), MaxWait: 2 * time.Second},
 	}})
 	reports := db.Class("reports")
 

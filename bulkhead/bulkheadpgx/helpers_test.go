@@ -16,39 +16,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// localGate adapts a semaphore.Weighted to Gate until the leaf has Hold. Its
-// embedded TryAcquire, Acquire and Release make bulkheadpgx use the fast
-// shape, so Hold is never called.
-type localGate struct{ *semaphore.Weighted }
-
-func (g localGate) Hold(ctx context.Context, n int64) (context.Context, func(), error) {
-	if err := g.Acquire(ctx, n); err != nil {
-		return nil, nil, err
-	}
-	return ctx, func() { g.Release(n) }, nil
-}
-
-// fleetGate adapts a distsem.Semaphore to Gate until the leaf has Hold: the
-// work context is cancelled when the lease is lost.
-type fleetGate struct{ *distsem.Semaphore }
-
-func (g fleetGate) Hold(ctx context.Context, n int64) (context.Context, func(), error) {
-	p, err := g.Acquire(ctx, n)
-	if err != nil {
-		return nil, nil, err
-	}
-	wctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(p.Context(), func() { cancel(context.Cause(p.Context())) })
-	return wctx, func() {
-		stop()
-		p.Release(context.WithoutCancel(ctx))
-		cancel(nil)
-	}, nil
-}
-
+// Both leaves are Gates, with no adapter.
 var (
-	_ bulkheadpgx.Gate = localGate{}
-	_ bulkheadpgx.Gate = fleetGate{}
+	_ bulkheadpgx.Gate = (*semaphore.Weighted)(nil)
+	_ bulkheadpgx.Gate = (*distsem.Semaphore)(nil)
 )
 
 // marker returns a comment unique to this test, to find its queries in
