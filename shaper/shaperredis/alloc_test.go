@@ -3,7 +3,7 @@
 // The race detector allocates on its own; allocation budgets are checked
 // without it (as x/time does).
 
-package shaper_test
+package shaperredis_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package shaper_test
+package shaperredis_test
 
 import (
 	"context"

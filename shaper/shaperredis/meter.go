@@ -1,4 +1,4 @@
-package shaper
+package shaperredis
 
 import (
 	"context"
@@ -6,18 +6,25 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/internal/rateconv"
 	"github.com/floodgate-go/floodgate/internal/redisscript"
 	"github.com/floodgate-go/floodgate/internal/storecall"
+	"github.com/floodgate-go/floodgate/shaper"
 	"github.com/redis/go-redis/v9"
 )
 
-// RedisConfig configures a Redis-backed meter ([RedisMeter]), a [RedisQueue] and
-// the leases taken from a meter. The zero value is a valid RedisConfig: keys under
+// DefaultMaxKeyLen is the longest key (or Queue name) accepted when
+// Config.MaxKeyLen is zero, in bytes.
+const DefaultMaxKeyLen = 1024
+
+// Config configures a Redis-backed meter ([Meter]), a [Queue] and the leases
+// taken from a meter. The zero value is a valid Config: keys under
 // "shaper:<algorithm>:", a breaker of its own (so breaker.DefaultCallTimeout
-// per call), and breaker.FailClosed.
-type RedisConfig struct {
+// per call), breaker.FailClosed, and keys of at most DefaultMaxKeyLen bytes.
+type Config struct {
 	// Prefix starts every Redis key. The key of a user key k is Prefix + "{" + k +
 	// "}": k is the hash tag, so every script touches one slot and works on Redis
 	// Cluster, and different keys spread over the slots. If empty,
@@ -55,7 +62,7 @@ type RedisConfig struct {
 	// processes: while Redis is down the fleet admits up to LocalLimit × the
 	// number of processes. If zero, the meter's own limit (each process then
 	// admits the whole limit: N× over-admission while Redis is down).
-	LocalLimit Limit
+	LocalLimit shaper.Limit
 
 	// Batch, if true, sends the decisions that goroutines of this process ask
 	// for at the same time in one round trip (up to MaxBatch), so that at high
@@ -71,9 +78,28 @@ type RedisConfig struct {
 	// MaxBatch bounds the decisions sent in one round trip when Batch is set.
 	// If zero, 128.
 	MaxBatch int
+
+	// MaxKeyLen bounds the length in bytes of a key passed to a meter (and of
+	// a Queue's name, and a Lease's key). A longer key is refused before any
+	// round trip with ErrKeyTooLong: it is bad input, not a store failure, so
+	// the breaker does not count it (a huge key would hold Redis, which runs
+	// one script at a time, for everyone). If zero, DefaultMaxKeyLen. If
+	// negative, keys are not bounded.
+	MaxKeyLen int
 }
 
-// algoKind names the algorithm of a RedisMeter.
+// maxKeyLen returns the bound on key length (< 0: none).
+func (cfg Config) maxKeyLen() int {
+	if cfg.MaxKeyLen == 0 {
+		return DefaultMaxKeyLen
+	}
+	return cfg.MaxKeyLen
+}
+
+// keyOK reports whether key is within max (< 0: no bound).
+func keyOK(key string, max int) bool { return max < 0 || len(key) <= max }
+
+// algoKind names the algorithm of a Meter.
 type algoKind uint8
 
 const (
@@ -89,74 +115,73 @@ var kinds = [...]struct {
 	window        bool
 	script, batch *redisscript.Script // single-key script and its batch form
 }{
-	kindGCRA:           {"NewRedisMeter", "shaper:gcra:", false, gcraScript, gcraBatchScript},
-	kindTokenBucket:    {"NewRedisTokenBucket", "shaper:tb:", false, tokenBucketScript, tokenBucketBatchScript},
-	kindFixedWindow:    {"NewRedisFixedWindow", "shaper:fw:", true, fixedWindowScript, fixedWindowBatchScript},
-	kindSlidingLog:     {"NewRedisSlidingLog", "shaper:sl:", true, slidingLogScript, slidingLogBatchScript},
-	kindSlidingCounter: {"NewRedisSlidingCounter", "shaper:sc:", true, slidingCounterScript, slidingCounterBatchScript},
+	kindGCRA:           {"NewMeter", "shaper:gcra:", false, gcraScript, gcraBatchScript},
+	kindTokenBucket:    {"NewTokenBucket", "shaper:tb:", false, tokenBucketScript, tokenBucketBatchScript},
+	kindFixedWindow:    {"NewFixedWindow", "shaper:fw:", true, fixedWindowScript, fixedWindowBatchScript},
+	kindSlidingLog:     {"NewSlidingLog", "shaper:sl:", true, slidingLogScript, slidingLogBatchScript},
+	kindSlidingCounter: {"NewSlidingCounter", "shaper:sc:", true, slidingCounterScript, slidingCounterBatchScript},
 }
 
 // A localMeter is an in-process meter: the fallback under breaker.FailLocal.
 type localMeter interface {
-	AllowN(key string, n int64) (Decision, error)
+	AllowN(key string, n int64) (shaper.Decision, error)
 }
 
-func newLocal(kind algoKind, lim Limit) localMeter {
+func newLocal(kind algoKind, lim shaper.Limit) localMeter {
 	switch kind {
 	case kindTokenBucket:
-		return NewTokenBucket(lim)
+		return shaper.NewTokenBucket(lim)
 	case kindFixedWindow:
-		return NewFixedWindow(lim)
+		return shaper.NewFixedWindow(lim)
 	case kindSlidingLog:
-		return NewSlidingLog(lim)
+		return shaper.NewSlidingLog(lim)
 	case kindSlidingCounter:
-		return NewSlidingCounter(lim)
+		return shaper.NewSlidingCounter(lim)
 	}
-	return NewMeter(lim)
+	return shaper.NewMeter(lim)
 }
 
-// RedisMeter is a keyed meter whose state lives in Redis, so that every process
+// Meter is a keyed meter whose state lives in Redis, so that every process
 // using the same Redis, Prefix, algorithm and limit shares one quota per key.
 // Each decision is one Lua script run atomically in Redis (one round trip,
 // EVALSHA, then EVAL if Redis lost its script cache), with time from Redis TIME,
 // so no client clock matters and there is no check-then-act race between
 // processes. The scripts run, line by line in integer microseconds, the same
-// arithmetic as the in-process meters ([Meter], [TokenBucket], [FixedWindow],
-// [SlidingLog], [SlidingCounter]), and give the same decisions for the same
-// times and costs. Every key has a TTL: a key disappears once it is idle (for
-// the token bucket, after max(60 s, twice the time to fill it), as in the seed).
+// arithmetic as the in-process meters ([shaper.Meter], [shaper.TokenBucket],
+// [shaper.FixedWindow], [shaper.SlidingLog], [shaper.SlidingCounter]), and give
+// the same decisions for the same times and costs. Every key has a TTL: a key
+// disappears once it is idle (for the token bucket, after max(60 s, twice the
+// time to fill it), as in the seed).
 //
 // Invalid calls (a negative cost panics; a cost above the burst returns a
-// *RejectError) are refused before any round trip.
+// *RejectError; a key longer than Config.MaxKeyLen returns ErrKeyTooLong) are
+// refused before any round trip.
 //
-// The zero RedisMeter refuses every call with ErrTooLarge; use
-// [NewRedisMeter] or one of its siblings. A RedisMeter is safe for concurrent
-// use by multiple goroutines. Its constructors do no I/O and start no goroutine.
-type RedisMeter struct {
+// The zero Meter refuses every call with ErrTooLarge; use [NewMeter] or one of
+// its siblings. A Meter is safe for concurrent use by multiple goroutines. Its
+// constructors do no I/O and start no goroutine.
+type Meter struct {
 	st     storecall.Store // the client and its breaker
 	kind   algoKind
 	script *redisscript.Script
 	prefix string
+	maxKey int // < 0: no bound
 	policy breaker.Policy
 	local  localMeter // FailLocal only
 	batch  *batcher   // Batch only
 	lim    atomic.Pointer[redisLimit]
-
-	// now, if set (by tests in this package only), supplies the time passed to
-	// the scripts instead of Redis TIME.
-	now func() int64
 }
 
 // redisLimit is a limit with its script arguments, boxed once.
 type redisLimit struct {
-	lim  Limit
+	lim  shaper.Limit
 	max  int64
 	p, c int64
 	args [3]any // P, C, B as strings
 }
 
-func newRedisLimit(what string, lim Limit, window bool) *redisLimit {
-	p, c, b := lim.validate(what, window)
+func newRedisLimit(what string, lim shaper.Limit, window bool) *redisLimit {
+	p, c, b := rateconv.Validate("shaperredis", what, lim.Rate.Count, lim.Rate.Period, lim.Burst, window)
 	lim.Burst = b // explicit, as the in-process meters report it
 	return &redisLimit{
 		lim: lim, max: b, p: p, c: c,
@@ -164,65 +189,68 @@ func newRedisLimit(what string, lim Limit, window bool) *redisLimit {
 	}
 }
 
-// NewRedisMeter returns a GCRA meter (see [Meter]) enforcing lim for every key,
-// its state in Redis on client (a *redis.Client, *redis.ClusterClient, Sentinel
-// failover client or *redis.Ring). It panics on an invalid limit, as [NewMeter]
-// does, on a nil client, or on a client without ContextTimeoutEnabled (go-redis
-// would then ignore the per-call timeout, and a frozen Redis would hold every
-// caller for its socket timeouts).
-func NewRedisMeter(client redis.UniversalClient, lim Limit, cfg RedisConfig) *RedisMeter {
-	return newRedisMeter(kindGCRA, client, lim, cfg)
+// NewMeter returns a GCRA meter (see [shaper.Meter]) enforcing lim for every
+// key, its state in Redis on client (a *redis.Client, *redis.ClusterClient,
+// Sentinel failover client or *redis.Ring). It panics on an invalid limit, as
+// [shaper.NewMeter] does (and if Burst×Period or Count×Period in µs reaches
+// 2^53, the largest integer a Lua number holds exactly), on a nil client, or on
+// a client without ContextTimeoutEnabled (go-redis would then ignore the
+// per-call timeout, and a frozen Redis would hold every caller for its socket
+// timeouts).
+func NewMeter(client redis.UniversalClient, lim shaper.Limit, cfg Config) *Meter {
+	return newMeter(kindGCRA, client, lim, cfg)
 }
 
-// NewRedisTokenBucket returns a token bucket (see [TokenBucket]) in Redis; its
-// script follows the seed document's (see lua/tokenbucket.lua for the two
-// differences). It panics as [NewRedisMeter] does.
-func NewRedisTokenBucket(client redis.UniversalClient, lim Limit, cfg RedisConfig) *RedisMeter {
-	return newRedisMeter(kindTokenBucket, client, lim, cfg)
+// NewTokenBucket returns a token bucket (see [shaper.TokenBucket]) in Redis;
+// its script follows the seed document's (see lua/tokenbucket.lua for the two
+// differences). It panics as [NewMeter] does.
+func NewTokenBucket(client redis.UniversalClient, lim shaper.Limit, cfg Config) *Meter {
+	return newMeter(kindTokenBucket, client, lim, cfg)
 }
 
-// NewRedisFixedWindow returns a fixed-window counter (see [FixedWindow]) in
-// Redis. It panics as [NewRedisMeter] does, and if lim.Burst is not 0 or
+// NewFixedWindow returns a fixed-window counter (see [shaper.FixedWindow]) in
+// Redis. It panics as [NewMeter] does, and if lim.Burst is not 0 or
 // lim.Rate.Count.
-func NewRedisFixedWindow(client redis.UniversalClient, lim Limit, cfg RedisConfig) *RedisMeter {
-	return newRedisMeter(kindFixedWindow, client, lim, cfg)
+func NewFixedWindow(client redis.UniversalClient, lim shaper.Limit, cfg Config) *Meter {
+	return newMeter(kindFixedWindow, client, lim, cfg)
 }
 
-// NewRedisSlidingLog returns a sliding-window log (see [SlidingLog]) in Redis: a
-// list of at most Rate.Count entries per key, read whole by each decision. It
-// panics as [NewRedisFixedWindow] does.
-func NewRedisSlidingLog(client redis.UniversalClient, lim Limit, cfg RedisConfig) *RedisMeter {
-	return newRedisMeter(kindSlidingLog, client, lim, cfg)
+// NewSlidingLog returns a sliding-window log (see [shaper.SlidingLog]) in
+// Redis: a list of at most Rate.Count entries per key, read whole by each
+// decision. It panics as [NewFixedWindow] does.
+func NewSlidingLog(client redis.UniversalClient, lim shaper.Limit, cfg Config) *Meter {
+	return newMeter(kindSlidingLog, client, lim, cfg)
 }
 
-// NewRedisSlidingCounter returns a sliding-window counter (see [SlidingCounter])
-// in Redis. It panics as [NewRedisFixedWindow] does.
-func NewRedisSlidingCounter(client redis.UniversalClient, lim Limit, cfg RedisConfig) *RedisMeter {
-	return newRedisMeter(kindSlidingCounter, client, lim, cfg)
+// NewSlidingCounter returns a sliding-window counter (see
+// [shaper.SlidingCounter]) in Redis. It panics as [NewFixedWindow] does.
+func NewSlidingCounter(client redis.UniversalClient, lim shaper.Limit, cfg Config) *Meter {
+	return newMeter(kindSlidingCounter, client, lim, cfg)
 }
 
-func newRedisMeter(kind algoKind, client redis.UniversalClient, lim Limit, cfg RedisConfig) *RedisMeter {
+func newMeter(kind algoKind, client redis.UniversalClient, lim shaper.Limit, cfg Config) *Meter {
 	k := kinds[kind]
-	storecall.Check("shaper", client)
-	m := &RedisMeter{
+	storecall.Check("shaperredis", client)
+	m := &Meter{
 		kind:   kind,
 		script: k.script,
 		prefix: cfg.Prefix,
+		maxKey: cfg.maxKeyLen(),
 		policy: cfg.Policy,
 	}
 	m.lim.Store(newRedisLimit(k.name, lim, k.window))
 	if m.prefix == "" {
 		m.prefix = k.prefix
 	}
-	m.st = storecall.New("shaper", client, cfg.Breaker, "shaper:"+m.prefix, cfg.Policy)
+	m.st = storecall.New("shaperredis", client, cfg.Breaker, "shaper:"+m.prefix, cfg.Policy)
 	if cfg.Policy == breaker.FailLocal {
 		ll := cfg.LocalLimit
-		if ll == (Limit{}) {
+		if ll == (shaper.Limit{}) {
 			ll = lim
 		}
 		m.local = newLocal(kind, ll)
 	} else if cfg.Policy > breaker.FailLocal {
-		panic("shaper: " + k.name + ": invalid Policy")
+		panic("shaperredis: " + k.name + ": invalid Policy")
 	}
 	if cfg.Batch {
 		m.batch = newBatcher(client, cfg.MaxBatch, k.script, k.batch)
@@ -230,56 +258,66 @@ func newRedisMeter(kind algoKind, client redis.UniversalClient, lim Limit, cfg R
 	return m
 }
 
-func (cfg RedisConfig) store(client redis.UniversalClient, prefix string) storecall.Store {
-	return storecall.New("shaper", client, cfg.Breaker, "shaper:"+prefix, cfg.Policy)
+func (cfg Config) store(client redis.UniversalClient, prefix string) storecall.Store {
+	return storecall.New("shaperredis", client, cfg.Breaker, "shaper:"+prefix, cfg.Policy)
 }
 
 // Key returns the Redis key holding the state of key.
-func (m *RedisMeter) Key(key string) string { return m.prefix + "{" + key + "}" }
+func (m *Meter) Key(key string) string { return m.prefix + "{" + key + "}" }
 
 // Limit returns the current limit, with Burst made explicit.
-func (m *RedisMeter) Limit() Limit {
+func (m *Meter) Limit() shaper.Limit {
 	if rl := m.lim.Load(); rl != nil {
 		return rl.lim
 	}
-	return Limit{}
+	return shaper.Limit{}
 }
 
 // SetLimit changes the limit this process enforces, from its next decision on.
 // The state in Redis is kept and read under the new limit exactly as the
 // in-process meter's SetLimit does. Processes sharing a key should change their
 // limits together: each decision is made under the caller's own limit. It panics
-// on an invalid limit.
-func (m *RedisMeter) SetLimit(lim Limit) {
+// on an invalid limit (see [NewMeter]), leaving the limit unchanged.
+func (m *Meter) SetLimit(lim shaper.Limit) {
 	k := kinds[m.kind]
 	m.lim.Store(newRedisLimit(k.name, lim, k.window))
 }
 
-// Allow is AllowN(ctx, key, 1).
-func (m *RedisMeter) Allow(ctx context.Context, key string) (Decision, error) {
-	return m.AllowN(ctx, key, 1)
+// Allow reports whether one event for key may happen now, and records it if so.
+// It never returns an error: when Redis cannot answer, Config.Policy decides
+// (FailClosed: false; FailOpen: true; FailLocal: the local share), and it
+// returns false if ctx is done, the key is too long or the meter is the zero
+// Meter. Use AllowN for the whole Decision and the reason of a refusal.
+func (m *Meter) Allow(ctx context.Context, key string) bool {
+	d, err := m.AllowN(ctx, key, 1)
+	return err == nil && d.Allowed
 }
 
 // AllowN decides in Redis whether an event of cost n for key may happen now, and
 // records it if so. A denial is a Decision with Allowed false and an error of nil
-// (use [Decision.Err] to turn it into a *RejectError). A cost of zero reports the
-// state without recording anything.
+// (use [shaper.Decision.Err] to turn it into a *RejectError). A cost of zero
+// reports the state without recording anything.
 //
-// It returns, without any round trip: ctx.Err() if ctx is already done; a
-// *RejectError (ErrTooLarge) if n exceeds the burst (or window count); and it
-// panics if n is negative. When Redis cannot answer, the result depends on
-// RedisConfig.Policy (see there). Other Redis errors are returned wrapped, with
-// a zero Decision; a caller's cancellation returns ctx.Err().
-func (m *RedisMeter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
+// It returns, without any round trip: ctx.Err() if ctx is already done;
+// ErrKeyTooLong if key is longer than Config.MaxKeyLen; a *RejectError
+// (ErrTooLarge) if n exceeds the burst (or window count); and it panics if n is
+// negative. When Redis cannot answer, the result depends on Config.Policy (see
+// there): under FailOpen and FailLocal the Decision has Degraded set. Other Redis
+// errors are returned wrapped, with a zero Decision; a caller's cancellation
+// returns ctx.Err().
+func (m *Meter) AllowN(ctx context.Context, key string, n int64) (shaper.Decision, error) {
 	if n < 0 {
-		panic("shaper: negative cost")
+		panic("shaperredis: negative cost")
 	}
 	rl := m.lim.Load()
 	if rl == nil {
-		return Decision{}, tooLarge()
+		return shaper.Decision{}, tooLarge()
 	}
 	if n > rl.max {
-		return Decision{Limit: rl.lim}, tooLarge()
+		return shaper.Decision{Limit: rl.lim}, tooLarge()
+	}
+	if !keyOK(key, m.maxKey) {
+		return shaper.Decision{Limit: rl.lim}, ErrKeyTooLong
 	}
 	c := call{m: m, rl: rl, key: key, n: n}
 	var fallback func(context.Context) (result, error)
@@ -289,39 +327,53 @@ func (m *RedisMeter) AllowN(ctx context.Context, key string, n int64) (Decision,
 	r, src, err := storecall.Do(ctx, &m.st, m.policy, c.run, fallback)
 	switch src {
 	case breaker.Degraded:
-		return Decision{Allowed: true, Limit: rl.lim}, nil
+		return shaper.Decision{Allowed: true, Limit: rl.lim, Degraded: true}, nil
 	case breaker.FromFallback:
+		r.d.Degraded = true
 		return r.d, err
 	}
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
-			return Decision{}, cerr
+			return shaper.Decision{}, cerr
 		}
-		return Decision{}, err
+		return shaper.Decision{}, err
 	}
 	return r.d, nil
 }
 
+// Admit decides whether key may spend n now, as AllowN does, and returns a
+// denial as an error (d.Err(): ErrLimited, with RetryAfter): (d, nil) when
+// admitted, (d, d.Err()) when denied, and AllowN's error when the call could not
+// be decided. It is the Admit of the in-process meters (see [shaper.Meter.Admit]),
+// so one small interface covers both.
+func (m *Meter) Admit(ctx context.Context, key string, n int64) (shaper.Decision, error) {
+	d, err := m.AllowN(ctx, key, n)
+	if err == nil && !d.Allowed {
+		err = d.Err()
+	}
+	return d, err
+}
+
 // call is one decision: its run method is the guarded Redis call.
 type call struct {
-	m   *RedisMeter
+	m   *Meter
 	rl  *redisLimit
 	key string
 	n   int64
 }
 
 // result wraps a Decision so that breaker.Do's zero value is distinguishable.
-type result struct{ d Decision }
+type result struct{ d shaper.Decision }
 
 // evalBuf holds the command of one script call: "evalsha", the script's SHA-1
 // (both written by redisscript.Script.Cmd), 1 (numkeys), the key, P, C, B, n
-// [, now]. The constants are boxed once per script and limit
-// (redisLimit.args); the key, n and now are passed by pointer (go-redis writes
-// *string and *int64 arguments, and Cluster reads the key through them), so
-// filling the command allocates nothing (the prefixed key itself is one
-// string, built by the caller). A buffer is reused (from evalPool)
-// once its call has returned: go-redis is done with the arguments when Process
-// returns.
+// [, now (tests only: see fillAt in the tests)]. The constants are boxed once
+// per script and limit (redisLimit.args); the key and n are passed by pointer
+// (go-redis writes *string and *int64 arguments, and Cluster reads the key
+// through them), so filling the command allocates nothing (the prefixed key
+// itself is one string, built by the caller). A buffer is reused (from
+// evalPool) once its call has returned: go-redis is done with the arguments
+// when Process returns.
 type evalBuf struct {
 	args   [9]any
 	key    string
@@ -334,23 +386,18 @@ var oneKey any = 1
 
 // fill sets buf's arguments for a call of n for key under rl, and returns them
 // (the command of a meter script; see redisscript.Script.EvalInts).
-func (buf *evalBuf) fill(key string, rl *redisLimit, n int64, now func() int64) []any {
+func (buf *evalBuf) fill(key string, rl *redisLimit, n int64) []any {
 	buf.key, buf.n = key, n
 	a := &buf.args
 	a[2], a[3] = oneKey, &buf.key
 	a[4], a[5], a[6], a[7] = rl.args[0], rl.args[1], rl.args[2], &buf.n
-	if now != nil {
-		buf.now = now()
-		a[8] = &buf.now
-		return a[:9]
-	}
 	return a[:8]
 }
 
 func (c call) run(ctx context.Context, client redis.UniversalClient) (result, error) {
 	m := c.m
 	buf := evalPool.Get().(*evalBuf)
-	args := buf.fill(m.Key(c.key), c.rl, c.n, m.now)
+	args := buf.fill(m.Key(c.key), c.rl, c.n)
 	var v []int64
 	var err error
 	abandoned := false
@@ -366,17 +413,23 @@ func (c call) run(ctx context.Context, client redis.UniversalClient) (result, er
 	if err != nil {
 		return result{}, err
 	}
+	d, err := decision(v, c.rl)
+	return result{d}, err
+}
+
+// decision turns a meter script's reply into a Decision under rl.
+func decision(v []int64, rl *redisLimit) (shaper.Decision, error) {
 	r, err := parseReply(v)
 	if err != nil {
-		return result{}, err
+		return shaper.Decision{}, err
 	}
-	return result{Decision{
+	return shaper.Decision{
 		Allowed:    r[0] == 1,
 		Remaining:  r[1],
 		RetryAfter: micros(r[2]),
 		ResetAfter: micros(r[3]),
-		Limit:      c.rl.lim,
-	}}, nil
+		Limit:      rl.lim,
+	}, nil
 }
 
 func (c call) fallback(context.Context) (result, error) {
@@ -390,11 +443,11 @@ func (c call) fallback(context.Context) (result, error) {
 func parseReply(v []int64) ([4]int64, error) {
 	var out [4]int64
 	if len(v) != len(out) {
-		return out, fmt.Errorf("shaper: unexpected reply of %d elements", len(v))
+		return out, fmt.Errorf("shaperredis: unexpected reply of %d elements", len(v))
 	}
 	copy(out[:], v)
 	if out[0] != 0 && out[0] != 1 || out[2] < 0 || out[3] < 0 {
-		return out, fmt.Errorf("shaper: unexpected reply %v", out)
+		return out, fmt.Errorf("shaperredis: unexpected reply %v", out)
 	}
 	return out, nil
 }
@@ -409,8 +462,17 @@ func evalKey(ctx context.Context, c redis.UniversalClient, sc *redisscript.Scrip
 		return err
 	}
 	if len(v) != len(dst) {
-		return fmt.Errorf("shaper: unexpected reply of %d elements", len(v))
+		return fmt.Errorf("shaperredis: unexpected reply of %d elements", len(v))
 	}
 	copy(dst, v)
 	return nil
 }
+
+// maxExact is 2^53: every number crossing into Lua stays below it.
+const maxExact = rateconv.MaxExact
+
+// burstOf returns l's burst, Rate.Count if l.Burst is zero.
+func burstOf(l shaper.Limit) int64 { return rateconv.Burst(l.Rate.Count, l.Burst) }
+
+// micros converts µs to a Duration.
+func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
