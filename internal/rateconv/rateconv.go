@@ -41,7 +41,7 @@ func Validate(pkg, what string, count int64, period time.Duration, burst int64, 
 	if window && b != c {
 		panic(pkg + ": " + what + ": Burst must be 0 or Rate.Count for a window meter")
 	}
-	if periodUS >= MaxExact || b >= MaxExact/periodUS || c >= MaxExact/periodUS {
+	if periodUS >= MaxExact || b > (MaxExact-1)/periodUS || c > (MaxExact-1)/periodUS {
 		panic(pkg + ": " + what + ": Burst×Period or Count×Period reaches 2^53 µs")
 	}
 	return periodUS, c, b
