@@ -17,6 +17,7 @@ import (
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/floodgate-go/floodgate/internal/servertest"
 	"github.com/floodgate-go/floodgate/shaper"
+	"github.com/floodgate-go/floodgate/shaper/shaperredis"
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 	"github.com/throttled/throttled/v2"
@@ -130,8 +131,8 @@ func redisImpls(b *testing.B, rdb *redis.Client, prefix string) []struct {
 		b.Fatal(err)
 	}
 	lim := shaper.Limit{Rate: shaper.PerSecond(benchRate), Burst: benchBurst}
-	fg := shaper.NewRedisMeter(rdb, lim, shaper.RedisConfig{Prefix: prefix + "fg:", Breaker: breaker.New("bench", breaker.Config{CallTimeout: time.Second})})
-	fgBatch := shaper.NewRedisMeter(rdb, lim, shaper.RedisConfig{Prefix: prefix + "fgb:", Batch: true, Breaker: breaker.New("bench", breaker.Config{CallTimeout: time.Second})})
+	fg := shaperredis.NewMeter(rdb, lim, shaperredis.Config{Prefix: prefix + "fg:", Breaker: breaker.New("bench", breaker.Config{CallTimeout: time.Second})})
+	fgBatch := shaperredis.NewMeter(rdb, lim, shaperredis.Config{Prefix: prefix + "fgb:", Batch: true, Breaker: breaker.New("bench", breaker.Config{CallTimeout: time.Second})})
 	rr := redis_rate.NewLimiter(rdb)
 	rrLim := redis_rate.Limit{Rate: benchRate, Period: time.Second, Burst: benchBurst}
 	st, err := goredisstore.NewCtx(rdb, prefix+"th:")
@@ -152,11 +153,11 @@ func redisImpls(b *testing.B, rdb *redis.Client, prefix string) []struct {
 			return err == nil, err
 		}},
 		{"floodgate", func(ctx context.Context, key string) (bool, error) {
-			d, err := fg.Allow(ctx, key)
+			d, err := fg.AllowN(ctx, key, 1)
 			return d.Allowed, err
 		}},
 		{"floodgate-batch", func(ctx context.Context, key string) (bool, error) {
-			d, err := fgBatch.Allow(ctx, key)
+			d, err := fgBatch.AllowN(ctx, key, 1)
 			return d.Allowed, err
 		}},
 		{"redis_rate", func(ctx context.Context, key string) (bool, error) {
@@ -271,16 +272,16 @@ func BenchmarkRedisLease(b *testing.B) {
 	prefix := fmt.Sprintf("bench:%d:", time.Now().UnixNano())
 	b.Cleanup(func() { deletePrefix(rdb, prefix) })
 	lim := shaper.Limit{Rate: shaper.PerSecond(leaseRate), Burst: 1000}
-	m := shaper.NewRedisMeter(rdb, lim, shaper.RedisConfig{Prefix: prefix, Breaker: breaker.New("bench", breaker.Config{CallTimeout: time.Second})})
+	m := shaperredis.NewMeter(rdb, lim, shaperredis.Config{Prefix: prefix, Breaker: breaker.New("bench", breaker.Config{CallTimeout: time.Second})})
 	for _, conc := range []int{1, 32, 128} {
 		b.Run(fmt.Sprintf("impl=per-request/conc=%d", conc), func(b *testing.B) {
 			benchDecider(b, rdb, rt, func(ctx context.Context, key string) (bool, error) {
-				d, err := m.Allow(ctx, key)
+				d, err := m.AllowN(ctx, key, 1)
 				return d.Allowed, err
 			}, conc)
 		})
 		b.Run(fmt.Sprintf("impl=lease/conc=%d", conc), func(b *testing.B) {
-			l := m.Lease("lease", shaper.LeaseConfig{Batch: 1000, LowWater: 250, Exhaustion: shaper.ExhaustWait, MaxWait: time.Second, Expiry: -1})
+			l := m.Lease("lease", shaperredis.LeaseConfig{Batch: 1000, LowWater: 250, Exhaustion: shaperredis.ExhaustWait, MaxWait: time.Second, Expiry: -1})
 			defer l.Close()
 			benchDecider(b, rdb, rt, func(ctx context.Context, _ string) (bool, error) {
 				err := l.Wait(ctx, 1)

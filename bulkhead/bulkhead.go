@@ -593,12 +593,8 @@ func retryAfter(err error, def time.Duration) time.Duration {
 
 // degraded reports whether d was made by a fallback while the store was
 // unavailable.
-//
-// TODO(merge): return d.Degraded once shaper.Decision has the field (being
-// added alongside the breaker policies); until then no decision is degraded.
 func degraded(d shaper.Decision) bool {
-	_ = d
-	return false
+	return d.Degraded
 }
 
 func (inv *invocation) call(ctx context.Context, b *Bulkhead, p *plan) error {

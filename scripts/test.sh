@@ -123,6 +123,12 @@ log "gofmt"
 unformatted=$(gofmt -l $(git ls-files --cached --others --exclude-standard '*.go'))
 [ -z "$unformatted" ] || die "gofmt would change: $unformatted"
 
+log "semaphore and shaper import only the standard library and internal packages"
+mod=$(go list -m)
+nonstd=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./semaphore ./shaper |
+  grep -v -e "^$mod/semaphore\$" -e "^$mod/shaper\$" -e "^$mod/internal/" || true)
+[ -z "$nonstd" ] || die "semaphore/shaper depend on: $nonstd"
+
 log "go vet ./..."
 run go vet ./...
 

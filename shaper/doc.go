@@ -75,36 +75,12 @@
 //
 // # Across a fleet, through Redis
 //
-// [NewRedisMeter] (GCRA), [NewRedisTokenBucket], [NewRedisFixedWindow],
-// [NewRedisSlidingLog] and [NewRedisSlidingCounter] return a [RedisMeter] that
-// decides in Redis, atomically, in one round trip, with Redis's clock: one Lua
-// script per algorithm running the same integer lines as the local meter, so both
-// return the same decisions for the same inputs (a differential test holds them to
-// it). Every call goes through a [breaker.Breaker], and RedisConfig.Policy says
-// what a decision is while Redis cannot answer: fail closed, fail open (most rate
-// limits should), or decide locally with RedisConfig.LocalLimit.
-//
-// Every Redis call is bounded by the breaker's CallTimeout (breaker.Config); a
-// call that outlives it is a store failure (an error matching
-// breaker.ErrTimeout, never context.DeadlineExceeded), while the caller's own
-// context ending returns ctx.Err(). With RedisConfig.Batch, the decisions that
-// goroutines ask for at once share one round trip: one call of a script that
-// decides every key (on a Cluster or Ring client, a pipeline).
-//
-//	exports := shaper.NewRedisMeter(rdb, shaper.Limit{Rate: shaper.PerMinute(5), Burst: 5},
-//		shaper.RedisConfig{Prefix: "exports:", Policy: breaker.FailOpen})
-//	d, err := exports.Allow(ctx, "tenant:acme")
-//
-// [RedisMeter.Lease] takes Redis off the hot path: a [Lease] takes a batch of
-// tokens in one call, serves them locally without a round trip, refills in
-// the background below a low-water mark, and gives unused tokens back on Close.
-// The fleet can over-admit by at most Batch × processes; unused leased tokens are
-// quota others cannot use until they expire or are returned.
-//
-// [NewRedisQueue] is the fleet-wide [Queue]: each job reserves the next slot of a
-// GCRA schedule in Redis and sleeps until it, so N worker processes share one
-// rate without a central queue process. A reservation that would exceed MaxWait
-// is not taken and costs nothing.
+// This package imports only the standard library. The Redis-backed twins live
+// in [github.com/floodgate-go/floodgate/shaper/shaperredis]: meters that decide
+// in Redis, atomically, in one round trip, with the same decisions as the
+// meters here (a differential test holds them to it); token leasing; and a
+// fleet-wide Queue. They use this package's Limit, Rate, Decision and
+// QueueConfig, and return its errors.
 //
 // # Errors
 //

@@ -25,7 +25,7 @@ type algo[S any] interface {
 	limit() Limit
 }
 
-// Notes for a Redis store (same package, same decisions): each algo's decide and
+// Notes for a Redis store (shaperredis, same decisions): each algo's decide and
 // report are the whole arithmetic, over int64 only, with every intermediate value
 // ≤ 2^54 (Limit.validate bounds Burst·P and Count·P by 2^53), so a Lua script can
 // run the same lines with now = TIME[1]·1e6 + TIME[2] and return {ok, remaining,

@@ -3,6 +3,8 @@ package shaper
 import (
 	"fmt"
 	"time"
+
+	"github.com/floodgate-go/floodgate/internal/rateconv"
 )
 
 // A Rate is Count events per Period: Rate{Count: 5, Period: time.Second} is five
@@ -60,39 +62,18 @@ type Limit struct {
 // String returns the limit as "Count/Period burst B".
 func (l Limit) String() string { return fmt.Sprintf("%v burst %d", l.Rate, l.burst()) }
 
-func (l Limit) burst() int64 {
-	if l.Burst == 0 {
-		return l.Rate.Count
-	}
-	return l.Burst
-}
+func (l Limit) burst() int64 { return rateconv.Burst(l.Rate.Count, l.Burst) }
 
 // maxExact is the largest integer a Lua number (a float64) holds exactly. Every
-// scaled quantity of the meters stays at or below it, so a Lua port of the same
+// scaled quantity of the meters stays below it, so a Lua port of the same
 // arithmetic computes the same integers.
-const maxExact = 1 << 53
+const maxExact = rateconv.MaxExact
 
-// periodMicros returns the limit's period in whole microseconds, panicking on a
-// limit no meter can enforce. what names the constructor or method for the message.
+// validate returns the limit's period in whole microseconds, its count and its
+// explicit burst, panicking on a limit no meter can enforce. what names the
+// constructor or method for the message.
 func (l Limit) validate(what string, window bool) (periodUS, count, burst int64) {
-	if l.Rate.Count <= 0 {
-		panic("shaper: " + what + ": Rate.Count <= 0")
-	}
-	if l.Rate.Period < time.Microsecond {
-		panic("shaper: " + what + ": Rate.Period < 1µs")
-	}
-	if l.Burst < 0 {
-		panic("shaper: " + what + ": negative Burst")
-	}
-	periodUS = int64(l.Rate.Period / time.Microsecond)
-	count, burst = l.Rate.Count, l.burst()
-	if window && burst != count {
-		panic("shaper: " + what + ": Burst must be 0 or Rate.Count for a window meter")
-	}
-	if burst > maxExact/periodUS || count > maxExact/periodUS {
-		panic("shaper: " + what + ": Burst×Period or Count×Period exceeds 2^53 µs")
-	}
-	return periodUS, count, burst
+	return rateconv.Validate("shaper", what, l.Rate.Count, l.Rate.Period, l.Burst, window)
 }
 
 // A Decision is a meter's answer for one call.
@@ -115,6 +96,12 @@ type Decision struct {
 
 	// Limit is the limit the decision was made under.
 	Limit Limit
+
+	// Degraded reports that the shared store could not be asked: the policy
+	// admitted the call (breaker.FailOpen) or a local share decided it
+	// (breaker.FailLocal). The in-process meters never set it; shaperredis
+	// does.
+	Degraded bool
 }
 
 // Err returns nil if d.Allowed, and otherwise a *[RejectError] carrying d.RetryAfter,

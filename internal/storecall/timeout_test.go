@@ -10,6 +10,7 @@ import (
 	"github.com/floodgate-go/floodgate/distsem"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/floodgate-go/floodgate/shaper"
+	"github.com/floodgate-go/floodgate/shaper/shaperredis"
 )
 
 // TestStoreTimeoutIsNotTheCallersDeadline: with Redis frozen (SIGSTOP), every
@@ -44,17 +45,17 @@ func TestStoreTimeoutIsNotTheCallersDeadline(t *testing.T) {
 	}
 	{
 		brk := newBreaker("meter")
-		m := shaper.NewRedisMeter(rdb, shaper.Limit{Rate: shaper.PerSecond(1000), Burst: 1000}, shaper.RedisConfig{Prefix: "storecall-timeout:m:", Breaker: brk})
-		subjects = append(subjects, subject{"shaper.RedisMeter", brk, func(ctx context.Context) error {
+		m := shaperredis.NewMeter(rdb, shaper.Limit{Rate: shaper.PerSecond(1000), Burst: 1000}, shaperredis.Config{Prefix: "storecall-timeout:m:", Breaker: brk})
+		subjects = append(subjects, subject{"shaperredis.Meter", brk, func(ctx context.Context) error {
 			_, err := m.AllowN(ctx, "k", 1)
 			return err
 		}})
 	}
 	{
 		brk := newBreaker("queue")
-		q := shaper.NewRedisQueue(rdb, "q", shaper.PerSecond(1000), shaper.QueueConfig{}, shaper.RedisConfig{Prefix: "storecall-timeout:q:", Breaker: brk})
+		q := shaperredis.NewQueue(rdb, "q", shaper.PerSecond(1000), shaper.QueueConfig{}, shaperredis.Config{Prefix: "storecall-timeout:q:", Breaker: brk})
 		t.Cleanup(func() { q.Close() })
-		subjects = append(subjects, subject{"shaper.RedisQueue", brk, func(ctx context.Context) error {
+		subjects = append(subjects, subject{"shaperredis.Queue", brk, func(ctx context.Context) error {
 			return q.Wait(ctx, 1)
 		}})
 	}

@@ -1,4 +1,4 @@
-package shaper
+package shaperredis
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/storecall"
+	"github.com/floodgate-go/floodgate/shaper"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -62,7 +63,7 @@ type LeaseConfig struct {
 
 	// LocalLimit is the allowance used under ExhaustLocal. It must be set (a
 	// valid GCRA limit) when Exhaustion is ExhaustLocal.
-	LocalLimit Limit
+	LocalLimit shaper.Limit
 }
 
 // LeaseStats are a Lease's counters since it was made.
@@ -77,11 +78,11 @@ type LeaseStats struct {
 	Errors   int64 // lease calls that failed
 }
 
-// A Lease serves one key of a GCRA [RedisMeter] from tokens it leases in batches
+// A Lease serves one key of a GCRA [Meter] from tokens it leases in batches
 // (the seed's token leasing): a call takes a token from a local balance in tens of
 // nanoseconds, without I/O, and when the balance falls below LowWater one
 // background call takes up to Batch more from Redis in one round trip. The
-// tokens come out of the same Redis key that RedisMeter.AllowN decides on, so
+// tokens come out of the same Redis key that Meter.AllowN decides on, so
 // per-call decisions and leases can share a quota.
 //
 // # Over-admission and unused quota
@@ -103,24 +104,25 @@ type LeaseStats struct {
 // can lose every race and be refused after MaxWait; the benchmark sees a few in
 // millions at 128 goroutines.
 //
-// The zero Lease rejects every call; use [RedisMeter.Lease]. A Lease is safe
+// The zero Lease rejects every call; use [Meter.Lease]. A Lease is safe
 // for concurrent use by multiple goroutines. It starts a goroutine only for a
 // refill in flight, and Close waits for it.
 type Lease struct {
-	m      *RedisMeter
+	m      *Meter
 	key    string
 	batch  int64
 	low    int64
 	expiry int64 // ns; ≤ 0: never
 	exh    Exhaustion
 	wait   time.Duration
-	local  *Meter
+	local  *shaper.Meter
 	base   time.Time
 
 	bal       atomic.Int64 // tokens held
 	expiresAt atomic.Int64 // ns since base
 	retryAt   atomic.Int64 // ns since base: no refill before (Redis had none)
 	refilling atomic.Bool
+	primed    atomic.Bool // a first refill has completed (with tokens or not)
 	isClosed  atomic.Bool
 
 	leased, served, localN, rejected, expired, returned, refills, errs atomic.Int64
@@ -133,25 +135,31 @@ type Lease struct {
 }
 
 // Lease returns a Lease serving key from tokens leased from m, which must be a
-// GCRA meter (NewRedisMeter). It does no I/O: the first call starts the first
-// refill. It panics if m is not a GCRA meter or cfg is invalid (Batch above the
-// burst or negative, LowWater ≥ Batch, ExhaustLocal without a LocalLimit).
-func (m *RedisMeter) Lease(key string, cfg LeaseConfig) *Lease {
+// GCRA meter (NewMeter). It does no I/O: the first call starts the first
+// refill, and under ExhaustReject and ExhaustWait, Wait and Admit wait for
+// that first refill (up to the context's deadline) rather than refuse calls
+// only because the Lease is new. It panics if m is not a GCRA meter, if key is
+// longer than Config.MaxKeyLen, or if cfg is invalid (Batch above the burst or
+// negative, LowWater ≥ Batch, ExhaustLocal without a LocalLimit).
+func (m *Meter) Lease(key string, cfg LeaseConfig) *Lease {
 	if m.kind != kindGCRA {
-		panic("shaper: Lease: the meter is not a GCRA meter")
+		panic("shaperredis: Lease: the meter is not a GCRA meter")
 	}
-	burst := m.Limit().burst()
+	if !keyOK(key, m.maxKey) {
+		panic("shaperredis: Lease: key longer than MaxKeyLen")
+	}
+	burst := burstOf(m.Limit())
 	if cfg.Batch == 0 {
 		cfg.Batch = min(burst, 64)
 	}
 	if cfg.Batch < 0 || cfg.Batch > burst {
-		panic("shaper: Lease: Batch not in [1, burst]")
+		panic("shaperredis: Lease: Batch not in [1, burst]")
 	}
 	if cfg.LowWater == 0 {
 		cfg.LowWater = max(1, cfg.Batch/4)
 	}
 	if cfg.LowWater < 0 || cfg.LowWater >= cfg.Batch && cfg.Batch > 1 {
-		panic("shaper: Lease: LowWater not in [0, Batch)")
+		panic("shaperredis: Lease: LowWater not in [0, Batch)")
 	}
 	if cfg.Expiry == 0 {
 		cfg.Expiry = time.Second
@@ -167,9 +175,9 @@ func (m *RedisMeter) Lease(key string, cfg LeaseConfig) *Lease {
 	switch cfg.Exhaustion {
 	case ExhaustReject, ExhaustWait:
 	case ExhaustLocal:
-		l.local = NewMeter(cfg.LocalLimit) // panics on an invalid limit
+		l.local = shaper.NewMeter(cfg.LocalLimit) // panics on an invalid limit
 	default:
-		panic("shaper: Lease: invalid Exhaustion")
+		panic("shaperredis: Lease: invalid Exhaustion")
 	}
 	return l
 }
@@ -183,20 +191,21 @@ func (l *Lease) Allow() bool { return l.AllowN(1) }
 // Exhaustion policy without waiting (ExhaustWait refuses, like ExhaustReject).
 // It never does I/O; it may start a background refill. A negative n panics.
 func (l *Lease) AllowN(n int64) bool {
-	ok, _ := l.take(n)
+	ok, _, _ := l.take(n)
 	if !ok {
 		l.rejected.Add(1)
 	}
 	return ok
 }
 
-// take takes n tokens, from the balance or the local allowance.
-func (l *Lease) take(n int64) (bool, time.Duration) {
+// take takes n tokens, from the balance or (local) the local allowance; if it
+// cannot, it returns the wait for a token, if known.
+func (l *Lease) take(n int64) (ok bool, retry time.Duration, local bool) {
 	if n < 0 {
-		panic("shaper: negative cost")
+		panic("shaperredis: negative cost")
 	}
 	if l.m == nil {
-		return false, 0
+		return false, 0, false
 	}
 	now := l.now()
 	if l.expiry > 0 && now > l.expiresAt.Load() && l.bal.Load() > 0 {
@@ -214,45 +223,80 @@ func (l *Lease) take(n int64) (bool, time.Duration) {
 			if b-n < l.low {
 				l.refill(now)
 			}
-			return true, 0
+			return true, 0, false
 		}
 	}
 	l.refill(now)
 	if l.isClosed.Load() {
-		return false, 0
+		return false, 0, false
 	}
 	if l.local != nil {
 		d, _ := l.local.AllowN(l.key, n)
 		if d.Allowed {
 			l.localN.Add(n)
-			return true, 0
+			return true, 0, true
 		}
-		return false, d.RetryAfter
+		return false, d.RetryAfter, false
 	}
-	return false, time.Duration(max(0, l.retryAt.Load()-now))
+	return false, time.Duration(max(0, l.retryAt.Load()-now)), false
 }
 
 // Wait takes n tokens, waiting for a refill under ExhaustWait (up to MaxWait and
-// ctx's deadline). It returns ctx.Err() if ctx is done first or on entry, a
-// *RejectError (ErrLimited) with the meter's retry-after when the call is refused,
-// and a *RejectError (ErrTooLarge) if n exceeds Batch (a Lease never holds more).
+// ctx's deadline). A fresh Lease, whose first refill has not landed yet, waits
+// for it under ExhaustReject too (up to ctx's deadline), so that its first calls
+// are not refused only because nothing was fetched yet. It returns ctx.Err() if
+// ctx is done first or on entry, a *RejectError (ErrLimited) with the meter's
+// retry-after when the call is refused, and a *RejectError (ErrTooLarge) if n
+// exceeds Batch (a Lease never holds more).
 func (l *Lease) Wait(ctx context.Context, n int64) error {
+	_, err := l.waitN(ctx, n)
+	return err
+}
+
+// Admit takes n tokens as Wait does and reports the outcome as a Decision, so
+// that a Lease stands wherever a meter's Admit is expected (see
+// [shaper.Meter.Admit]); the key is ignored (a Lease serves one key). It returns
+// (d, nil) with d.Allowed when admitted (d.Degraded if the local allowance of
+// ExhaustLocal admitted it), (d, d.Err()) when refused (ErrLimited with
+// RetryAfter), and (d, err) with ErrTooLarge or ctx.Err() as Wait does.
+func (l *Lease) Admit(ctx context.Context, _ string, n int64) (shaper.Decision, error) {
+	var lim shaper.Limit
+	if l.m != nil {
+		lim = l.m.Limit()
+	}
+	local, err := l.waitN(ctx, n)
+	if err == nil {
+		return shaper.Decision{Allowed: true, Remaining: max(0, l.bal.Load()), Limit: lim, Degraded: local}, nil
+	}
+	if re, ok := errors.AsType[*RejectError](err); ok && errors.Is(err, ErrLimited) {
+		return shaper.Decision{RetryAfter: max(re.RetryAfter(), time.Microsecond), Limit: lim}, err
+	}
+	return shaper.Decision{Limit: lim}, err
+}
+
+func (l *Lease) waitN(ctx context.Context, n int64) (local bool, err error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return false, err
 	}
 	if n > l.batch {
-		return tooLarge()
+		return false, tooLarge()
 	}
-	ok, ra := l.take(n)
+	ok, ra, local := l.take(n)
 	if ok {
-		return nil
+		return local, nil
 	}
-	if l.exh != ExhaustWait {
+	// A fresh Lease under ExhaustReject waits for its first refill only.
+	first := l.exh == ExhaustReject && !l.primed.Load()
+	if l.exh != ExhaustWait && !first {
 		l.rejected.Add(1)
-		return limited(ra)
+		return false, limited(ra)
 	}
-	timer := time.NewTimer(l.wait)
-	defer timer.Stop()
+	var timeout <-chan time.Time
+	if !first {
+		timer := time.NewTimer(l.wait)
+		defer timer.Stop()
+		timeout = timer.C
+	}
 	var retry *time.Timer // wakes the wait when Redis said to try again later
 	defer func() {
 		if retry != nil {
@@ -266,16 +310,20 @@ func (l *Lease) Wait(ctx context.Context, n int64) error {
 		l.mu.Unlock()
 		if closed {
 			l.rejected.Add(1)
-			return limited(ra)
+			return false, limited(ra)
 		}
 		// Check again after reading ch, so a refill between take and here is seen.
-		if ok, ra = l.take(n); ok {
-			return nil
+		if ok, ra, local = l.take(n); ok {
+			return local, nil
+		}
+		if first && l.primed.Load() {
+			l.rejected.Add(1)
+			return false, limited(ra)
 		}
 		// No refill was started if Redis had no token (or failed) and said when
 		// to try again: wake up then to start one.
 		var retryC <-chan time.Time
-		if d := time.Duration(l.retryAt.Load() - l.now()); d > 0 && !l.refilling.Load() {
+		if d := time.Duration(l.retryAt.Load() - l.now()); d > 0 && !l.refilling.Load() && !first {
 			if retry == nil {
 				retry = time.NewTimer(d)
 			} else {
@@ -286,11 +334,11 @@ func (l *Lease) Wait(ctx context.Context, n int64) error {
 		select {
 		case <-ch:
 		case <-retryC:
-		case <-timer.C:
+		case <-timeout:
 			l.rejected.Add(1)
-			return limited(ra)
+			return false, limited(ra)
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		}
 	}
 }
@@ -323,16 +371,13 @@ func (l *Lease) leaseCall(ctx context.Context, want, least, giveback int64) ([4]
 	rl := m.lim.Load()
 	want = min(want, rl.max)
 	args := []any{rl.args[0], rl.args[1], rl.args[2], want, giveback, least}
-	if m.now != nil {
-		args = append(args, m.now())
-	}
 	r, _, err := storecall.Do(ctx, &m.st, breaker.FailClosed, func(ctx context.Context, client redis.UniversalClient) ([4]int64, error) {
 		var out [4]int64
 		if err := evalKey(ctx, client, leaseScript, m.Key(l.key), out[:], args...); err != nil {
 			return out, err
 		}
 		if out[0] < 0 || out[0] > want || out[2] < 0 {
-			return out, errors.New("shaper: unexpected lease reply")
+			return out, errors.New("shaperredis: unexpected lease reply")
 		}
 		return out, nil
 	}, nil)
@@ -341,6 +386,7 @@ func (l *Lease) leaseCall(ctx context.Context, want, least, giveback int64) ([4]
 
 func (l *Lease) doRefill() {
 	defer func() {
+		l.primed.Store(true)
 		l.refilling.Store(false)
 		l.mu.Lock()
 		close(l.refilled)

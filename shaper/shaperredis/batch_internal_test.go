@@ -1,7 +1,9 @@
-package shaper
+package shaperredis
 
 import (
 	"context"
+	"github.com/floodgate-go/floodgate/shaper"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,8 +38,8 @@ func TestBatchCrossSlotFallsBackToPipeline(t *testing.T) {
 	waitUntil(t, "cluster_state never ok", func() bool {
 		return strings.Contains(cl.ClusterInfo(ctx).Val(), "cluster_state:ok")
 	})
-	m := NewRedisMeter(cl, Limit{Rate: PerSecond(1000), Burst: 1000}, RedisConfig{Batch: true, Breaker: breaker.New("test", breaker.Config{CallTimeout: 2 * time.Second})})
-	if _, err := m.Allow(ctx, "solo"); err != nil {
+	m := NewMeter(cl, shaper.Limit{Rate: shaper.PerSecond(1000), Burst: 1000}, Config{Batch: true, Breaker: breaker.New("test", breaker.Config{CallTimeout: 2 * time.Second})})
+	if _, err := m.AllowN(ctx, "solo", 1); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -45,7 +47,7 @@ func TestBatchCrossSlotFallsBackToPipeline(t *testing.T) {
 	for round := range 4 {
 		for i := range 64 {
 			wg.Go(func() {
-				if _, err := m.Allow(ctx, "k"+itoa(round*64+i)); err != nil {
+				if _, err := m.AllowN(ctx, "k"+strconv.Itoa(round*64+i), 1); err != nil {
 					t.Log(err)
 					failed.Add(1)
 				}
@@ -68,14 +70,14 @@ func TestBatchOneFailedDecisionFailsOnlyItself(t *testing.T) {
 	db := redistest.Connect(t)
 	ctx := context.Background()
 	k := kinds[kindGCRA]
-	rl := newRedisLimit("t", Limit{Rate: Rate{Count: 8, Period: time.Second}}, false)
+	rl := newRedisLimit("t", shaper.Limit{Rate: shaper.Rate{Count: 8, Period: time.Second}}, false)
 	single, multi := k.script, k.batch
 	if err := db.Client.RPush(ctx, db.Prefix+"{bad}", "x").Err(); err != nil {
 		t.Fatal(err)
 	}
 	var batch []*bcall
 	for _, key := range []string{"good1", "bad", "good2"} {
-		batch = append(batch, &bcall{args: new(evalBuf).fill(db.Prefix+"{"+key+"}", rl, 1, nil)})
+		batch = append(batch, &bcall{args: new(evalBuf).fill(db.Prefix+"{"+key+"}", rl, 1)})
 	}
 	if !newBatcher(db.Client, 0, single, multi).execMulti(ctx, batch) {
 		t.Fatal("the batch was not sent as one batch-script call")
@@ -96,10 +98,10 @@ func TestBatchOneFailedDecisionFailsOnlyItself(t *testing.T) {
 // sent or already in flight in another caller's batch.
 func TestBatchCallerLeavesAtItsDeadline(t *testing.T) {
 	srv := redistest.Start(t)
-	m := NewRedisMeter(srv.Client(), Limit{Rate: PerSecond(1000), Burst: 1000},
-		RedisConfig{Batch: true, Breaker: breaker.New("test", breaker.Config{CallTimeout: 2 * time.Second})})
+	m := NewMeter(srv.Client(), shaper.Limit{Rate: shaper.PerSecond(1000), Burst: 1000},
+		Config{Batch: true, Breaker: breaker.New("test", breaker.Config{CallTimeout: 2 * time.Second})})
 	ctx := context.Background()
-	if _, err := m.Allow(ctx, "warm"); err != nil {
+	if _, err := m.AllowN(ctx, "warm", 1); err != nil {
 		t.Fatal(err)
 	}
 	srv.Pause()
@@ -119,12 +121,12 @@ func TestBatchCallerLeavesAtItsDeadline(t *testing.T) {
 		wg.Go(func() {
 			c, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 			defer cancel()
-			m.Allow(c, "leader")
+			m.AllowN(c, "leader", 1)
 		})
 	}
 	waitUntil(t, "leaders never in flight", func() bool { l, _ := state(); return l == maxLeaders })
 	for i := range 6 {
-		wg.Go(func() { m.Allow(ctx, "slow"+itoa(i)) })
+		wg.Go(func() { m.AllowN(ctx, "slow"+strconv.Itoa(i), 1) })
 	}
 	waitUntil(t, "callers never pending", func() bool { _, p := state(); return p == 6 })
 	// When the leaders give up, one of the six leads a batch of the rest, in
@@ -132,7 +134,7 @@ func TestBatchCallerLeavesAtItsDeadline(t *testing.T) {
 	c, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := m.Allow(c, "short")
+	_, err := m.AllowN(c, "short", 1)
 	if el := time.Since(start); el > 800*time.Millisecond {
 		t.Errorf("a caller with a 300ms deadline returned after %v (err %v)", el, err)
 	}

@@ -1,10 +1,11 @@
-package shaper
+package shaperredis
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/shaper"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -21,7 +22,7 @@ import (
 // An op is one step of a history: a limit change or a call.
 type op struct {
 	set bool
-	lim Limit
+	lim shaper.Limit
 	at  int64 // µs
 	n   int64
 }
@@ -31,38 +32,38 @@ type op struct {
 type subject struct {
 	name  string
 	kind  algoKind
-	fresh func(t *testing.T, lim Limit) (call func(at, n int64) (Decision, error), set func(Limit))
+	fresh func(t *testing.T, lim shaper.Limit) (call func(at, n int64) (shaper.Decision, error), set func(shaper.Limit))
 }
 
 func localSubjects() []subject {
 	var out []subject
 	for kind := range kinds {
 		out = append(out, subject{name: kindNames[kind], kind: algoKind(kind),
-			fresh: func(_ *testing.T, lim Limit) (func(int64, int64) (Decision, error), func(Limit)) {
+			fresh: func(_ *testing.T, lim shaper.Limit) (func(int64, int64) (shaper.Decision, error), func(shaper.Limit)) {
 				m := newLocal(algoKind(kind), lim)
-				return func(at, n int64) (Decision, error) { return localAt(m, "k", at, n) },
-					func(l Limit) { setLocal(m, l) }
+				return func(at, n int64) (shaper.Decision, error) { return localAt(m, "k", at, n) },
+					func(l shaper.Limit) { setLocal(m, l) }
 			}})
 	}
 	out = append(out, subject{name: "Limiter", kind: kindGCRA,
-		fresh: func(_ *testing.T, lim Limit) (func(int64, int64) (Decision, error), func(Limit)) {
-			l := NewLimiter(lim)
-			return func(at, n int64) (Decision, error) { return l.AllowNAt(time.UnixMicro(at), n) }, l.SetLimit
+		fresh: func(_ *testing.T, lim shaper.Limit) (func(int64, int64) (shaper.Decision, error), func(shaper.Limit)) {
+			l := shaper.NewLimiter(lim)
+			return func(at, n int64) (shaper.Decision, error) { return l.AllowNAt(time.UnixMicro(at), n) }, l.SetLimit
 		}})
 	return out
 }
 
-func setLocal(m localMeter, lim Limit) {
+func setLocal(m localMeter, lim shaper.Limit) {
 	switch l := m.(type) {
-	case *Meter:
+	case *shaper.Meter:
 		l.SetLimit(lim)
-	case *TokenBucket:
+	case *shaper.TokenBucket:
 		l.SetLimit(lim)
-	case *FixedWindow:
+	case *shaper.FixedWindow:
 		l.SetLimit(lim)
-	case *SlidingLog:
+	case *shaper.SlidingLog:
 		l.SetLimit(lim)
-	case *SlidingCounter:
+	case *shaper.SlidingCounter:
 		l.SetLimit(lim)
 	}
 }
@@ -73,15 +74,12 @@ func redisSubjects(t *testing.T) []subject {
 	seq := 0
 	for kind := range kinds {
 		out = append(out, subject{name: "Redis" + kindNames[kind], kind: algoKind(kind),
-			fresh: func(t *testing.T, lim Limit) (func(int64, int64) (Decision, error), func(Limit)) {
+			fresh: func(t *testing.T, lim shaper.Limit) (func(int64, int64) (shaper.Decision, error), func(shaper.Limit)) {
 				seq++
-				rm := newRedisMeter(algoKind(kind), db.Client, lim, RedisConfig{Prefix: db.Prefix + kindNames[kind] + ":", Breaker: breaker.New("test", breaker.Config{CallTimeout: 5 * time.Second})})
+				rm := newMeter(algoKind(kind), db.Client, lim, Config{Prefix: db.Prefix + kindNames[kind] + ":", Breaker: breaker.New("test", breaker.Config{CallTimeout: 5 * time.Second})})
 				key := "h" + strconv.Itoa(seq)
-				var now int64
-				rm.now = func() int64 { return now }
-				return func(at, n int64) (Decision, error) {
-					now = at
-					return rm.AllowN(context.Background(), key, n)
+				return func(at, n int64) (shaper.Decision, error) {
+					return allowAt(context.Background(), rm, key, at, n)
 				}, rm.SetLimit
 			}})
 	}
@@ -89,9 +87,9 @@ func redisSubjects(t *testing.T) []subject {
 }
 
 // replay runs hist on a fresh meter of s and returns the last decision.
-func replay(t *testing.T, s subject, lim Limit, hist []op) (Decision, error) {
+func replay(t *testing.T, s subject, lim shaper.Limit, hist []op) (shaper.Decision, error) {
 	call, set := s.fresh(t, lim)
-	var d Decision
+	var d shaper.Decision
 	var err error
 	for _, o := range hist {
 		if o.set {
@@ -105,7 +103,7 @@ func replay(t *testing.T, s subject, lim Limit, hist []op) (Decision, error) {
 
 // randomHistory returns a random history for kind: calls mostly forward in time,
 // sometimes back (up to several periods), zero costs, and limit changes.
-func randomHistory(r *rand.Rand, kind algoKind, lim Limit, steps int) []op {
+func randomHistory(r *rand.Rand, kind algoKind, lim shaper.Limit, steps int) []op {
 	var hist []op
 	now := int64(1_700_000_000_000_000) + r.Int64N(1e12)
 	for range steps {
@@ -115,7 +113,7 @@ func randomHistory(r *rand.Rand, kind algoKind, lim Limit, steps int) []op {
 			continue
 		}
 		var n int64
-		now, n = randomStep(r, now, lim, lim.burst())
+		now, n = randomStep(r, now, lim, burstOf(lim))
 		if r.IntN(10) == 0 { // a larger step back
 			now -= r.Int64N(3*int64(lim.Rate.Period/time.Microsecond) + 1)
 		}
@@ -226,11 +224,11 @@ func TestGCRASetLimitLowered(t *testing.T) {
 			continue
 		}
 		t.Run(s.name, func(t *testing.T) {
-			call, set := s.fresh(t, Limit{Rate: PerHour(1)})
+			call, set := s.fresh(t, shaper.Limit{Rate: shaper.PerHour(1)})
 			if d, _ := call(hourT0, 1); !d.Allowed {
 				t.Fatalf("first call denied")
 			}
-			set(Limit{Rate: PerSecond(10)})
+			set(shaper.Limit{Rate: shaper.PerSecond(10)})
 			d, _ := call(hourT0+50_000, 1)
 			if d.Allowed || d.RetryAfter != 50*time.Millisecond {
 				t.Errorf("at +50ms: %+v, want denied with RetryAfter 50ms", d)
@@ -259,7 +257,7 @@ func TestGCRAOutOfOrderNoForgiveness(t *testing.T) {
 			continue
 		}
 		t.Run(s.name, func(t *testing.T) {
-			call, _ := s.fresh(t, Limit{Rate: PerSecond(10), Burst: 2})
+			call, _ := s.fresh(t, shaper.Limit{Rate: shaper.PerSecond(10), Burst: 2})
 			// 2 at t0+1s: tat = t0+1.2s.
 			for range 2 {
 				if d, _ := call(hourT0+1_000_000, 1); !d.Allowed {
@@ -283,18 +281,18 @@ func TestGCRAOutOfOrderNoForgiveness(t *testing.T) {
 	}
 }
 
-// TestTimeRange: times outside [0, 2^53) µs are refused with ErrTimeRange, and
+// TestTimeRange: times outside [0, 2^53) µs are refused with shaper.ErrTimeRange, and
 // change nothing.
 func TestTimeRange(t *testing.T) {
 	bad := []time.Time{{}, time.Unix(-1, 0), time.UnixMicro(-1), time.UnixMicro(maxExact), time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}
 	for _, s := range localSubjects() {
 		t.Run(s.name, func(t *testing.T) {
-			lim := Limit{Rate: PerSecond(10)}
+			lim := shaper.Limit{Rate: shaper.PerSecond(10)}
 			call, _ := s.fresh(t, lim)
 			for _, at := range bad {
 				d, err := call(at.UnixMicro(), 1)
-				if !errors.Is(err, ErrTimeRange) || d.Allowed {
-					t.Errorf("at %v: %+v, %v; want ErrTimeRange", at, d, err)
+				if !errors.Is(err, shaper.ErrTimeRange) || d.Allowed {
+					t.Errorf("at %v: %+v, %v; want shaper.ErrTimeRange", at, d, err)
 				}
 			}
 			for i := range 10 {
@@ -306,7 +304,7 @@ func TestTimeRange(t *testing.T) {
 	}
 	// The edges are valid.
 	for _, us := range []int64{0, maxExact - 1} {
-		if d, err := NewMeter(Limit{Rate: PerSecond(1)}).AllowNAt("k", time.UnixMicro(us), 1); err != nil || !d.Allowed {
+		if d, err := shaper.NewMeter(shaper.Limit{Rate: shaper.PerSecond(1)}).AllowNAt("k", time.UnixMicro(us), 1); err != nil || !d.Allowed {
 			t.Errorf("at %dµs: %+v, %v; want allowed", us, d, err)
 		}
 	}
@@ -315,7 +313,7 @@ func TestTimeRange(t *testing.T) {
 // TestRedisTimeRange: the scripts refuse a test time outside [0, 2^53) µs.
 func TestRedisTimeRange(t *testing.T) {
 	for _, s := range redisSubjects(t) {
-		call, _ := s.fresh(t, Limit{Rate: PerSecond(10)})
+		call, _ := s.fresh(t, shaper.Limit{Rate: shaper.PerSecond(10)})
 		for _, us := range []int64{-1, maxExact} {
 			if d, err := call(us, 1); err == nil || d.Allowed {
 				t.Errorf("%s at %dµs: %+v, %v; want an error", s.name, us, d, err)
@@ -329,12 +327,12 @@ func TestRedisTimeRange(t *testing.T) {
 // un-peeked meter's.
 func TestPeekRecordsNothing(t *testing.T) {
 	subjects := append(localSubjects(), redisSubjectsIfAny(t)...)
-	lim := Limit{Rate: PerSecond(1), Burst: 10}
+	lim := shaper.Limit{Rate: shaper.PerSecond(1), Burst: 10}
 	for _, s := range subjects {
 		t.Run(s.name, func(t *testing.T) {
 			l := lim
 			if kinds[s.kind].window {
-				l = Limit{Rate: Rate{Count: 10, Period: 10 * time.Second}}
+				l = shaper.Limit{Rate: shaper.Rate{Count: 10, Period: 10 * time.Second}}
 			}
 			for _, peek := range []bool{false, true} {
 				call, _ := s.fresh(t, l)

@@ -1,4 +1,4 @@
-package shaper
+package shaperredis
 
 import (
 	"context"
@@ -9,11 +9,12 @@ import (
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/reject"
 	"github.com/floodgate-go/floodgate/internal/storecall"
+	"github.com/floodgate-go/floodgate/shaper"
 	"github.com/redis/go-redis/v9"
 )
 
-// RedisQueue is the fleet-wide form of [Queue]: every process that makes a
-// RedisQueue with the same client, name and rate shares one schedule in Redis, so
+// Queue is the fleet-wide form of [shaper.Queue]: every process that makes a
+// Queue with the same client, name and rate shares one schedule in Redis, so
 // N worker processes together start work at Rate (with up to QueueConfig.Burst at
 // once after a quiet period), without a central queue process.
 //
@@ -32,14 +33,16 @@ import (
 // calls behind it, possibly in other processes, keep their slots, so this one
 // goes unused).
 //
-// When Redis cannot answer, RedisConfig.Policy decides: FailClosed returns the
+// When Redis cannot answer, Config.Policy decides: FailClosed returns the
 // breaker's error, FailOpen starts the call at once, FailLocal waits on a local
-// Queue with RedisConfig.LocalLimit's rate and burst (default: the shared rate).
+// [shaper.Queue] with Config.LocalLimit's rate and burst (default: the shared
+// rate).
 //
-// Use [NewRedisQueue]; the zero RedisQueue refuses every call with ErrClosed. A
-// RedisQueue is safe for concurrent use by multiple goroutines. It starts no
-// goroutine.
-type RedisQueue struct {
+// Use [NewQueue]; the zero Queue refuses every call with ErrClosed. A Queue is
+// safe for concurrent use by multiple goroutines. Its constructor starts no
+// goroutine; the slots of calls that gave up are given back by at most one
+// background goroutine at a time, which Close waits for.
+type Queue struct {
 	st       storecall.Store // the client and its breaker
 	key      string
 	rl       *redisLimit
@@ -47,34 +50,46 @@ type RedisQueue struct {
 	maxWait  int64 // µs; < 0 unbounded
 	maxSlot  int64 // µs: the longest reservation the script arithmetic allows
 	policy   breaker.Policy
-	local    *Queue
-	now      func() int64 // tests only (see RedisMeter.now)
+	local    *shaper.Queue
 
 	mu sync.Mutex
 	// mu guards:
-	waiting map[*int64]struct{} // slot times (ns since base) of sleeping calls
-	closed  bool
-	done    chan struct{} // closed by Close
-	base    time.Time
+	waiting  map[*int64]struct{} // slot times (ns since base) of sleeping calls
+	closed   bool
+	done     chan struct{} // closed by Close
+	base     time.Time
+	giveback [][7]int64 // reservations to give back, latest last
+	giving   bool       // a give-back goroutine runs (counted in wg)
+	wg       sync.WaitGroup
 }
 
-// NewRedisQueue returns a fleet-wide queue named name releasing r.Count weight
-// units per r.Period, configured by cfg as a local [Queue] is, with its state
-// under the Redis key rcfg.Prefix + "{" + name + "}" (Prefix "shaper:q:" if
-// empty). It does no I/O and starts no goroutine. It panics if r admits nothing,
-// if cfg.Burst or cfg.MaxQueue is negative, or on an invalid client (see
-// [NewRedisMeter]).
-func NewRedisQueue(client redis.UniversalClient, name string, r Rate, cfg QueueConfig, rcfg RedisConfig) *RedisQueue {
-	storecall.Check("shaper", client)
+// QueueConfig configures a [Queue]. It is [shaper.QueueConfig]: the fields mean
+// the same for a local and a fleet-wide queue (MaxQueue bounds the calls
+// waiting in this process), so moving a queue to Redis changes its
+// constructor, not its configuration.
+type QueueConfig = shaper.QueueConfig
+
+// NewQueue returns a fleet-wide queue named name releasing r.Count weight
+// units per r.Period, configured by cfg as a local [shaper.Queue] is, with its
+// state under the Redis key rcfg.Prefix + "{" + name + "}" (Prefix "shaper:q:"
+// if empty). It does no I/O and starts no goroutine. It panics if r admits
+// nothing (or Burst×Period reaches 2^53 µs), if cfg.Burst or cfg.MaxQueue is
+// negative, if name is longer than rcfg.MaxKeyLen, or on an invalid client (see
+// [NewMeter]).
+func NewQueue(client redis.UniversalClient, name string, r shaper.Rate, cfg QueueConfig, rcfg Config) *Queue {
+	storecall.Check("shaperredis", client)
 	if cfg.Burst < 0 || cfg.MaxQueue < 0 {
-		panic("shaper: NewRedisQueue: negative Burst or MaxQueue")
+		panic("shaperredis: NewQueue: negative Burst or MaxQueue")
 	}
-	lim := Limit{Rate: r, Burst: max(cfg.Burst, 1)}
-	rl := newRedisLimit("NewRedisQueue", lim, false)
+	if !keyOK(name, rcfg.maxKeyLen()) {
+		panic("shaperredis: NewQueue: name longer than MaxKeyLen")
+	}
+	lim := shaper.Limit{Rate: r, Burst: max(cfg.Burst, 1)}
+	rl := newRedisLimit("NewQueue", lim, false)
 	if rcfg.Prefix == "" {
 		rcfg.Prefix = "shaper:q:"
 	}
-	q := &RedisQueue{
+	q := &Queue{
 		st:       rcfg.store(client, rcfg.Prefix),
 		key:      rcfg.Prefix + "{" + name + "}",
 		rl:       rl,
@@ -95,16 +110,16 @@ func NewRedisQueue(client redis.UniversalClient, name string, r Rate, cfg QueueC
 	q.maxSlot = max(0, (maxExact-2*lim.Burst*rl.p)/rl.c-1)
 	if rcfg.Policy == breaker.FailLocal {
 		ll := rcfg.LocalLimit
-		if ll == (Limit{}) {
+		if ll == (shaper.Limit{}) {
 			ll = lim
 		}
-		q.local = NewQueue(ll.Rate, QueueConfig{Burst: ll.burst(), MaxQueue: cfg.MaxQueue, MaxWait: cfg.MaxWait})
+		q.local = shaper.NewQueue(ll.Rate, QueueConfig{Burst: burstOf(ll), MaxQueue: cfg.MaxQueue, MaxWait: cfg.MaxWait})
 	}
 	return q
 }
 
 // Key returns the Redis key of the queue's schedule.
-func (q *RedisQueue) Key() string { return q.key }
+func (q *Queue) Key() string { return q.key }
 
 // Wait reserves a slot of weight n in the fleet's schedule and sleeps until it,
 // then returns nil. It fails without reserving anything:
@@ -118,14 +133,16 @@ func (q *RedisQueue) Key() string { return q.key }
 //     much later a call with the same budget could reserve it, if nothing else
 //     reserves meanwhile); ErrDeadline is not context.DeadlineExceeded.
 //
-// If ctx ends during the sleep, Wait returns ctx.Err(), and if the queue is
-// closed, ErrClosed; the slot is given back if it is still the last one
-// reserved (one more round trip, detached from ctx). When Redis cannot answer, see
-// RedisConfig.Policy. A weight of zero reserves nothing and returns nil at once. A
-// negative n panics.
-func (q *RedisQueue) Wait(ctx context.Context, n int64) error {
+// If ctx ends during the sleep, Wait returns ctx.Err() at once, and if the
+// queue is closed, ErrClosed; the slot is given back in the background if it is
+// still the last one reserved (one more round trip, detached from ctx, bounded
+// by the breaker's CallTimeout; Close waits for it). If ctx ends while the
+// reservation itself is in flight, Wait returns ctx.Err() when ctx ends. When
+// Redis cannot answer, see Config.Policy. A weight of zero reserves nothing and
+// returns nil at once. A negative n panics.
+func (q *Queue) Wait(ctx context.Context, n int64) error {
 	if n < 0 {
-		panic("shaper: RedisQueue.Wait: negative weight")
+		panic("shaperredis: Queue.Wait: negative weight")
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -172,9 +189,6 @@ func (q *RedisQueue) Wait(ctx context.Context, n int64) error {
 		}
 	}
 	args := []any{q.rl.args[0], q.rl.args[1], q.rl.args[2], n, budget}
-	if q.now != nil {
-		args = append(args, q.now())
-	}
 	var fallback func(context.Context) ([7]int64, error)
 	if q.local != nil {
 		fallback = func(context.Context) ([7]int64, error) { return [7]int64{-1}, nil }
@@ -185,7 +199,7 @@ func (q *RedisQueue) Wait(ctx context.Context, n int64) error {
 			return out, err
 		}
 		if out[0] != 0 && out[0] != 1 || out[1] < 0 {
-			return out, errors.New("shaper: unexpected reserve reply")
+			return out, errors.New("shaperredis: unexpected reserve reply")
 		}
 		return out, nil
 	}, fallback)
@@ -209,43 +223,86 @@ func (q *RedisQueue) Wait(ctx context.Context, n int64) error {
 		return nil
 	}
 	q.mu.Lock()
-	*slot = int64(time.Since(q.base) + wait)
+	closed := q.closed
+	if !closed {
+		*slot = int64(time.Since(q.base) + wait)
+		q.wg.Add(1) // a sleeper: Close waits until it has queued its give-back
+	}
 	q.mu.Unlock()
+	if closed { // closed while the reservation was in flight
+		q.giveBackOne(r)
+		return ErrClosed
+	}
+	defer q.wg.Done()
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		q.unreserve(ctx, r)
+		q.unreserve(r)
 		return ctx.Err()
 	case <-q.done:
-		q.unreserve(ctx, r)
+		q.unreserve(r)
 		return ErrClosed
 	}
 }
 
-// unreserve gives back the reservation r of a call that gave up before its slot,
-// if no later reservation was made since (see lua/unreserve.lua). It is
-// best-effort cleanup: detached from ctx's cancellation, bounded by one second
-// and the breaker, and its errors are dropped (the slot then stays used).
-func (q *RedisQueue) unreserve(ctx context.Context, r [7]int64) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+// unreserve queues the give-back of reservation r, made by a call that gave up
+// before its slot, and starts the give-back goroutine unless it runs. The
+// caller does not wait: a frozen Redis must not hold a caller past its own
+// deadline.
+func (q *Queue) unreserve(r [7]int64) {
+	q.mu.Lock()
+	q.giveback = append(q.giveback, r)
+	start := !q.giving
+	if start {
+		q.giving = true
+		q.wg.Add(1)
+	}
+	q.mu.Unlock()
+	if start {
+		go q.giveBack()
+	}
+}
+
+// giveBack gives back the queued reservations, latest first (so that a chain of
+// abandoned reservations at the end of the schedule unwinds), and exits when
+// none is left. Each give-back is best-effort cleanup (lua/unreserve.lua): it
+// succeeds only if no later reservation was made since, it is bounded by the
+// breaker (CallTimeout, and no wait while open) and one second, and its errors
+// are dropped (the slot then stays used).
+func (q *Queue) giveBack() {
+	defer q.wg.Done()
+	for {
+		q.mu.Lock()
+		if len(q.giveback) == 0 {
+			q.giving = false
+			q.mu.Unlock()
+			return
+		}
+		r := q.giveback[len(q.giveback)-1]
+		q.giveback = q.giveback[:len(q.giveback)-1]
+		q.mu.Unlock()
+		q.giveBackOne(r)
+	}
+}
+
+// giveBackOne gives back reservation r now (see giveBack).
+func (q *Queue) giveBackOne(r [7]int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	args := []any{q.rl.args[0], q.rl.args[1], q.rl.args[2], 0, r[3], r[4], r[5], r[6]}
-	if q.now != nil {
-		args = append(args, q.now())
-	}
 	storecall.Do(ctx, &q.st, breaker.FailClosed, func(ctx context.Context, client redis.UniversalClient) (any, error) {
 		return unreserveScript.Run(ctx, client, []string{q.key}, args...).Result()
 	}, nil)
 }
 
 // Do waits for one slot of weight n as Wait does, then calls fn(ctx) once and
-// returns its error, like [Queue.Do]. If Wait fails (ctx.Err(), ErrClosed, a
-// *RejectError, or a store error the policy did not absorb), Do returns that
-// error without calling fn.
-func (q *RedisQueue) Do(ctx context.Context, n int64, fn func(context.Context) error) error {
+// returns its error, like [shaper.Queue.Do]. If Wait fails (ctx.Err(),
+// ErrClosed, a *RejectError, or a store error the policy did not absorb), Do
+// returns that error without calling fn.
+func (q *Queue) Do(ctx context.Context, n int64, fn func(context.Context) error) error {
 	if err := q.Wait(ctx, n); err != nil {
 		return err
 	}
@@ -253,9 +310,12 @@ func (q *RedisQueue) Do(ctx context.Context, n int64, fn func(context.Context) e
 }
 
 // Close refuses new calls with ErrClosed and wakes every sleeping call with
-// ErrClosed (each gives its slot back as a cancelled call does). Close itself
-// never blocks and does no I/O. Closing twice is a no-op.
-func (q *RedisQueue) Close() {
+// ErrClosed (each gives its slot back as a cancelled call does), then waits for
+// the give-backs (each bounded by the breaker's CallTimeout; once the breaker
+// opens, they fail at once), so that no goroutine of the Queue outlives it. A
+// call whose reservation is still in flight when Close returns gives its slot
+// back itself before it returns ErrClosed. Closing twice is a no-op.
+func (q *Queue) Close() {
 	if q.done == nil {
 		return
 	}
@@ -268,4 +328,5 @@ func (q *RedisQueue) Close() {
 	if q.local != nil {
 		q.local.Close()
 	}
+	q.wg.Wait()
 }

@@ -1,4 +1,4 @@
-package shaper_test
+package shaperredis_test
 
 import (
 	"context"
@@ -12,24 +12,25 @@ import (
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/floodgate-go/floodgate/shaper"
+	"github.com/floodgate-go/floodgate/shaper/shaperredis"
 	"github.com/redis/go-redis/v9"
 )
 
 // roundTrips counts round trips (commands and pipelines).
 type roundTrips = redistest.RoundTrips
 
-type newFunc func(redis.UniversalClient, shaper.Limit, shaper.RedisConfig) *shaper.RedisMeter
+type newFunc func(redis.UniversalClient, shaper.Limit, shaperredis.Config) *shaperredis.Meter
 
 var algos = []struct {
 	name   string
 	new    newFunc
 	window bool
 }{
-	{"gcra", shaper.NewRedisMeter, false},
-	{"tokenbucket", shaper.NewRedisTokenBucket, false},
-	{"fixedwindow", shaper.NewRedisFixedWindow, true},
-	{"slidinglog", shaper.NewRedisSlidingLog, true},
-	{"slidingcounter", shaper.NewRedisSlidingCounter, true},
+	{"gcra", shaperredis.NewMeter, false},
+	{"tokenbucket", shaperredis.NewTokenBucket, false},
+	{"fixedwindow", shaperredis.NewFixedWindow, true},
+	{"slidinglog", shaperredis.NewSlidingLog, true},
+	{"slidingcounter", shaperredis.NewSlidingCounter, true},
 }
 
 func limitFor(window bool, count int64, period time.Duration, burst int64) shaper.Limit {
@@ -48,7 +49,7 @@ func TestRedisMeterRefusesInvalidBeforeRoundTrip(t *testing.T) {
 	var rt roundTrips
 	rdb.AddHook(&rt)
 	for _, a := range algos {
-		m := a.new(rdb, limitFor(a.window, 5, time.Second, 5), shaper.RedisConfig{})
+		m := a.new(rdb, limitFor(a.window, 5, time.Second, 5), shaperredis.Config{})
 		_, err := m.AllowN(context.Background(), "k", 6)
 		if re, ok := errors.AsType[*shaper.RejectError](err); !ok || !errors.Is(err, shaper.ErrTooLarge) || re.RetryAfter() != 0 {
 			t.Errorf("%s: AllowN(6) with burst 5: err = %v, want ErrTooLarge with RetryAfter 0", a.name, err)
@@ -63,17 +64,17 @@ func TestRedisMeterRefusesInvalidBeforeRoundTrip(t *testing.T) {
 	if n := rt.N.Load(); n != 0 {
 		t.Errorf("%d round trips for refused calls, want 0", n)
 	}
-	mustPanic(t, "nil client", func() { shaper.NewRedisMeter(nil, shaper.Limit{Rate: shaper.PerSecond(1)}, shaper.RedisConfig{}) })
+	mustPanic(t, "nil client", func() { shaperredis.NewMeter(nil, shaper.Limit{Rate: shaper.PerSecond(1)}, shaperredis.Config{}) })
 	mustPanic(t, "no ContextTimeoutEnabled", func() {
 		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 		defer c.Close()
-		shaper.NewRedisMeter(c, shaper.Limit{Rate: shaper.PerSecond(1)}, shaper.RedisConfig{})
+		shaperredis.NewMeter(c, shaper.Limit{Rate: shaper.PerSecond(1)}, shaperredis.Config{})
 	})
-	mustPanic(t, "zero rate", func() { shaper.NewRedisMeter(rdb, shaper.Limit{}, shaper.RedisConfig{}) })
+	mustPanic(t, "zero rate", func() { shaperredis.NewMeter(rdb, shaper.Limit{}, shaperredis.Config{}) })
 	mustPanic(t, "window burst", func() {
-		shaper.NewRedisFixedWindow(rdb, shaper.Limit{Rate: shaper.PerSecond(5), Burst: 3}, shaper.RedisConfig{})
+		shaperredis.NewFixedWindow(rdb, shaper.Limit{Rate: shaper.PerSecond(5), Burst: 3}, shaperredis.Config{})
 	})
-	var zero shaper.RedisMeter
+	var zero shaperredis.Meter
 	if _, err := zero.AllowN(context.Background(), "k", 1); !errors.Is(err, shaper.ErrTooLarge) {
 		t.Errorf("zero RedisMeter: err = %v, want ErrTooLarge", err)
 	}
@@ -96,13 +97,13 @@ func TestRedisMeterGCRABurst(t *testing.T) {
 	db := redistest.Connect(t)
 	var rt roundTrips
 	db.Client.AddHook(&rt)
-	m := shaper.NewRedisMeter(db.Client, shaper.Limit{Rate: shaper.PerSecond(100), Burst: 5}, shaper.RedisConfig{Prefix: db.Prefix})
+	m := shaperredis.NewMeter(db.Client, shaper.Limit{Rate: shaper.PerSecond(100), Burst: 5}, shaperredis.Config{Prefix: db.Prefix})
 	ctx := context.Background()
 	allowed := 0
 	var firstDenial shaper.Decision
 	start := time.Now()
 	for range 20 {
-		d, err := m.Allow(ctx, "k")
+		d, err := m.AllowN(ctx, "k", 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,10 +127,10 @@ func TestRedisMeterGCRABurst(t *testing.T) {
 	if err := firstDenial.Err(); !errors.Is(err, shaper.ErrLimited) {
 		t.Errorf("Decision.Err() = %v, want ErrLimited", err)
 	}
-	d, _ := m.Allow(ctx, "k")
+	d, _ := m.AllowN(ctx, "k", 1)
 	if !d.Allowed {
 		time.Sleep(d.RetryAfter)
-		if d, _ = m.Allow(ctx, "k"); !d.Allowed {
+		if d, _ = m.AllowN(ctx, "k", 1); !d.Allowed {
 			t.Errorf("after sleeping RetryAfter: %+v, want allowed", d)
 		}
 	}
@@ -144,7 +145,7 @@ func TestRedisRetryAfterIsEnough(t *testing.T) {
 	for _, a := range algos {
 		t.Run("algo="+a.name, func(t *testing.T) {
 			t.Parallel()
-			m := a.new(db.Client, limitFor(a.window, 20, 200*time.Millisecond, 4), shaper.RedisConfig{Prefix: db.Prefix + a.name + ":"})
+			m := a.new(db.Client, limitFor(a.window, 20, 200*time.Millisecond, 4), shaperredis.Config{Prefix: db.Prefix + a.name + ":"})
 			max := int64(4)
 			if a.window {
 				max = 20
@@ -187,7 +188,7 @@ func TestRedisMeterTTL(t *testing.T) {
 	db := redistest.Connect(t)
 	ctx := context.Background()
 	for _, a := range algos {
-		m := a.new(db.Client, limitFor(a.window, 10, 100*time.Millisecond, 10), shaper.RedisConfig{Prefix: db.Prefix + a.name + ":"})
+		m := a.new(db.Client, limitFor(a.window, 10, 100*time.Millisecond, 10), shaperredis.Config{Prefix: db.Prefix + a.name + ":"})
 		if _, err := m.AllowN(ctx, "k", 3); err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +202,7 @@ func TestRedisMeterTTL(t *testing.T) {
 			t.Errorf("%s: PTTL = %v, want in (0, 200ms]", a.name, ttl)
 		}
 	}
-	gcra := shaper.NewRedisMeter(db.Client, limitFor(false, 10, 100*time.Millisecond, 10), shaper.RedisConfig{Prefix: db.Prefix + "gcra:"})
+	gcra := shaperredis.NewMeter(db.Client, limitFor(false, 10, 100*time.Millisecond, 10), shaperredis.Config{Prefix: db.Prefix + "gcra:"})
 	time.Sleep(250 * time.Millisecond)
 	if n := db.Client.Exists(ctx, gcra.Key("k")).Val(); n != 0 {
 		t.Errorf("GCRA key still there 250ms after a burst of 3 at 100/s")
@@ -213,7 +214,7 @@ func TestRedisMeterTTL(t *testing.T) {
 
 // hammerRedis runs goroutines spread over clients calling m on one key until the
 // deadline and returns the number admitted and the elapsed time.
-func hammerRedis(t *testing.T, meters []*shaper.RedisMeter, goroutines int, d time.Duration) (int64, time.Duration) {
+func hammerRedis(t *testing.T, meters []*shaperredis.Meter, goroutines int, d time.Duration) (int64, time.Duration) {
 	t.Helper()
 	var allowed, errs atomic.Int64
 	var wg sync.WaitGroup
@@ -223,7 +224,7 @@ func hammerRedis(t *testing.T, meters []*shaper.RedisMeter, goroutines int, d ti
 		m := meters[g%len(meters)]
 		wg.Go(func() {
 			for time.Now().Before(stop) {
-				dec, err := m.Allow(context.Background(), "k")
+				dec, err := m.AllowN(context.Background(), "k", 1)
 				if err != nil {
 					if errs.Add(1) == 1 {
 						t.Errorf("Allow: %v", err)
@@ -250,12 +251,12 @@ func TestRedisConcurrentNeverOverAdmits(t *testing.T) {
 		for _, batch := range []bool{false, true} {
 			t.Run(fmt.Sprintf("algo=%s/batch=%v", a.name, batch), func(t *testing.T) {
 				const rate, burst = 200, 10
-				var meters []*shaper.RedisMeter
+				var meters []*shaperredis.Meter
 				for range 4 {
 					c := redis.NewClient(redistest.Options(addr))
 					defer c.Close()
 					meters = append(meters, a.new(c, shaper.Limit{Rate: shaper.PerSecond(rate), Burst: burst},
-						shaper.RedisConfig{Prefix: fmt.Sprintf("%s%s:%v:", db.Prefix, a.name, batch), Batch: batch, Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})}))
+						shaperredis.Config{Prefix: fmt.Sprintf("%s%s:%v:", db.Prefix, a.name, batch), Batch: batch, Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})}))
 				}
 				got, elapsed := hammerRedis(t, meters, 64, 2*time.Second)
 				bound := burst + int64(rate*elapsed.Seconds()) + 1
@@ -278,9 +279,9 @@ func TestRedisScriptFlush(t *testing.T) {
 	admin := srv.Client()
 	for _, batch := range []bool{false, true} {
 		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
-			var meters []*shaper.RedisMeter
+			var meters []*shaperredis.Meter
 			for _, a := range algos {
-				meters = append(meters, a.new(srv.Client(), limitFor(a.window, 1000, time.Second, 1000), shaper.RedisConfig{Batch: batch, Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})}))
+				meters = append(meters, a.new(srv.Client(), limitFor(a.window, 1000, time.Second, 1000), shaperredis.Config{Batch: batch, Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})}))
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
@@ -295,7 +296,7 @@ func TestRedisScriptFlush(t *testing.T) {
 				m := meters[g%len(meters)]
 				wg.Go(func() {
 					for ctx.Err() == nil {
-						_, err := m.Allow(context.Background(), fmt.Sprint("k", g))
+						_, err := m.AllowN(context.Background(), fmt.Sprint("k", g), 1)
 						calls.Add(1)
 						if err != nil && errs.Add(1) <= 3 {
 							t.Errorf("Allow during SCRIPT FLUSH: %v", err)
@@ -324,20 +325,20 @@ func TestRedisKillAndRestart(t *testing.T) {
 	brk := breaker.New("test", breaker.Config{CallTimeout: 200 * time.Millisecond, OpenDuration: 300 * time.Millisecond, Jitter: -1,
 		Logger: nil})
 	lim := shaper.Limit{Rate: shaper.PerSecond(100), Burst: 10}
-	closed := shaper.NewRedisMeter(rdb, lim, shaper.RedisConfig{Breaker: brk, Policy: breaker.FailClosed})
-	open := shaper.NewRedisMeter(rdb, lim, shaper.RedisConfig{Breaker: brk, Policy: breaker.FailOpen})
-	local := shaper.NewRedisMeter(rdb, lim, shaper.RedisConfig{Breaker: brk, Policy: breaker.FailLocal,
+	closed := shaperredis.NewMeter(rdb, lim, shaperredis.Config{Breaker: brk, Policy: breaker.FailClosed})
+	open := shaperredis.NewMeter(rdb, lim, shaperredis.Config{Breaker: brk, Policy: breaker.FailOpen})
+	local := shaperredis.NewMeter(rdb, lim, shaperredis.Config{Breaker: brk, Policy: breaker.FailLocal,
 		LocalLimit: shaper.Limit{Rate: shaper.PerSecond(1), Burst: 2}})
 	ctx := context.Background()
-	for _, m := range []*shaper.RedisMeter{closed, open, local} {
-		if d, err := m.Allow(ctx, "k"); err != nil || !d.Allowed {
+	for _, m := range []*shaperredis.Meter{closed, open, local} {
+		if d, err := m.AllowN(ctx, "k", 1); err != nil || !d.Allowed {
 			t.Fatalf("before the kill: %+v, %v", d, err)
 		}
 	}
 	srv.Kill()
 	for i := range 10 {
 		start := time.Now()
-		_, err := closed.Allow(ctx, "k")
+		_, err := closed.AllowN(ctx, "k", 1)
 		if !errors.Is(err, breaker.ErrUnavailable) {
 			t.Fatalf("call %d with Redis dead, FailClosed: err = %v, want ErrUnavailable", i, err)
 		}
@@ -349,7 +350,7 @@ func TestRedisKillAndRestart(t *testing.T) {
 		t.Fatalf("breaker %v after 10 failures, want open", brk.State())
 	}
 	start := time.Now()
-	_, err := closed.Allow(ctx, "k")
+	_, err := closed.AllowN(ctx, "k", 1)
 	var ra interface{ RetryAfter() time.Duration }
 	if !errors.As(err, &ra) || ra.RetryAfter() <= 0 {
 		t.Errorf("open breaker, FailClosed: err = %v, want a RetryAfter", err)
@@ -357,7 +358,7 @@ func TestRedisKillAndRestart(t *testing.T) {
 	if el := time.Since(start); el > 50*time.Millisecond {
 		t.Errorf("open breaker: call took %v, want immediate", el)
 	}
-	if d, err := open.Allow(ctx, "k"); err != nil || !d.Allowed {
+	if d, err := open.AllowN(ctx, "k", 1); err != nil || !d.Allowed {
 		t.Errorf("FailOpen with Redis dead: %+v, %v; want allowed", d, err)
 	}
 	if brk.Stats().Degraded == 0 {
@@ -365,7 +366,7 @@ func TestRedisKillAndRestart(t *testing.T) {
 	}
 	var localAllowed int
 	for range 5 {
-		d, err := local.Allow(ctx, "k")
+		d, err := local.AllowN(ctx, "k", 1)
 		if err != nil {
 			t.Fatalf("FailLocal with Redis dead: %v", err)
 		}
@@ -380,7 +381,7 @@ func TestRedisKillAndRestart(t *testing.T) {
 	srv.Restart()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		d, err := closed.Allow(ctx, "k")
+		d, err := closed.AllowN(ctx, "k", 1)
 		if err == nil && d.Allowed {
 			break
 		}
@@ -399,7 +400,7 @@ func TestRedisCluster(t *testing.T) {
 	ctx := context.Background()
 	for _, batch := range []bool{false, true} {
 		for _, a := range algos {
-			m := a.new(c.Client, limitFor(a.window, 5, time.Second, 5), shaper.RedisConfig{
+			m := a.new(c.Client, limitFor(a.window, 5, time.Second, 5), shaperredis.Config{
 				Prefix: fmt.Sprintf("%s:%v:", a.name, batch), Batch: batch, Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})})
 			var wg sync.WaitGroup
 			for k := range 30 {
@@ -408,7 +409,7 @@ func TestRedisCluster(t *testing.T) {
 					allowed := 0
 					start := time.Now()
 					for range 7 {
-						d, err := m.Allow(ctx, key)
+						d, err := m.AllowN(ctx, key, 1)
 						if err != nil {
 							t.Errorf("%s batch=%v key %s: %v", a.name, batch, key, err)
 							return
@@ -430,16 +431,16 @@ func TestRedisCluster(t *testing.T) {
 	}
 	// The fleet queue and leases, on keys of every node.
 	for k := range 6 {
-		q := shaper.NewRedisQueue(c.Client, fmt.Sprint("jobs-", k), shaper.PerSecond(100), shaper.QueueConfig{Burst: 2},
-			shaper.RedisConfig{Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})})
+		q := shaperredis.NewQueue(c.Client, fmt.Sprint("jobs-", k), shaper.PerSecond(100), shaper.QueueConfig{Burst: 2},
+			shaperredis.Config{Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})})
 		for range 3 {
 			if err := q.Wait(ctx, 1); err != nil {
 				t.Errorf("RedisQueue.Wait on the cluster: %v", err)
 			}
 		}
 		q.Close()
-		m := shaper.NewRedisMeter(c.Client, shaper.Limit{Rate: shaper.PerSecond(100), Burst: 20}, shaper.RedisConfig{Prefix: "lease:", Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})})
-		l := m.Lease(fmt.Sprint("tenant-", k), shaper.LeaseConfig{Batch: 10, Exhaustion: shaper.ExhaustWait, MaxWait: time.Second})
+		m := shaperredis.NewMeter(c.Client, shaper.Limit{Rate: shaper.PerSecond(100), Burst: 20}, shaperredis.Config{Prefix: "lease:", Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})})
+		l := m.Lease(fmt.Sprint("tenant-", k), shaperredis.LeaseConfig{Batch: 10, Exhaustion: shaperredis.ExhaustWait, MaxWait: time.Second})
 		for range 15 {
 			if err := l.Wait(ctx, 1); err != nil {
 				t.Errorf("Lease.Wait on the cluster: %v", err)
@@ -482,13 +483,13 @@ func TestRedisPausedRespectsCallTimeout(t *testing.T) {
 type pausedKey struct{}
 
 func testPaused(t *testing.T, srv *redistest.Server, own, batch bool) {
-	cfg := shaper.RedisConfig{Batch: batch, Breaker: breaker.New("test", breaker.Config{CallTimeout: 150 * time.Millisecond})}
+	cfg := shaperredis.Config{Batch: batch, Breaker: breaker.New("test", breaker.Config{CallTimeout: 150 * time.Millisecond})}
 	if !own {
-		cfg = shaper.RedisConfig{Batch: batch, Breaker: breaker.New("paused", breaker.Config{CallTimeout: 150 * time.Millisecond, ConsecutiveFailures: 1000})}
+		cfg = shaperredis.Config{Batch: batch, Breaker: breaker.New("paused", breaker.Config{CallTimeout: 150 * time.Millisecond, ConsecutiveFailures: 1000})}
 	}
-	m := shaper.NewRedisMeter(srv.Client(), shaper.Limit{Rate: shaper.PerSecond(1000), Burst: 100}, cfg)
+	m := shaperredis.NewMeter(srv.Client(), shaper.Limit{Rate: shaper.PerSecond(1000), Burst: 100}, cfg)
 	ctx := context.Background()
-	if _, err := m.Allow(ctx, "k"); err != nil {
+	if _, err := m.AllowN(ctx, "k", 1); err != nil {
 		t.Fatal(err)
 	}
 	srv.Pause()
@@ -501,7 +502,7 @@ func testPaused(t *testing.T, srv *redistest.Server, own, batch bool) {
 				cx = context.WithValue(ctx, pausedKey{}, i)
 			}
 			start := time.Now()
-			_, err := m.Allow(cx, "k")
+			_, err := m.AllowN(cx, "k", 1)
 			if !errors.Is(err, breaker.ErrUnavailable) {
 				t.Errorf("Allow with Redis paused: %v, want ErrUnavailable", err)
 			}
@@ -513,7 +514,7 @@ func testPaused(t *testing.T, srv *redistest.Server, own, batch bool) {
 	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	if _, err := m.Allow(cctx, "k"); err != context.DeadlineExceeded {
+	if _, err := m.AllowN(cctx, "k", 1); err != context.DeadlineExceeded {
 		t.Errorf("Allow with a 50ms deadline: %v, want context.DeadlineExceeded", err)
 	}
 	if el := time.Since(start); el > 500*time.Millisecond {
@@ -523,7 +524,7 @@ func testPaused(t *testing.T, srv *redistest.Server, own, batch bool) {
 	srv.Resume()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		_, err := m.Allow(ctx, "k")
+		_, err := m.AllowN(ctx, "k", 1)
 		if err == nil {
 			break
 		}
@@ -541,17 +542,17 @@ func TestRedisQueuePolicies(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer rdb.Close()
 	ctx := context.Background()
-	closed := shaper.NewRedisQueue(rdb, "q", shaper.PerSecond(10), shaper.QueueConfig{}, shaper.RedisConfig{})
+	closed := shaperredis.NewQueue(rdb, "q", shaper.PerSecond(10), shaper.QueueConfig{}, shaperredis.Config{})
 	if err := closed.Wait(ctx, 1); !errors.Is(err, breaker.ErrUnavailable) {
 		t.Errorf("FailClosed: %v, want ErrUnavailable", err)
 	}
-	open := shaper.NewRedisQueue(rdb, "q", shaper.PerSecond(10), shaper.QueueConfig{}, shaper.RedisConfig{Policy: breaker.FailOpen})
+	open := shaperredis.NewQueue(rdb, "q", shaper.PerSecond(10), shaper.QueueConfig{}, shaperredis.Config{Policy: breaker.FailOpen})
 	for range 3 {
 		if err := open.Wait(ctx, 1); err != nil {
 			t.Errorf("FailOpen: %v", err)
 		}
 	}
-	local := shaper.NewRedisQueue(rdb, "q", shaper.PerSecond(10), shaper.QueueConfig{}, shaper.RedisConfig{Policy: breaker.FailLocal,
+	local := shaperredis.NewQueue(rdb, "q", shaper.PerSecond(10), shaper.QueueConfig{}, shaperredis.Config{Policy: breaker.FailLocal,
 		LocalLimit: shaper.Limit{Rate: shaper.PerSecond(20), Burst: 1}})
 	defer local.Close()
 	start := time.Now()
@@ -573,16 +574,16 @@ func TestRedisHalfOpenRetryAfter(t *testing.T) {
 	c := srv.Client()
 	var rt redistest.RoundTrips // counts each command as it is sent
 	c.AddHook(&rt)
-	m := shaper.NewRedisMeter(c, shaper.Limit{Rate: shaper.PerSecond(1000), Burst: 100},
-		shaper.RedisConfig{Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond})})
+	m := shaperredis.NewMeter(c, shaper.Limit{Rate: shaper.PerSecond(1000), Burst: 100},
+		shaperredis.Config{Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond})})
 	ctx := context.Background()
-	if _, err := m.Allow(ctx, "k"); err != nil {
+	if _, err := m.AllowN(ctx, "k", 1); err != nil {
 		t.Fatal(err)
 	}
 	srv.Pause()
 	defer srv.Resume()
 	for range 5 { // breaker.DefaultConsecutiveFailures
-		if _, err := m.Allow(ctx, "k"); !errors.Is(err, breaker.ErrUnavailable) {
+		if _, err := m.AllowN(ctx, "k", 1); !errors.Is(err, breaker.ErrUnavailable) {
 			t.Fatalf("Allow with Redis paused: %v", err)
 		}
 	}
@@ -590,7 +591,7 @@ func TestRedisHalfOpenRetryAfter(t *testing.T) {
 	sent := rt.N.Load()
 	probe := make(chan error, 1)
 	go func() {
-		_, err := m.Allow(ctx, "k")
+		_, err := m.AllowN(ctx, "k", 1)
 		probe <- err
 	}()
 	// The probe is in flight, waiting on the paused Redis, once its command
@@ -601,7 +602,7 @@ func TestRedisHalfOpenRetryAfter(t *testing.T) {
 			t.Fatal("the half-open probe sent nothing to Redis within 5s")
 		}
 	}
-	_, err := m.Allow(ctx, "k")
+	_, err := m.AllowN(ctx, "k", 1)
 	oe, ok := errors.AsType[*breaker.OpenError](err)
 	if !ok || oe.State != breaker.StateHalfOpen {
 		t.Fatalf("Allow while the probe is in flight: %v, want a half-open *breaker.OpenError", err)

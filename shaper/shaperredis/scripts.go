@@ -1,4 +1,4 @@
-package shaper
+package shaperredis
 
 import (
 	_ "embed"

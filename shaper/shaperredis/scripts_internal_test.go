@@ -1,8 +1,9 @@
-package shaper
+package shaperredis
 
 import (
 	"context"
 	"fmt"
+	"github.com/floodgate-go/floodgate/shaper"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -18,18 +19,19 @@ import (
 	"github.com/floodgate-go/floodgate/internal/redistest"
 )
 
-// The tests in this file use the unexported RedisMeter.now hook, which passes a
-// chosen time to the scripts instead of Redis TIME, so that the Redis and the
-// in-process implementation of each algorithm can be fed the same times.
+// The tests in this file call the scripts at chosen times (allowAt, leaseAt,
+// fillAt: the scripts' test-time argument instead of Redis TIME), so that the
+// Redis and the in-process implementation of each algorithm can be fed the
+// same times.
 
 var kindNames = [...]string{"gcra", "tokenbucket", "fixedwindow", "slidinglog", "slidingcounter"}
 
 // randomLimit returns a limit valid for kind: periods from 1ms to 10s, counts
 // from 1 to 50, bursts from 1 to 20 where the algorithm has one.
-func randomLimit(r *rand.Rand, kind algoKind) Limit {
+func randomLimit(r *rand.Rand, kind algoKind) shaper.Limit {
 	periods := []time.Duration{time.Millisecond, 7 * time.Millisecond, 100 * time.Millisecond,
 		time.Second, 3 * time.Second, 10 * time.Second, 1234567 * time.Microsecond}
-	lim := Limit{Rate: Rate{Count: 1 + r.Int64N(50), Period: periods[r.IntN(len(periods))]}}
+	lim := shaper.Limit{Rate: shaper.Rate{Count: 1 + r.Int64N(50), Period: periods[r.IntN(len(periods))]}}
 	if !kinds[kind].window {
 		lim.Burst = 1 + r.Int64N(20)
 	}
@@ -39,7 +41,7 @@ func randomLimit(r *rand.Rand, kind algoKind) Limit {
 // randomStep returns the next time (µs) and cost of a random sequence: mostly
 // short steps around the emission interval, sometimes none, sometimes a long
 // idle spell, sometimes a step back in time.
-func randomStep(r *rand.Rand, now int64, lim Limit, max int64) (int64, int64) {
+func randomStep(r *rand.Rand, now int64, lim shaper.Limit, max int64) (int64, int64) {
 	p := int64(lim.Rate.Period / time.Microsecond)
 	t := max64(1, p/lim.Rate.Count)
 	switch x := r.IntN(100); {
@@ -96,26 +98,25 @@ func TestRedisDifferential(t *testing.T) {
 				lim := randomLimit(r, algoKind(kind))
 				local := newLocal(algoKind(kind), lim)
 				var now int64 = 1_700_000_000_000_000 + r.Int64N(1e12)
-				rm := newRedisMeter(algoKind(kind), db.Client, lim, RedisConfig{Prefix: db.Prefix + kindNames[kind] + ":", Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})})
-				rm.now = func() int64 { return now }
+				rm := newMeter(algoKind(kind), db.Client, lim, Config{Prefix: db.Prefix + kindNames[kind] + ":", Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})})
 				key := fmt.Sprintf("k%d", s)
-				max := lim.burst()
+				max := burstOf(lim)
 				var hist []string
 				for i := range steps {
 					if r.IntN(25) == 0 { // change the limit on both sides
 						lim = randomLimit(r, algoKind(kind))
-						max = lim.burst()
+						max = burstOf(lim)
 						rm.SetLimit(lim)
 						switch l := local.(type) {
-						case *Meter:
+						case *shaper.Meter:
 							l.SetLimit(lim)
-						case *TokenBucket:
+						case *shaper.TokenBucket:
 							l.SetLimit(lim)
-						case *FixedWindow:
+						case *shaper.FixedWindow:
 							l.SetLimit(lim)
-						case *SlidingLog:
+						case *shaper.SlidingLog:
 							l.SetLimit(lim)
-						case *SlidingCounter:
+						case *shaper.SlidingCounter:
 							l.SetLimit(lim)
 						}
 					}
@@ -126,7 +127,7 @@ func TestRedisDifferential(t *testing.T) {
 					}
 					hist = append(hist, fmt.Sprintf("t=%d n=%d", now, n))
 					want, werr := localAt(local, key, now, n)
-					got, gerr := rm.AllowN(ctx, key, n)
+					got, gerr := allowAt(ctx, rm, key, now, n)
 					if werr != nil || gerr != nil {
 						t.Fatalf("seq %d step %d (%v, t=%d, n=%d): local err %v, redis err %v", s, i, lim, now, n, werr, gerr)
 					}
@@ -147,18 +148,18 @@ func TestRedisDifferential(t *testing.T) {
 	}
 }
 
-func localAt(m localMeter, key string, now, n int64) (Decision, error) {
+func localAt(m localMeter, key string, now, n int64) (shaper.Decision, error) {
 	t := time.UnixMicro(now)
 	switch l := m.(type) {
-	case *Meter:
+	case *shaper.Meter:
 		return l.AllowNAt(key, t, n)
-	case *TokenBucket:
+	case *shaper.TokenBucket:
 		return l.AllowNAt(key, t, n)
-	case *FixedWindow:
+	case *shaper.FixedWindow:
 		return l.AllowNAt(key, t, n)
-	case *SlidingLog:
+	case *shaper.SlidingLog:
 		return l.AllowNAt(key, t, n)
-	case *SlidingCounter:
+	case *shaper.SlidingCounter:
 		return l.AllowNAt(key, t, n)
 	}
 	panic("unknown meter")
@@ -241,19 +242,18 @@ func TestSeedTokenBucketFloatDefect(t *testing.T) {
 		return v
 	}
 	var now int64
-	m := NewRedisTokenBucket(db.Client, Limit{Rate: PerSecond(100), Burst: 1}, RedisConfig{Prefix: db.Prefix})
-	m.now = func() int64 { return (base + now) * 1000 }
+	m := NewTokenBucket(db.Client, shaper.Limit{Rate: shaper.PerSecond(100), Burst: 1}, Config{Prefix: db.Prefix})
 
 	if r := seedAt(0); r[0] != 1 {
 		t.Fatalf("seed at 0 ms: %v, want allowed", r)
 	}
-	if d, _ := m.Allow(ctx, "k"); !d.Allowed {
+	if d, _ := allowAt(ctx, m, "k", (base+now)*1000, 1); !d.Allowed {
 		t.Fatalf("ours at 0 ms: %+v, want allowed", d)
 	}
 	for ms := int64(1); ms <= 10; ms++ {
 		now = ms
 		r := seedAt(ms)
-		d, err := m.Allow(ctx, "k")
+		d, err := allowAt(ctx, m, "k", (base+now)*1000, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -302,8 +302,7 @@ func FuzzParseReply(f *testing.F) {
 func TestLeaseScriptContract(t *testing.T) {
 	db := redistest.Connect(t)
 	var now int64 = 1_700_000_000_000_000
-	m := NewRedisMeter(db.Client, Limit{Rate: PerSecond(10), Burst: 10}, RedisConfig{Prefix: db.Prefix})
-	m.now = func() int64 { return now }
+	m := NewMeter(db.Client, shaper.Limit{Rate: shaper.PerSecond(10), Burst: 10}, Config{Prefix: db.Prefix})
 	l := m.Lease("k", LeaseConfig{Batch: 10, LowWater: 1})
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -320,7 +319,7 @@ func TestLeaseScriptContract(t *testing.T) {
 		{"give back more than taken: empty", 0, 0, 0, 10, [4]int64{0, 10, 0, 0}},
 	} {
 		now += tc.dt
-		got, err := l.leaseCall(ctx, tc.want, tc.least, tc.giveback)
+		got, err := leaseAt(ctx, l, now, tc.want, tc.least, tc.giveback)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -338,7 +337,7 @@ func TestLeaseScriptContract(t *testing.T) {
 func TestReserveScriptContract(t *testing.T) {
 	db := redistest.Connect(t)
 	var now int64 = 1_700_000_000_000_000
-	q := NewRedisQueue(db.Client, "q", PerSecond(10), QueueConfig{Burst: 2, MaxWait: 150 * time.Millisecond}, RedisConfig{Prefix: db.Prefix})
+	q := NewQueue(db.Client, "q", shaper.PerSecond(10), QueueConfig{Burst: 2, MaxWait: 150 * time.Millisecond}, Config{Prefix: db.Prefix})
 	ctx := context.Background()
 	reserve := func(n, maxwait int64) [3]int64 {
 		var out [7]int64
@@ -386,7 +385,7 @@ func TestMeterRejectsBadReply(t *testing.T) {
 		src := tc.src + " -- " + t.Name()
 		h := redisscript.New(src)
 		buf := new(evalBuf)
-		args := buf.fill(db.Prefix+"{k}", newRedisLimit("t", Limit{Rate: PerSecond(1)}, false), 1, nil)
+		args := buf.fill(db.Prefix+"{k}", newRedisLimit("t", shaper.Limit{Rate: shaper.PerSecond(1)}, false), 1)
 		v, err := h.EvalInts(ctx, db.Client, args) // a fresh script: NOSCRIPT, then EVAL
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: EvalInts = %v, %v", tc.src, v, err)
@@ -406,14 +405,14 @@ func TestBatchScriptMatchesSingle(t *testing.T) {
 	for kind := range kinds {
 		t.Run("algo="+kindNames[kind], func(t *testing.T) {
 			k := kinds[kind]
-			lim := Limit{Rate: Rate{Count: 8, Period: time.Second}}
+			lim := shaper.Limit{Rate: shaper.Rate{Count: 8, Period: time.Second}}
 			rl := newRedisLimit("t", lim, k.window)
 			single, multi := k.script, k.batch
 			for step, now := range []int64{1_700_000_000_000_000, 1_700_000_000_250_000, 1_700_000_002_000_000} {
 				var want []int64
 				for i, key := range keys {
 					buf := new(evalBuf)
-					v, err := single.EvalInts(ctx, db.Client, buf.fill(db.Prefix+kindNames[kind]+":s:{"+key+"}", rl, costs[i], func() int64 { return now }))
+					v, err := single.EvalInts(ctx, db.Client, fillAt(buf, db.Prefix+kindNames[kind]+":s:{"+key+"}", rl, costs[i], now))
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -423,7 +422,7 @@ func TestBatchScriptMatchesSingle(t *testing.T) {
 				var batch []*bcall
 				for i, key := range keys {
 					buf := new(evalBuf)
-					batch = append(batch, &bcall{args: buf.fill(db.Prefix+kindNames[kind]+":m:{"+key+"}", rl, costs[i], func() int64 { return now })})
+					batch = append(batch, &bcall{args: fillAt(buf, db.Prefix+kindNames[kind]+":m:{"+key+"}", rl, costs[i], now)})
 				}
 				if !b.execMulti(ctx, batch) {
 					t.Fatal("execMulti refused a batch of one limit")
@@ -440,8 +439,8 @@ func TestBatchScriptMatchesSingle(t *testing.T) {
 				}
 			}
 			bad := []*bcall{
-				{args: new(evalBuf).fill(db.Prefix+kindNames[kind]+":x:{a}", rl, 1, nil)},
-				{args: new(evalBuf).fill(db.Prefix+kindNames[kind]+":x:{b}", rl, rl.max+1, nil)},
+				{args: new(evalBuf).fill(db.Prefix+kindNames[kind]+":x:{a}", rl, 1)},
+				{args: new(evalBuf).fill(db.Prefix+kindNames[kind]+":x:{b}", rl, rl.max+1)},
 			}
 			newBatcher(db.Client, 0, single, multi).execMulti(ctx, bad)
 			if err := bad[1].err; err == nil || !strings.Contains(err.Error(), "invalid arguments") {

@@ -1,4 +1,4 @@
-package shaper_test
+package shaperredis_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/floodgate-go/floodgate/shaper"
+	"github.com/floodgate-go/floodgate/shaper/shaperredis"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -21,8 +22,8 @@ func TestLeaseServesLocally(t *testing.T) {
 	db := redistest.Connect(t)
 	var rt roundTrips
 	db.Client.AddHook(&rt)
-	m := shaper.NewRedisMeter(db.Client, shaper.Limit{Rate: shaper.PerSecond(1_000_000), Burst: 1000}, shaper.RedisConfig{Prefix: db.Prefix})
-	l := m.Lease("k", shaper.LeaseConfig{Batch: 500, LowWater: 100, Exhaustion: shaper.ExhaustWait, MaxWait: time.Second})
+	m := shaperredis.NewMeter(db.Client, shaper.Limit{Rate: shaper.PerSecond(1_000_000), Burst: 1000}, shaperredis.Config{Prefix: db.Prefix})
+	l := m.Lease("k", shaperredis.LeaseConfig{Batch: 500, LowWater: 100, Exhaustion: shaperredis.ExhaustWait, MaxWait: time.Second})
 	defer l.Close()
 	ctx := context.Background()
 	if err := l.Wait(ctx, 1); err != nil {
@@ -68,12 +69,12 @@ func TestLeaseOverAdmissionBound(t *testing.T) {
 	var wg sync.WaitGroup
 	start := time.Now()
 	stop := start.Add(2 * time.Second)
-	var leases []*shaper.Lease
+	var leases []*shaperredis.Lease
 	for range procs {
 		c := redis.NewClient(redistest.Options(db.Client.Options().Addr))
 		defer c.Close()
-		m := shaper.NewRedisMeter(c, lim, shaper.RedisConfig{Prefix: db.Prefix, Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})})
-		l := m.Lease("k", shaper.LeaseConfig{Batch: batch, Exhaustion: shaper.ExhaustWait, MaxWait: 20 * time.Millisecond, Expiry: -1})
+		m := shaperredis.NewMeter(c, lim, shaperredis.Config{Prefix: db.Prefix, Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})})
+		l := m.Lease("k", shaperredis.LeaseConfig{Batch: batch, Exhaustion: shaperredis.ExhaustWait, MaxWait: 20 * time.Millisecond, Expiry: -1})
 		leases = append(leases, l)
 		for range 8 {
 			wg.Go(func() {
@@ -110,8 +111,8 @@ func TestLeaseOverAdmissionBound(t *testing.T) {
 func TestLeaseUnusedQuotaReturnedOnClose(t *testing.T) {
 	db := redistest.Connect(t)
 	ctx := context.Background()
-	m := shaper.NewRedisMeter(db.Client, shaper.Limit{Rate: shaper.PerHour(1), Burst: 10}, shaper.RedisConfig{Prefix: db.Prefix})
-	l := m.Lease("k", shaper.LeaseConfig{Batch: 8, LowWater: 1, Exhaustion: shaper.ExhaustWait, MaxWait: time.Second})
+	m := shaperredis.NewMeter(db.Client, shaper.Limit{Rate: shaper.PerHour(1), Burst: 10}, shaperredis.Config{Prefix: db.Prefix})
+	l := m.Lease("k", shaperredis.LeaseConfig{Batch: 8, LowWater: 1, Exhaustion: shaperredis.ExhaustWait, MaxWait: time.Second})
 	if err := l.Wait(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -139,8 +140,8 @@ func TestLeaseUnusedQuotaReturnedOnClose(t *testing.T) {
 // TestLeaseExpiry: tokens not used within Expiry are dropped, not used late.
 func TestLeaseExpiry(t *testing.T) {
 	db := redistest.Connect(t)
-	m := shaper.NewRedisMeter(db.Client, shaper.Limit{Rate: shaper.PerHour(1), Burst: 10}, shaper.RedisConfig{Prefix: db.Prefix})
-	l := m.Lease("k", shaper.LeaseConfig{Batch: 5, LowWater: 1, Expiry: 100 * time.Millisecond, Exhaustion: shaper.ExhaustWait})
+	m := shaperredis.NewMeter(db.Client, shaper.Limit{Rate: shaper.PerHour(1), Burst: 10}, shaperredis.Config{Prefix: db.Prefix})
+	l := m.Lease("k", shaperredis.LeaseConfig{Batch: 5, LowWater: 1, Expiry: 100 * time.Millisecond, Exhaustion: shaperredis.ExhaustWait})
 	defer l.Close()
 	if err := l.Wait(context.Background(), 1); err != nil {
 		t.Fatal(err)
@@ -158,16 +159,16 @@ func TestLeaseExpiry(t *testing.T) {
 func TestLeaseExhaustion(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer rdb.Close()
-	m := shaper.NewRedisMeter(rdb, shaper.Limit{Rate: shaper.PerSecond(100), Burst: 100}, shaper.RedisConfig{})
+	m := shaperredis.NewMeter(rdb, shaper.Limit{Rate: shaper.PerSecond(100), Burst: 100}, shaperredis.Config{})
 	ctx := context.Background()
 
-	rej := m.Lease("k", shaper.LeaseConfig{})
+	rej := m.Lease("k", shaperredis.LeaseConfig{})
 	defer rej.Close()
 	if err := rej.Wait(ctx, 1); !errors.Is(err, shaper.ErrLimited) {
 		t.Errorf("ExhaustReject: %v, want ErrLimited", err)
 	}
 
-	wait := m.Lease("k", shaper.LeaseConfig{Exhaustion: shaper.ExhaustWait, MaxWait: 100 * time.Millisecond})
+	wait := m.Lease("k", shaperredis.LeaseConfig{Exhaustion: shaperredis.ExhaustWait, MaxWait: 100 * time.Millisecond})
 	defer wait.Close()
 	start := time.Now()
 	if err := wait.Wait(ctx, 1); !errors.Is(err, shaper.ErrLimited) {
@@ -177,7 +178,7 @@ func TestLeaseExhaustion(t *testing.T) {
 		t.Errorf("ExhaustWait refused after %v, want about MaxWait (100ms)", el)
 	}
 
-	loc := m.Lease("k", shaper.LeaseConfig{Exhaustion: shaper.ExhaustLocal, LocalLimit: shaper.Limit{Rate: shaper.PerHour(1), Burst: 3}})
+	loc := m.Lease("k", shaperredis.LeaseConfig{Exhaustion: shaperredis.ExhaustLocal, LocalLimit: shaper.Limit{Rate: shaper.PerHour(1), Burst: 3}})
 	defer loc.Close()
 	n := 0
 	for range 10 {
@@ -197,13 +198,13 @@ func TestLeaseExhaustion(t *testing.T) {
 func TestLeaseInvalid(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	m := shaper.NewRedisMeter(rdb, shaper.Limit{Rate: shaper.PerSecond(10), Burst: 10}, shaper.RedisConfig{})
-	mustPanic(t, "Batch > burst", func() { m.Lease("k", shaper.LeaseConfig{Batch: 11}) })
-	mustPanic(t, "LowWater ≥ Batch", func() { m.Lease("k", shaper.LeaseConfig{Batch: 5, LowWater: 5}) })
-	mustPanic(t, "ExhaustLocal without limit", func() { m.Lease("k", shaper.LeaseConfig{Exhaustion: shaper.ExhaustLocal}) })
-	tb := shaper.NewRedisTokenBucket(rdb, shaper.Limit{Rate: shaper.PerSecond(10), Burst: 10}, shaper.RedisConfig{})
-	mustPanic(t, "token bucket", func() { tb.Lease("k", shaper.LeaseConfig{}) })
-	l := m.Lease("k", shaper.LeaseConfig{Batch: 4})
+	m := shaperredis.NewMeter(rdb, shaper.Limit{Rate: shaper.PerSecond(10), Burst: 10}, shaperredis.Config{})
+	mustPanic(t, "Batch > burst", func() { m.Lease("k", shaperredis.LeaseConfig{Batch: 11}) })
+	mustPanic(t, "LowWater ≥ Batch", func() { m.Lease("k", shaperredis.LeaseConfig{Batch: 5, LowWater: 5}) })
+	mustPanic(t, "ExhaustLocal without limit", func() { m.Lease("k", shaperredis.LeaseConfig{Exhaustion: shaperredis.ExhaustLocal}) })
+	tb := shaperredis.NewTokenBucket(rdb, shaper.Limit{Rate: shaper.PerSecond(10), Burst: 10}, shaperredis.Config{})
+	mustPanic(t, "token bucket", func() { tb.Lease("k", shaperredis.LeaseConfig{}) })
+	l := m.Lease("k", shaperredis.LeaseConfig{Batch: 4})
 	defer l.Close()
 	if err := l.Wait(context.Background(), 5); !errors.Is(err, shaper.ErrTooLarge) {
 		t.Errorf("Wait(5) with Batch 4: %v, want ErrTooLarge", err)
@@ -215,9 +216,9 @@ func TestLeaseInvalid(t *testing.T) {
 // Lease, and the failed refill is counted.
 func TestLeaseCloseWaitsForRefill(t *testing.T) {
 	srv := redistest.Start(t)
-	m := shaper.NewRedisMeter(srv.Client(), shaper.Limit{Rate: shaper.PerSecond(100), Burst: 100},
-		shaper.RedisConfig{Breaker: breaker.New("test", breaker.Config{CallTimeout: 200 * time.Millisecond})})
-	l := m.Lease("k", shaper.LeaseConfig{})
+	m := shaperredis.NewMeter(srv.Client(), shaper.Limit{Rate: shaper.PerSecond(100), Burst: 100},
+		shaperredis.Config{Breaker: breaker.New("test", breaker.Config{CallTimeout: 200 * time.Millisecond})})
+	l := m.Lease("k", shaperredis.LeaseConfig{})
 	srv.Pause()
 	defer srv.Resume()
 	if l.Allow() {
@@ -242,11 +243,11 @@ func TestLeaseCloseWaitsForRefill(t *testing.T) {
 func TestLeaseWaitRetriesWhenRedisHadNone(t *testing.T) {
 	db := redistest.Connect(t)
 	ctx := context.Background()
-	m := shaper.NewRedisMeter(db.Client, shaper.Limit{Rate: shaper.PerSecond(20), Burst: 2}, shaper.RedisConfig{Prefix: db.Prefix})
+	m := shaperredis.NewMeter(db.Client, shaper.Limit{Rate: shaper.PerSecond(20), Burst: 2}, shaperredis.Config{Prefix: db.Prefix})
 	if d, err := m.AllowN(ctx, "k", 2); err != nil || !d.Allowed {
 		t.Fatalf("emptying the bucket: %+v, %v", d, err)
 	}
-	l := m.Lease("k", shaper.LeaseConfig{Batch: 2, LowWater: 1, Exhaustion: shaper.ExhaustWait, MaxWait: 2 * time.Second})
+	l := m.Lease("k", shaperredis.LeaseConfig{Batch: 2, LowWater: 1, Exhaustion: shaperredis.ExhaustWait, MaxWait: 2 * time.Second})
 	defer l.Close()
 	start := time.Now()
 	if err := l.Wait(ctx, 1); err != nil {

@@ -1,4 +1,4 @@
-package shaper
+package shaperredis
 
 import (
 	"context"
@@ -55,7 +55,7 @@ var bcallPool = sync.Pool{New: func() any { return &bcall{done: make(chan struct
 
 func newBatcher(client redis.UniversalClient, max int, single, multi *redisscript.Script) *batcher {
 	if max < 0 {
-		panic("shaper: negative MaxBatch")
+		panic("shaperredis: negative MaxBatch")
 	}
 	if max == 0 {
 		max = 128
@@ -265,7 +265,7 @@ func (b *batcher) execMulti(ctx context.Context, batch []*bcall) bool {
 		return false
 	}
 	if err == nil && len(v) != 4*k {
-		err = fmt.Errorf("shaper: unexpected reply of %d elements", len(v))
+		err = fmt.Errorf("shaperredis: unexpected reply of %d elements", len(v))
 	}
 	for i, c := range batch {
 		switch {

@@ -3,7 +3,7 @@
 // The race detector allocates on its own; allocation budgets are checked
 // without it (as x/time does).
 
-package shaper_test
+package shaperredis_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/floodgate-go/floodgate/shaper"
+	"github.com/floodgate-go/floodgate/shaper/shaperredis"
 )
 
 // TestRedisMeterAllocs pins the client allocations of one Redis decision (the
@@ -22,8 +23,8 @@ import (
 // breaker's context.WithDeadline adds its own allocations, and only those.
 func TestRedisMeterAllocs(t *testing.T) {
 	db := redistest.Connect(t)
-	m := shaper.NewRedisMeter(db.Client, shaper.Limit{Rate: shaper.PerSecond(1_000_000), Burst: 1_000_000},
-		shaper.RedisConfig{Prefix: db.Prefix, Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})})
+	m := shaperredis.NewMeter(db.Client, shaper.Limit{Rate: shaper.PerSecond(1_000_000), Burst: 1_000_000},
+		shaperredis.Config{Prefix: db.Prefix, Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})})
 	soon, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	withDeadline := testing.AllocsPerRun(200, func() {
@@ -39,10 +40,10 @@ func TestRedisMeterAllocs(t *testing.T) {
 		{"background", context.Background(), 8 + withDeadline},
 		{"deadline within the call timeout", soon, 8},
 	} {
-		if _, err := m.Allow(tc.ctx, "k"); err != nil {
+		if _, err := m.AllowN(tc.ctx, "k", 1); err != nil {
 			t.Fatal(err)
 		}
-		got := testing.AllocsPerRun(200, func() { m.Allow(tc.ctx, "k") })
+		got := testing.AllocsPerRun(200, func() { m.AllowN(tc.ctx, "k", 1) })
 		if got > tc.max {
 			t.Errorf("%s: Allow allocates %v times per decision, want <= %v", tc.name, got, tc.max)
 		}

@@ -1,0 +1,478 @@
+package shaperredis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/internal/rateconv"
+	"github.com/floodgate-go/floodgate/internal/redisscript"
+	"github.com/floodgate-go/floodgate/internal/storecall"
+	"github.com/floodgate-go/floodgate/shaper"
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultMaxKeyLen is the longest key (or Queue name) accepted when
+// Config.MaxKeyLen is zero, in bytes.
+const DefaultMaxKeyLen = 1024
+
+// Config configures a Redis-backed meter ([Meter]), a [Queue] and the leases
+// taken from a meter. The zero value is a valid Config: keys under
+// "shaper:<algorithm>:", a breaker of its own (so breaker.DefaultCallTimeout
+// per call), breaker.FailClosed, and keys of at most DefaultMaxKeyLen bytes.
+type Config struct {
+	// Prefix starts every Redis key. The key of a user key k is Prefix + "{" + k +
+	// "}": k is the hash tag, so every script touches one slot and works on Redis
+	// Cluster, and different keys spread over the slots. If empty,
+	// "shaper:gcra:", "shaper:tb:", "shaper:fw:", "shaper:sl:", "shaper:sc:" or
+	// "shaper:q:" by algorithm, so meters of different algorithms never share a
+	// key. Processes that share a limit must use the same Prefix and algorithm.
+	Prefix string
+
+	// Breaker guards every Redis call: store failures (timeouts, refused
+	// connections, LOADING, ...) are counted, while it is open no call waits on
+	// the network, and its CallTimeout (breaker.Config.CallTimeout) is the one
+	// per-call timeout of each call. A call that outlives it while the caller's
+	// context is not done is a store failure (under FailClosed, an error
+	// matching breaker.ErrTimeout, not context.DeadlineExceeded). Share one
+	// Breaker per Redis endpoint. If nil, the meter or queue makes its own with
+	// breaker.Config{Policy: Policy}, hence breaker.DefaultCallTimeout; to
+	// choose another timeout, pass breaker.New(name, breaker.Config{CallTimeout: d}).
+	Breaker *breaker.Breaker
+
+	// Policy says what a decision is when Redis cannot answer (the breaker is
+	// open, or the call failed with a store failure):
+	//   - breaker.FailClosed (the zero value, as for every limiter in floodgate)
+	//     returns the breaker's error (matching breaker.ErrUnavailable; an
+	//     *breaker.OpenError carries RetryAfter);
+	//   - breaker.FailOpen admits: the Decision is Allowed with Remaining 0, and
+	//     the breaker's Stats count it as Degraded. Most rate limits should fail
+	//     open: a dead Redis then costs protection, not availability;
+	//   - breaker.FailLocal decides with an in-process meter of the same
+	//     algorithm enforcing LocalLimit (state kept per process).
+	// Each meter has its own Policy, even when they share a Breaker.
+	Policy breaker.Policy
+
+	// LocalLimit is the limit of the in-process meter used under
+	// breaker.FailLocal, usually the shared limit divided by the number of
+	// processes: while Redis is down the fleet admits up to LocalLimit × the
+	// number of processes. If zero, the meter's own limit (each process then
+	// admits the whole limit: N× over-admission while Redis is down).
+	LocalLimit shaper.Limit
+
+	// Batch, if true, sends the decisions that goroutines of this process ask
+	// for at the same time in one round trip (up to MaxBatch), so that at high
+	// concurrency a decision costs a fraction of a round trip and of a Redis
+	// syscall. On a *redis.Client (one Redis, or a Sentinel failover client)
+	// the batch is one call of a script that decides every key in turn, at one
+	// Redis TIME; on a Cluster or Ring client, whose keys may be on different
+	// nodes, it is a pipeline of single-key calls. A lone decision is sent at
+	// once, as without Batch. The decisions are the same; only their latency
+	// under load changes, and a batch holds Redis for up to MaxBatch decisions.
+	Batch bool
+
+	// MaxBatch bounds the decisions sent in one round trip when Batch is set.
+	// If zero, 128.
+	MaxBatch int
+
+	// MaxKeyLen bounds the length in bytes of a key passed to a meter (and of
+	// a Queue's name, and a Lease's key). A longer key is refused before any
+	// round trip with ErrKeyTooLong: it is bad input, not a store failure, so
+	// the breaker does not count it (a huge key would hold Redis, which runs
+	// one script at a time, for everyone). If zero, DefaultMaxKeyLen. If
+	// negative, keys are not bounded.
+	MaxKeyLen int
+}
+
+// maxKeyLen returns the bound on key length (< 0: none).
+func (cfg Config) maxKeyLen() int {
+	if cfg.MaxKeyLen == 0 {
+		return DefaultMaxKeyLen
+	}
+	return cfg.MaxKeyLen
+}
+
+// keyOK reports whether key is within max (< 0: no bound).
+func keyOK(key string, max int) bool { return max < 0 || len(key) <= max }
+
+// algoKind names the algorithm of a Meter.
+type algoKind uint8
+
+const (
+	kindGCRA algoKind = iota
+	kindTokenBucket
+	kindFixedWindow
+	kindSlidingLog
+	kindSlidingCounter
+)
+
+var kinds = [...]struct {
+	name, prefix  string
+	window        bool
+	script, batch *redisscript.Script // single-key script and its batch form
+}{
+	kindGCRA:           {"NewMeter", "shaper:gcra:", false, gcraScript, gcraBatchScript},
+	kindTokenBucket:    {"NewTokenBucket", "shaper:tb:", false, tokenBucketScript, tokenBucketBatchScript},
+	kindFixedWindow:    {"NewFixedWindow", "shaper:fw:", true, fixedWindowScript, fixedWindowBatchScript},
+	kindSlidingLog:     {"NewSlidingLog", "shaper:sl:", true, slidingLogScript, slidingLogBatchScript},
+	kindSlidingCounter: {"NewSlidingCounter", "shaper:sc:", true, slidingCounterScript, slidingCounterBatchScript},
+}
+
+// A localMeter is an in-process meter: the fallback under breaker.FailLocal.
+type localMeter interface {
+	AllowN(key string, n int64) (shaper.Decision, error)
+}
+
+func newLocal(kind algoKind, lim shaper.Limit) localMeter {
+	switch kind {
+	case kindTokenBucket:
+		return shaper.NewTokenBucket(lim)
+	case kindFixedWindow:
+		return shaper.NewFixedWindow(lim)
+	case kindSlidingLog:
+		return shaper.NewSlidingLog(lim)
+	case kindSlidingCounter:
+		return shaper.NewSlidingCounter(lim)
+	}
+	return shaper.NewMeter(lim)
+}
+
+// Meter is a keyed meter whose state lives in Redis, so that every process
+// using the same Redis, Prefix, algorithm and limit shares one quota per key.
+// Each decision is one Lua script run atomically in Redis (one round trip,
+// EVALSHA, then EVAL if Redis lost its script cache), with time from Redis TIME,
+// so no client clock matters and there is no check-then-act race between
+// processes. The scripts run, line by line in integer microseconds, the same
+// arithmetic as the in-process meters ([shaper.Meter], [shaper.TokenBucket],
+// [shaper.FixedWindow], [shaper.SlidingLog], [shaper.SlidingCounter]), and give
+// the same decisions for the same times and costs. Every key has a TTL: a key
+// disappears once it is idle (for the token bucket, after max(60 s, twice the
+// time to fill it), as in the seed).
+//
+// Invalid calls (a negative cost panics; a cost above the burst returns a
+// *RejectError; a key longer than Config.MaxKeyLen returns ErrKeyTooLong) are
+// refused before any round trip.
+//
+// The zero Meter refuses every call with ErrTooLarge; use [NewMeter] or one of
+// its siblings. A Meter is safe for concurrent use by multiple goroutines. Its
+// constructors do no I/O and start no goroutine.
+type Meter struct {
+	st     storecall.Store // the client and its breaker
+	kind   algoKind
+	script *redisscript.Script
+	prefix string
+	maxKey int // < 0: no bound
+	policy breaker.Policy
+	local  localMeter // FailLocal only
+	batch  *batcher   // Batch only
+	lim    atomic.Pointer[redisLimit]
+}
+
+// redisLimit is a limit with its script arguments, boxed once.
+type redisLimit struct {
+	lim  shaper.Limit
+	max  int64
+	p, c int64
+	args [3]any // P, C, B as strings
+}
+
+func newRedisLimit(what string, lim shaper.Limit, window bool) *redisLimit {
+	p, c, b := rateconv.Validate("shaperredis", what, lim.Rate.Count, lim.Rate.Period, lim.Burst, window)
+	lim.Burst = b // explicit, as the in-process meters report it
+	return &redisLimit{
+		lim: lim, max: b, p: p, c: c,
+		args: [3]any{strconv.FormatInt(p, 10), strconv.FormatInt(c, 10), strconv.FormatInt(b, 10)},
+	}
+}
+
+// NewMeter returns a GCRA meter (see [shaper.Meter]) enforcing lim for every
+// key, its state in Redis on client (a *redis.Client, *redis.ClusterClient,
+// Sentinel failover client or *redis.Ring). It panics on an invalid limit, as
+// [shaper.NewMeter] does (and if Burst×Period or Count×Period in µs reaches
+// 2^53, the largest integer a Lua number holds exactly), on a nil client, or on
+// a client without ContextTimeoutEnabled (go-redis would then ignore the
+// per-call timeout, and a frozen Redis would hold every caller for its socket
+// timeouts).
+func NewMeter(client redis.UniversalClient, lim shaper.Limit, cfg Config) *Meter {
+	return newMeter(kindGCRA, client, lim, cfg)
+}
+
+// NewTokenBucket returns a token bucket (see [shaper.TokenBucket]) in Redis;
+// its script follows the seed document's (see lua/tokenbucket.lua for the two
+// differences). It panics as [NewMeter] does.
+func NewTokenBucket(client redis.UniversalClient, lim shaper.Limit, cfg Config) *Meter {
+	return newMeter(kindTokenBucket, client, lim, cfg)
+}
+
+// NewFixedWindow returns a fixed-window counter (see [shaper.FixedWindow]) in
+// Redis. It panics as [NewMeter] does, and if lim.Burst is not 0 or
+// lim.Rate.Count.
+func NewFixedWindow(client redis.UniversalClient, lim shaper.Limit, cfg Config) *Meter {
+	return newMeter(kindFixedWindow, client, lim, cfg)
+}
+
+// NewSlidingLog returns a sliding-window log (see [shaper.SlidingLog]) in
+// Redis: a list of at most Rate.Count entries per key, read whole by each
+// decision. It panics as [NewFixedWindow] does.
+func NewSlidingLog(client redis.UniversalClient, lim shaper.Limit, cfg Config) *Meter {
+	return newMeter(kindSlidingLog, client, lim, cfg)
+}
+
+// NewSlidingCounter returns a sliding-window counter (see
+// [shaper.SlidingCounter]) in Redis. It panics as [NewFixedWindow] does.
+func NewSlidingCounter(client redis.UniversalClient, lim shaper.Limit, cfg Config) *Meter {
+	return newMeter(kindSlidingCounter, client, lim, cfg)
+}
+
+func newMeter(kind algoKind, client redis.UniversalClient, lim shaper.Limit, cfg Config) *Meter {
+	k := kinds[kind]
+	storecall.Check("shaperredis", client)
+	m := &Meter{
+		kind:   kind,
+		script: k.script,
+		prefix: cfg.Prefix,
+		maxKey: cfg.maxKeyLen(),
+		policy: cfg.Policy,
+	}
+	m.lim.Store(newRedisLimit(k.name, lim, k.window))
+	if m.prefix == "" {
+		m.prefix = k.prefix
+	}
+	m.st = storecall.New("shaperredis", client, cfg.Breaker, "shaper:"+m.prefix, cfg.Policy)
+	if cfg.Policy == breaker.FailLocal {
+		ll := cfg.LocalLimit
+		if ll == (shaper.Limit{}) {
+			ll = lim
+		}
+		m.local = newLocal(kind, ll)
+	} else if cfg.Policy > breaker.FailLocal {
+		panic("shaperredis: " + k.name + ": invalid Policy")
+	}
+	if cfg.Batch {
+		m.batch = newBatcher(client, cfg.MaxBatch, k.script, k.batch)
+	}
+	return m
+}
+
+func (cfg Config) store(client redis.UniversalClient, prefix string) storecall.Store {
+	return storecall.New("shaperredis", client, cfg.Breaker, "shaper:"+prefix, cfg.Policy)
+}
+
+// Key returns the Redis key holding the state of key.
+func (m *Meter) Key(key string) string { return m.prefix + "{" + key + "}" }
+
+// Limit returns the current limit, with Burst made explicit.
+func (m *Meter) Limit() shaper.Limit {
+	if rl := m.lim.Load(); rl != nil {
+		return rl.lim
+	}
+	return shaper.Limit{}
+}
+
+// SetLimit changes the limit this process enforces, from its next decision on.
+// The state in Redis is kept and read under the new limit exactly as the
+// in-process meter's SetLimit does. Processes sharing a key should change their
+// limits together: each decision is made under the caller's own limit. It panics
+// on an invalid limit (see [NewMeter]), leaving the limit unchanged.
+func (m *Meter) SetLimit(lim shaper.Limit) {
+	k := kinds[m.kind]
+	m.lim.Store(newRedisLimit(k.name, lim, k.window))
+}
+
+// Allow reports whether one event for key may happen now, and records it if so.
+// It never returns an error: when Redis cannot answer, Config.Policy decides
+// (FailClosed: false; FailOpen: true; FailLocal: the local share), and it
+// returns false if ctx is done, the key is too long or the meter is the zero
+// Meter. Use AllowN for the whole Decision and the reason of a refusal.
+func (m *Meter) Allow(ctx context.Context, key string) bool {
+	d, err := m.AllowN(ctx, key, 1)
+	return err == nil && d.Allowed
+}
+
+// AllowN decides in Redis whether an event of cost n for key may happen now, and
+// records it if so. A denial is a Decision with Allowed false and an error of nil
+// (use [shaper.Decision.Err] to turn it into a *RejectError). A cost of zero
+// reports the state without recording anything.
+//
+// It returns, without any round trip: ctx.Err() if ctx is already done;
+// ErrKeyTooLong if key is longer than Config.MaxKeyLen; a *RejectError
+// (ErrTooLarge) if n exceeds the burst (or window count); and it panics if n is
+// negative. When Redis cannot answer, the result depends on Config.Policy (see
+// there): under FailOpen and FailLocal the Decision has Degraded set. Other Redis
+// errors are returned wrapped, with a zero Decision; a caller's cancellation
+// returns ctx.Err().
+func (m *Meter) AllowN(ctx context.Context, key string, n int64) (shaper.Decision, error) {
+	if n < 0 {
+		panic("shaperredis: negative cost")
+	}
+	rl := m.lim.Load()
+	if rl == nil {
+		return shaper.Decision{}, tooLarge()
+	}
+	if n > rl.max {
+		return shaper.Decision{Limit: rl.lim}, tooLarge()
+	}
+	if !keyOK(key, m.maxKey) {
+		return shaper.Decision{Limit: rl.lim}, ErrKeyTooLong
+	}
+	c := call{m: m, rl: rl, key: key, n: n}
+	var fallback func(context.Context) (result, error)
+	if m.local != nil {
+		fallback = c.fallback
+	}
+	r, src, err := storecall.Do(ctx, &m.st, m.policy, c.run, fallback)
+	switch src {
+	case breaker.Degraded:
+		return shaper.Decision{Allowed: true, Limit: rl.lim, Degraded: true}, nil
+	case breaker.FromFallback:
+		r.d.Degraded = true
+		return r.d, err
+	}
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return shaper.Decision{}, cerr
+		}
+		return shaper.Decision{}, err
+	}
+	return r.d, nil
+}
+
+// Admit decides whether key may spend n now, as AllowN does, and returns a
+// denial as an error (d.Err(): ErrLimited, with RetryAfter): (d, nil) when
+// admitted, (d, d.Err()) when denied, and AllowN's error when the call could not
+// be decided. It is the Admit of the in-process meters (see [shaper.Meter.Admit]),
+// so one small interface covers both.
+func (m *Meter) Admit(ctx context.Context, key string, n int64) (shaper.Decision, error) {
+	d, err := m.AllowN(ctx, key, n)
+	if err == nil && !d.Allowed {
+		err = d.Err()
+	}
+	return d, err
+}
+
+// call is one decision: its run method is the guarded Redis call.
+type call struct {
+	m   *Meter
+	rl  *redisLimit
+	key string
+	n   int64
+}
+
+// result wraps a Decision so that breaker.Do's zero value is distinguishable.
+type result struct{ d shaper.Decision }
+
+// evalBuf holds the command of one script call: "evalsha", the script's SHA-1
+// (both written by redisscript.Script.Cmd), 1 (numkeys), the key, P, C, B, n
+// [, now (tests only: see fillAt in the tests)]. The constants are boxed once
+// per script and limit (redisLimit.args); the key and n are passed by pointer
+// (go-redis writes *string and *int64 arguments, and Cluster reads the key
+// through them), so filling the command allocates nothing (the prefixed key
+// itself is one string, built by the caller). A buffer is reused (from
+// evalPool) once its call has returned: go-redis is done with the arguments
+// when Process returns.
+type evalBuf struct {
+	args   [9]any
+	key    string
+	n, now int64
+}
+
+var evalPool = sync.Pool{New: func() any { return new(evalBuf) }}
+
+var oneKey any = 1
+
+// fill sets buf's arguments for a call of n for key under rl, and returns them
+// (the command of a meter script; see redisscript.Script.EvalInts).
+func (buf *evalBuf) fill(key string, rl *redisLimit, n int64) []any {
+	buf.key, buf.n = key, n
+	a := &buf.args
+	a[2], a[3] = oneKey, &buf.key
+	a[4], a[5], a[6], a[7] = rl.args[0], rl.args[1], rl.args[2], &buf.n
+	return a[:8]
+}
+
+func (c call) run(ctx context.Context, client redis.UniversalClient) (result, error) {
+	m := c.m
+	buf := evalPool.Get().(*evalBuf)
+	args := buf.fill(m.Key(c.key), c.rl, c.n)
+	var v []int64
+	var err error
+	abandoned := false
+	if m.batch != nil {
+		v, err, abandoned = m.batch.run(ctx, args)
+	} else {
+		v, err = m.script.EvalInts(ctx, client, args)
+	}
+	if !abandoned { // else its batch may still read it: left to the GC
+		*buf = evalBuf{}
+		evalPool.Put(buf)
+	}
+	if err != nil {
+		return result{}, err
+	}
+	d, err := decision(v, c.rl)
+	return result{d}, err
+}
+
+// decision turns a meter script's reply into a Decision under rl.
+func decision(v []int64, rl *redisLimit) (shaper.Decision, error) {
+	r, err := parseReply(v)
+	if err != nil {
+		return shaper.Decision{}, err
+	}
+	return shaper.Decision{
+		Allowed:    r[0] == 1,
+		Remaining:  r[1],
+		RetryAfter: micros(r[2]),
+		ResetAfter: micros(r[3]),
+		Limit:      rl.lim,
+	}, nil
+}
+
+func (c call) fallback(context.Context) (result, error) {
+	d, err := c.m.local.AllowN(c.key, c.n)
+	return result{d}, err
+}
+
+// parseReply checks a meter script's reply: {allowed 0|1, remaining, retry ≥ 0,
+// reset ≥ 0}. (go-redis has already checked that every element is an integer;
+// it reads a nil element as 0, which the scripts never return.)
+func parseReply(v []int64) ([4]int64, error) {
+	var out [4]int64
+	if len(v) != len(out) {
+		return out, fmt.Errorf("shaperredis: unexpected reply of %d elements", len(v))
+	}
+	copy(out[:], v)
+	if out[0] != 0 && out[0] != 1 || out[2] < 0 || out[3] < 0 {
+		return out, fmt.Errorf("shaperredis: unexpected reply %v", out)
+	}
+	return out, nil
+}
+
+// evalKey runs sc (EVALSHA, then EVAL on NOSCRIPT) with the one key key and
+// argv, and stores its reply, an array of len(dst) integers, in dst.
+func evalKey(ctx context.Context, c redis.UniversalClient, sc *redisscript.Script, key string, dst []int64, argv ...any) error {
+	args := make([]any, 4, 4+len(argv)) // args[0:2] are written by EvalInts
+	args[2], args[3] = oneKey, key
+	v, err := sc.EvalInts(ctx, c, append(args, argv...))
+	if err != nil {
+		return err
+	}
+	if len(v) != len(dst) {
+		return fmt.Errorf("shaperredis: unexpected reply of %d elements", len(v))
+	}
+	copy(dst, v)
+	return nil
+}
+
+// maxExact is 2^53: every number crossing into Lua stays below it.
+const maxExact = rateconv.MaxExact
+
+// burstOf returns l's burst, Rate.Count if l.Burst is zero.
+func burstOf(l shaper.Limit) int64 { return rateconv.Burst(l.Rate.Count, l.Burst) }
+
+// micros converts µs to a Duration.
+func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
