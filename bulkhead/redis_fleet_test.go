@@ -13,6 +13,7 @@ import (
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/floodgate-go/floodgate/semaphore"
 	"github.com/floodgate-go/floodgate/shaper"
+	"github.com/floodgate-go/floodgate/shaper/shaperredis"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -119,10 +120,10 @@ func TestRedisFleet(t *testing.T) {
 	shared := runFleet(t, d, 3, func(int) (bulkhead.Rate, bulkhead.Gate) {
 		rdb := redis.NewClient(redistest.Options(addr))
 		t.Cleanup(func() { rdb.Close() })
-		m := shaper.NewRedisMeter(rdb, lim, shaper.RedisConfig{Prefix: db.Key("rate:")})
+		m := shaperredis.NewMeter(rdb, lim, shaperredis.Config{Prefix: db.Key("rate:")})
 		sem := distsem.New(rdb, db.Key("global"), gateLimit, distsem.Config{})
 		t.Cleanup(func() { sem.Close() })
-		return redisRate{m}, sem
+		return m, sem
 	})
 	t.Logf("Redis fleet: %+v, rate bound %d", shared, bound(shared.elapsed))
 	if shared.rated > bound(shared.elapsed) {

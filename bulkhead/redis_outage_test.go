@@ -12,6 +12,7 @@ import (
 	"github.com/floodgate-go/floodgate/distsem"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/floodgate-go/floodgate/shaper"
+	"github.com/floodgate-go/floodgate/shaper/shaperredis"
 )
 
 // outageEndpoint is one server whose bulkhead has one per-tenant layer: a
@@ -47,13 +48,13 @@ func TestRedisOutage(t *testing.T) {
 			CallTimeout: callTimeout, OpenDuration: 300 * time.Millisecond, Jitter: -1,
 			Logger: slog.New(slog.DiscardHandler),
 		})
-		cfg := shaper.RedisConfig{Breaker: ep.brk, Policy: p}
+		cfg := shaperredis.Config{Breaker: ep.brk, Policy: p}
 		if p == breaker.FailLocal {
 			cfg.LocalLimit = localLim
 		}
-		m := shaper.NewRedisMeter(rdb, lim, cfg)
+		m := shaperredis.NewMeter(rdb, lim, cfg)
 		ep.b = bulkhead.New(bulkhead.Config{
-			Layers:         []bulkhead.Layer{{Name: "tenant", Key: bulkhead.ByTenant, Rate: redisRate{m}}},
+			Layers:         []bulkhead.Layer{{Name: "tenant", Key: bulkhead.ByTenant, Rate: m}},
 			DegradedHeader: "Degraded",
 		})
 		ep.srv = tenantServer(t, ep.b, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), nil)
@@ -108,6 +109,7 @@ func TestRedisOutage(t *testing.T) {
 		t.Helper()
 		for _, ep := range eps {
 			degradedBefore := ep.brk.Stats().Degraded
+			layerDegradedBefore := ep.b.Stats().Layers[0].Degraded
 			start := time.Now()
 			rps := send(ep, phase+"-"+ep.name, 6)
 			var ok int
@@ -140,9 +142,9 @@ func TestRedisOutage(t *testing.T) {
 				if d := ep.brk.Stats().Degraded - degradedBefore; d != 6 {
 					t.Errorf("%s, FailOpen: breaker counted %d degraded admissions, want 6", phase, d)
 				}
-				// TODO(merge): also check bulkhead's LayerStats.Degraded and
-				// the Degraded header once shaper.Decision has Degraded
-				// (bulkhead's degraded() is false until then).
+				if d := ep.b.Stats().Layers[0].Degraded - layerDegradedBefore; d != 6 {
+					t.Errorf("%s, FailOpen: the layer counted %d degraded admissions, want 6", phase, d)
+				}
 			case breaker.FailLocal:
 				// The local share: its burst, plus what refills meanwhile.
 				max := int(localLim.Burst) + int(time.Since(start)/(10*time.Second))

@@ -8,6 +8,7 @@ import (
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/floodgate-go/floodgate/shaper"
+	"github.com/floodgate-go/floodgate/shaper/shaperredis"
 )
 
 // TestRedisHonestRetryAfter: on a Redis-backed per-tenant rate, a client that
@@ -19,10 +20,10 @@ func TestRedisHonestRetryAfter(t *testing.T) {
 	db := redistest.Connect(t)
 	// One per second, burst 1: Retry-After is 1 after a refusal right after an
 	// admission, so each round costs about a second.
-	m := shaper.NewRedisMeter(db.Client, shaper.Limit{Rate: shaper.PerSecond(1), Burst: 1},
-		shaper.RedisConfig{Prefix: db.Key("rate:")})
+	m := shaperredis.NewMeter(db.Client, shaper.Limit{Rate: shaper.PerSecond(1), Burst: 1},
+		shaperredis.Config{Prefix: db.Key("rate:")})
 	b := bulkhead.New(bulkhead.Config{Layers: []bulkhead.Layer{
-		{Name: "tenant", Key: bulkhead.ByTenant, Rate: redisRate{m}},
+		{Name: "tenant", Key: bulkhead.ByTenant, Rate: m},
 	}})
 	srv := tenantServer(t, b, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), nil)
 	c := srv.Client()

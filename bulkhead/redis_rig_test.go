@@ -1,7 +1,6 @@
 package bulkhead_test
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -9,27 +8,13 @@ import (
 
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/distsem"
-	"github.com/floodgate-go/floodgate/shaper"
+	"github.com/floodgate-go/floodgate/shaper/shaperredis"
 )
-
-// redisRate adapts a Redis-backed meter to bulkhead.Rate: AllowN, with a
-// denial turned into d.Err(), exactly the shaper Admit contract.
-//
-// Test-only, until shaperredis.Meter has Admit; then the meter is a Rate as
-// it is, and this type goes away.
-type redisRate struct{ m *shaper.RedisMeter }
-
-func (r redisRate) Admit(ctx context.Context, key string, n int64) (shaper.Decision, error) {
-	d, err := r.m.AllowN(ctx, key, n)
-	if err == nil && !d.Allowed {
-		err = d.Err()
-	}
-	return d, err
-}
 
 // The Redis-backed leaves fit bulkhead's interfaces.
 var (
-	_ bulkhead.Rate = redisRate{}
+	_ bulkhead.Rate = (*shaperredis.Meter)(nil)
+	_ bulkhead.Rate = (*shaperredis.Lease)(nil)
 	_ bulkhead.Gate = (*distsem.Semaphore)(nil)
 )
 

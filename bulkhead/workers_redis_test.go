@@ -15,6 +15,7 @@ import (
 	"github.com/floodgate-go/floodgate/distsem"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/floodgate-go/floodgate/shaper"
+	"github.com/floodgate-go/floodgate/shaper/shaperredis"
 )
 
 var _ bulkhead.Gate = (*distsem.Semaphore)(nil)
@@ -26,8 +27,6 @@ var _ bulkhead.Gate = (*distsem.Semaphore)(nil)
 // slack), and every job runs. With 100ms jobs the rate binds (the cap would
 // allow 30/s), and the run takes as long as the rate says; with 600ms jobs the
 // cap binds (the rate would let 6 run at once), and it is reached.
-//
-// TODO(merge): shaper.NewRedisQueue becomes shaperredis.NewQueue (same Wait).
 func TestWorkersFleet(t *testing.T) {
 	t.Run("rate", func(t *testing.T) { testWorkersFleet(t, 100*time.Millisecond) })
 	t.Run("cap", func(t *testing.T) { testWorkersFleet(t, 600*time.Millisecond) })
@@ -66,7 +65,7 @@ func testWorkersFleet(t *testing.T, job time.Duration) {
 	var groups []*bulkhead.Workers
 	for g := range 3 {
 		c := redis.NewClient(redistest.Options(db.Client.Options().Addr))
-		q := shaper.NewRedisQueue(c, "exports", shaper.PerSecond(rate), shaper.QueueConfig{}, shaper.RedisConfig{Prefix: db.Prefix})
+		q := shaperredis.NewQueue(c, "exports", shaper.PerSecond(rate), shaper.QueueConfig{}, shaperredis.Config{Prefix: db.Prefix})
 		sem := distsem.New(c, db.Prefix+"exports", limit, distsem.Config{})
 		t.Cleanup(func() {
 			q.Close()

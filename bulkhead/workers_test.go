@@ -14,12 +14,13 @@ import (
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/semaphore"
 	"github.com/floodgate-go/floodgate/shaper"
+	"github.com/floodgate-go/floodgate/shaper/shaperredis"
 )
 
 // The leaves satisfy the worker throttle's interfaces as they are.
 var (
 	_ bulkhead.Pacer = (*shaper.Queue)(nil)
-	_ bulkhead.Pacer = (*shaper.RedisQueue)(nil)
+	_ bulkhead.Pacer = (*shaperredis.Queue)(nil)
 	_ bulkhead.Gate  = (*semaphore.Weighted)(nil)
 )
 
