@@ -19,6 +19,8 @@ import (
 	"os"
 	"os/signal"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // config is what run needs; main fills it from flags.
@@ -36,6 +38,7 @@ func main() {
 	flag.IntVar(&cfg.Pods, "pods", 3, "simulated pods with -redis")
 	flag.DurationVar(&cfg.Duration, "d", 3*time.Second, "how long each job runs")
 	flag.Parse()
+	redis.SetLogger(quiet{}) // errors are reported once, by run
 	cfg.Progress = os.Stderr
 	if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 		cfg.TTY = true
@@ -88,3 +91,9 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 	fmt.Fprintf(w, "\ndone in %.1fs\n", time.Since(start).Seconds())
 	return nil
 }
+
+// quiet drops go-redis's own log lines (dial retries), so that a missing
+// server is reported in one line.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}

@@ -119,7 +119,7 @@ func (t *table) addEach(label string, cols []*column, f func(int, *column) strin
 
 // standard adds the rows every job reports.
 func (t *table) standard(cols []*column, peakCap int64) {
-	t.addCols("", cols, func(c *column) string { return c.name })
+	t.addCols("limiters", cols, func(c *column) string { return c.name })
 	if len(cols[0].admitted) > 1 {
 		for p := range cols[0].admitted {
 			t.addCols(fmt.Sprintf("  pod %d admitted", p+1), cols, func(c *column) string { return fmt.Sprint(c.admitted[p].Load()) })
