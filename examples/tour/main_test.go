@@ -214,4 +214,3 @@ func TestTourRedisUnreachable(t *testing.T) {
 		t.Errorf("error has several lines: %q", err)
 	}
 }
-
