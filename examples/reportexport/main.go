@@ -150,6 +150,7 @@ type limiterSet struct {
 	rate  func(name string, lim shaper.Limit) bulkhead.Rate
 }
 
+// TODO(merge): shaper.NewRedisMeter → shaperredis.NewMeter, shaper.RedisConfig → shaperredis.Config.
 func limiters(ctx context.Context, addr, prefix string) (limiterSet, func(), error) {
 	if addr == "" {
 		return limiterSet{

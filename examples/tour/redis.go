@@ -13,6 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// TODO(merge): shaper.NewRedisMeter → shaperredis.NewMeter, shaper.NewRedisQueue →
+// shaperredis.NewQueue, shaper.RedisConfig → shaperredis.Config.
+
 // redisBackend makes limiters shared through the Redis at addr: one go-redis
 // client per simulated pod, as separate processes would have. Every run uses
 // fresh keys, so runs never see each other's state.
