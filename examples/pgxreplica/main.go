@@ -70,7 +70,7 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 	}
 
 	db := bulkheadpgx.New(pool, bulkheadpgx.Config{Classes: []bulkheadpgx.Class{
-		{Name: "reports", Gate: localGate{semaphore.New(cfg.Cap, semaphore.Config{})}, MaxWait: 2 * time.Second},
+		{Name: "reports", Gate: semaphore.New(cfg.Cap, semaphore.Config{}), MaxWait: 2 * time.Second},
 	}})
 	reports := db.Class("reports")
 	var inFlight, peak, done, refused, cheap atomic.Int64

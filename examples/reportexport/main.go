@@ -27,6 +27,7 @@ import (
 	"github.com/floodgate-go/floodgate/distsem"
 	"github.com/floodgate-go/floodgate/semaphore"
 	"github.com/floodgate-go/floodgate/shaper"
+	"github.com/floodgate-go/floodgate/shaper/shaperredis"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -150,7 +151,6 @@ type limiterSet struct {
 	rate  func(name string, lim shaper.Limit) bulkhead.Rate
 }
 
-// TODO(merge): shaper.NewRedisMeter → shaperredis.NewMeter, shaper.RedisConfig → shaperredis.Config.
 func limiters(ctx context.Context, addr, prefix string) (limiterSet, func(), error) {
 	if addr == "" {
 		return limiterSet{
@@ -183,7 +183,7 @@ func limiters(ctx context.Context, addr, prefix string) (limiterSet, func(), err
 				return k
 			},
 			rate: func(name string, l shaper.Limit) bulkhead.Rate {
-				return redisRate(shaper.NewRedisMeter(rdb, l, shaper.RedisConfig{Prefix: prefix + name + ":", Breaker: brk, Policy: breaker.FailOpen}))
+				return shaperredis.NewMeter(rdb, l, shaperredis.Config{Prefix: prefix + name + ":", Breaker: brk, Policy: breaker.FailOpen})
 			},
 		}, func() {
 			for i := len(closers) - 1; i >= 0; i-- {

@@ -10,11 +10,9 @@ import (
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/distsem"
 	"github.com/floodgate-go/floodgate/shaper"
+	"github.com/floodgate-go/floodgate/shaper/shaperredis"
 	"github.com/redis/go-redis/v9"
 )
-
-// TODO(merge): shaper.NewRedisMeter → shaperredis.NewMeter, shaper.NewRedisQueue →
-// shaperredis.NewQueue, shaper.RedisConfig → shaperredis.Config.
 
 // redisBackend makes limiters shared through the Redis at addr: one go-redis
 // client per simulated pod, as separate processes would have. Every run uses
@@ -55,10 +53,10 @@ func redisBackend(ctx context.Context, addr string, pods int) (*backend, error) 
 			return k
 		},
 		rate: func(pod int, name string, lim shaper.Limit) bulkhead.Rate {
-			return redisRate(shaper.NewRedisMeter(clients[pod], lim, shaper.RedisConfig{Prefix: prefix + name + ":"}))
+			return shaperredis.NewMeter(clients[pod], lim, shaperredis.Config{Prefix: prefix + name + ":"})
 		},
 		pacer: func(pod int, name string, r shaper.Rate) (bulkhead.Pacer, func()) {
-			q := shaper.NewRedisQueue(clients[pod], prefix+name, r, shaper.QueueConfig{}, shaper.RedisConfig{})
+			q := shaperredis.NewQueue(clients[pod], prefix+name, r, shaper.QueueConfig{}, shaperredis.Config{})
 			return q, q.Close
 		},
 		close: closeAll,
