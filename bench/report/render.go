@@ -14,6 +14,8 @@ func num(x float64) string {
 	switch a := math.Abs(x); {
 	case math.IsNaN(x):
 		return "?"
+	case x == math.Trunc(x) && a < 1e4: // a count: allocations, round trips
+		return strconv.FormatFloat(x, 'f', 0, 64)
 	case a >= 1e6:
 		return sig(x/1e6) + "M"
 	case a >= 1e4:
@@ -32,8 +34,10 @@ func sig(x float64) string {
 		return strconv.FormatFloat(x, 'f', 0, 64)
 	case a >= 10:
 		return strconv.FormatFloat(x, 'f', 1, 64)
-	case a >= 0.1:
+	case a >= 1:
 		return strconv.FormatFloat(x, 'f', 2, 64)
+	case a >= 0.1:
+		return strconv.FormatFloat(x, 'f', 3, 64)
 	default:
 		return strconv.FormatFloat(x, 'g', 3, 64)
 	}
@@ -64,7 +68,7 @@ var labels = map[string]string{
 	"p50-µs":              " µs p50",
 	"p99-µs":              " µs p99",
 	"roundtrips/op":       " round trips",
-	"redis-µs/op":         " µs Redis CPU (scripts, commandstats)",
+	"redis-µs/op":         " µs Redis CPU",
 	"redis-proc-µs/op":    " µs Redis process CPU",
 	"rtt/acquire":         " round trips per Acquire",
 	"rtt/release":         " per Release",
@@ -80,21 +84,28 @@ var labels = map[string]string{
 var perCPU = map[string]string{"pairs/redis-cpu-s": "pair", "grants/redis-cpu-s": "grant"}
 
 // cell describes one case: its primary metric with the spread, then its
-// other metrics' medians.
+// other metrics' medians. The full tables have every metric.
 func cell(r *results, name string) string {
 	if !r.has(name) {
 		return "not run"
 	}
 	p := r.primary(name)
-	parts := []string{spread(r.stat(name, p)) + label(p)}
+	st, l := r.stat(name, p), label(p)
+	if p == "ns/op" && st.median >= 1e4 {
+		st, l = stats{st.n, st.median / 1e3, st.min / 1e3, st.max / 1e3}, " µs"
+	}
+	parts := []string{spread(st) + l}
+	if p == "achieved/target" {
+		return parts[0] // its allocations are those of a whole paced run
+	}
 	for _, u := range r.units(name) {
-		if u == p || u == "B/op" || (u == "ns/op" && p != "ns/op") {
+		if u == p || u == "B/op" || u == "redis-proc-µs/op" || (u == "ns/op" && p != "ns/op") {
 			continue
 		}
 		m := r.stat(name, u).median
 		if per, ok := perCPU[u]; ok { // shown as its inverse: Redis CPU per pair or grant
 			if m > 0 {
-				parts = append(parts, num(1e6/m)+" µs Redis process CPU per "+per)
+				parts = append(parts, num(1e6/m)+" µs Redis CPU per "+per)
 			}
 			continue
 		}
@@ -201,11 +212,10 @@ func writeSummary(w io.Writer, r *results) {
 			continue
 		}
 		pairs := r.genericPairs(top)
-		fmt.Fprintf(w, "### %s\n\n", strings.TrimPrefix(top, "Benchmark"))
 		if len(pairs) == 0 {
-			fmt.Fprintf(w, "No impl=floodgate… case beside a peer; see the full table below.\n\n")
-			continue
+			continue // no floodgate case beside a peer: the full table has it
 		}
+		fmt.Fprintf(w, "### %s\n\n", strings.TrimPrefix(top, "Benchmark"))
 		fmt.Fprintf(w, "| case | floodgate | peer (same rounds) | floodgate/peer |\n|---|---|---|---|\n")
 		for _, p := range pairs {
 			_, _, key := splitCase(p[0])

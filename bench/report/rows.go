@@ -71,6 +71,8 @@ var sections = []section{
 			peers: []string{"BenchmarkBreakerSuccess/impl=gobreaker"}},
 		{what: "`Do` success path, default call timeout, Background context", fg: "BenchmarkBreakerSuccess/impl=floodgate/timeout=on",
 			peers: []string{"BenchmarkBreakerSuccess/impl=gobreaker"}},
+		{what: "a call while the breaker is open (fail closed: an error, no store call)", fg: "BenchmarkBreakerOpen/impl=floodgate/policy=fail-closed",
+			peers: []string{"BenchmarkBreakerOpen/impl=gobreaker"}},
 		{what: "`Do` success path, all cores on one breaker", fg: "BenchmarkBreakerParallel/impl=floodgate/timeout=off",
 			peers: []string{"BenchmarkBreakerParallel/impl=gobreaker"}},
 	}},
