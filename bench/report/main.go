@@ -161,6 +161,7 @@ func run(ctx context.Context, c config) error {
 			cmd := exec.CommandContext(ctx, bin, "-test.run=^$", "-test.bench=^"+name+"$", "-test.benchmem",
 				"-test.count=1", "-test.benchtime="+bt, "-test.timeout=10m")
 			cmd.Env = env
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the report
 			var o bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &o, &o
 			err := cmd.Run()
