@@ -144,6 +144,20 @@ func TestPrimaryAndCell(t *testing.T) {
 
 func TestCPUModel(t *testing.T) {
 	in := "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\n\nprocessor\t: 1\nmodel name\t: other\n"
+	for _, tc := range []struct {
+		s    stats
+		want string
+	}{
+		{stats{3, 2, 1, 5}, "2 (1–5)"},
+		{stats{3, 0.997, 0.99, 1}, "0.997 (0.990–1.00)"},
+		{stats{1, 42.5, 42.5, 42.5}, "42.5"},
+		{stats{3, 25000, 20000, 30000}, "25.0k (20.0k–30.0k)"},
+		{stats{}, "?"},
+	} {
+		if got := spread(tc.s); got != tc.want {
+			t.Errorf("spread(%+v) = %q, want %q", tc.s, got, tc.want)
+		}
+	}
 	if got := cpuModel(strings.NewReader(in)); got != "Intel(R) Xeon(R) CPU @ 2.20GHz" {
 		t.Errorf("cpuModel = %q", got)
 	}

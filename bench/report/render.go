@@ -25,6 +25,16 @@ func num(x float64) string {
 	}
 }
 
+func integral(x float64) bool { return x == math.Trunc(x) }
+
+// numFrac is num without the special case for counts.
+func numFrac(x float64) string {
+	if integral(x) && math.Abs(x) < 1e4 {
+		return sig(x)
+	}
+	return num(x)
+}
+
 func sig(x float64) string {
 	a := math.Abs(x)
 	switch {
@@ -49,8 +59,12 @@ func spread(s stats) string {
 	if s.n == 0 {
 		return "?"
 	}
-	m := num(s.median)
-	lo, hi := num(s.min), num(s.max)
+	f := num
+	if !integral(s.median) || !integral(s.min) || !integral(s.max) {
+		f = numFrac // 0.997 (0.990–1.00), not (0.990–1)
+	}
+	m := f(s.median)
+	lo, hi := f(s.min), f(s.max)
 	if s.n == 1 || lo == hi {
 		return m
 	}
