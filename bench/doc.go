@@ -2,10 +2,32 @@
 // side in one run, so results are ratios on the same machine. It is a separate
 // module so that peer libraries never appear in floodgate's own go.mod.
 //
-// Run everything (the Redis meter benchmarks need REDIS_ADDR; the distsem ones
-// start their own redis-server, REDIS_SERVER or from PATH; `make test`
-// smoke-runs them all):
+// The report, bench/RESULTS.md, is written by one command at the repository
+// root:
 //
-//	cd bench && go test -run='^$' -bench=. -benchmem -count=10 | tee new.txt
+//	make bench          # about 10 minutes
+//	make bench QUICK=1  # fewer, shorter rounds, for a look
+//
+// which runs `go run ./report` here. It starts its own redis-server on a free
+// loopback port (REDIS_SERVER, else /usr/bin/redis-server, else PATH) unless
+// REDIS_ADDR names one, and stops it on exit; the PostgreSQL rows run only
+// when DATABASE_URL is set. The report builds the benchmark binary once and
+// runs every benchmark function several times over (rounds, -count=1 each);
+// within a run all implementations of a row run back to back, so floodgate and
+// its peer alternate over the rounds. Each figure is the median over the
+// rounds with the lowest and highest, and each floodgate/peer ratio is taken
+// within a round, then its median shown. RESULTS.md explains what each row
+// measures and which floors (memory latency, a bare EVALSHA) bound it.
+//
+// Benchmarks follow one naming rule, which the report relies on to pair
+// rows: sub-benchmarks are named impl=NAME, with floodgate's own
+// implementations named floodgate or floodgate-VARIANT, and any other
+// parameters (conc=32, order=hot4k) after it, the same for every impl of a
+// row. A new benchmark that follows it appears in the report without
+// changes to the report program.
+//
+// To run by hand and compare with benchstat:
+//
+//	cd bench && REDIS_ADDR=127.0.0.1:6379 go test -run='^$' -bench=. -benchmem -count=10 | tee new.txt
 //	benchstat new.txt
 package bench

@@ -1,0 +1,328 @@
+// Command report runs the side-by-side benchmarks of floodgate/bench and writes
+// RESULTS.md: the machine, then every row as floodgate beside its peer,
+// median and spread over several rounds in which the implementations
+// alternate.
+//
+// Run it from the bench directory (`make bench` at the repository root does):
+//
+//	go run ./report            # the full report, about 10 minutes
+//	go run ./report -quick     # fewer, shorter rounds, for a look
+//
+// Without REDIS_ADDR it starts its own redis-server (REDIS_SERVER, else
+// /usr/bin/redis-server, else redis-server on PATH) on a free loopback port
+// and stops it on every exit. Benchmarks whose name contains Pgx run only
+// when DATABASE_URL is set.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+type config struct {
+	quick     bool
+	rounds    int
+	out, raw  string
+	benchRe   string
+	localTime string // -benchtime of local benchmarks
+	redisTime string // -benchtime of Redis and PostgreSQL benchmarks
+}
+
+func main() {
+	var c config
+	flag.BoolVar(&c.quick, "quick", false, "3 short rounds instead of the full run (for a look; not for publishing)")
+	flag.IntVar(&c.rounds, "rounds", 0, "rounds (default 5, or 3 with -quick)")
+	flag.StringVar(&c.out, "out", "RESULTS.md", "report file")
+	flag.StringVar(&c.raw, "raw", "", "also write the raw `go test -bench` output here (benchstat reads it)")
+	flag.StringVar(&c.benchRe, "bench", ".", "run only benchmarks matching this regexp")
+	flag.Parse()
+	if c.rounds <= 0 {
+		c.rounds = 5
+		if c.quick {
+			c.rounds = 3
+		}
+	}
+	c.localTime, c.redisTime = "300ms", "1s"
+	if c.quick {
+		c.localTime, c.redisTime = "50ms", "200ms"
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, c)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		os.Exit(1)
+	}
+}
+
+// slowBench are the benchmarks that talk to a server: they get the longer
+// -benchtime.
+var slowBench = regexp.MustCompile(`Redis|Distsem|Pgx|Workers`)
+
+// pgxBench need DATABASE_URL.
+var pgxBench = regexp.MustCompile(`(?i)pgx|postgres`)
+
+func run(ctx context.Context, c config) error {
+	if _, err := os.Stat("go.mod"); err != nil {
+		return errors.New("run from the bench directory (cd bench && go run ./report)")
+	}
+	filter, err := regexp.Compile(c.benchRe)
+	if err != nil {
+		return fmt.Errorf("-bench: %w", err)
+	}
+	m := machine{start: time.Now(), loadStart: loadAvg(), quick: c.quick}
+	env := os.Environ()
+
+	redisBin := redisServerBinary()
+	if redisBin != "" {
+		env = append(env, "REDIS_SERVER="+redisBin) // for the distsem benchmarks' own servers
+	}
+	addr := os.Getenv("REDIS_ADDR")
+	if addr == "" {
+		if redisBin == "" {
+			return errors.New("no redis-server: set REDIS_SERVER or REDIS_ADDR")
+		}
+		srv, err := startRedis(ctx, redisBin)
+		if err != nil {
+			return err
+		}
+		defer srv.stop()
+		addr = srv.addr
+		env = append(env, "REDIS_ADDR="+addr)
+		m.redisWhere = "started by the report on " + addr
+	} else {
+		m.redisWhere = "REDIS_ADDR=" + addr
+	}
+	m.redisVersion = redisVersion(ctx, addr)
+
+	tmp, err := os.MkdirTemp("", "floodgate-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	bin := filepath.Join(tmp, "bench.test")
+	fmt.Fprintln(os.Stderr, "report: building the benchmarks")
+	build := exec.CommandContext(ctx, "go", "test", "-c", "-o", bin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("go test -c: %w", err)
+	}
+	out, err := exec.CommandContext(ctx, bin, "-test.list", "^Benchmark").Output()
+	if err != nil {
+		return fmt.Errorf("listing benchmarks: %w", err)
+	}
+	var res results
+	var benches []string
+	for _, name := range strings.Fields(string(out)) {
+		switch {
+		case !strings.HasPrefix(name, "Benchmark") || !filter.MatchString(name):
+		case pgxBench.MatchString(name) && os.Getenv("DATABASE_URL") == "":
+			res.notes = append(res.notes, name+" not run: DATABASE_URL is not set")
+		default:
+			benches = append(benches, name)
+		}
+	}
+	if len(benches) == 0 {
+		return errors.New("no benchmarks to run")
+	}
+
+	var raw bytes.Buffer
+	for round := range c.rounds {
+		m.loads = append(m.loads, loadAvg())
+		// Rotate the order of the benchmarks from round to round, so no
+		// benchmark always runs first or after the same neighbour.
+		for i := range benches {
+			name := benches[(i+round)%len(benches)]
+			bt := c.localTime
+			switch {
+			case strings.Contains(name, "ShaperAccuracy"):
+				bt = "1x" // each iteration is a 300ms paced run
+			case slowBench.MatchString(name):
+				bt = c.redisTime
+			}
+			fmt.Fprintf(os.Stderr, "report: round %d/%d: %s (%s)\n", round+1, c.rounds, name, time.Since(m.start).Round(time.Second))
+			cmd := exec.CommandContext(ctx, bin, "-test.run=^$", "-test.bench=^"+name+"$", "-test.benchmem",
+				"-test.count=1", "-test.benchtime="+bt, "-test.timeout=10m")
+			cmd.Env = env
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the report
+			var o bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &o, &o
+			err := cmd.Run()
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			raw.Write(o.Bytes())
+			p := parseOutput(bytes.NewReader(o.Bytes()))
+			if err != nil {
+				p.notes = append(p.notes, fmt.Sprintf("%s exited with %v in round %d (its measured cases are kept)", name, err, round+1))
+				os.Stderr.Write(lastLines(o.Bytes(), 20))
+			}
+			res.add(round, p)
+		}
+	}
+	m.end, m.loadEnd = time.Now(), loadAvg()
+	m.rounds, m.localTime, m.redisTime = c.rounds, c.localTime, c.redisTime
+
+	if c.raw != "" {
+		if err := os.WriteFile(c.raw, raw.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	var doc bytes.Buffer
+	writeReport(&doc, &m, &res)
+	if err := os.WriteFile(c.out, doc.Bytes(), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "report: wrote %s in %s\n", c.out, m.end.Sub(m.start).Round(time.Second))
+	return nil
+}
+
+func lastLines(b []byte, n int) []byte {
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	return bytes.Join(lines[max(0, len(lines)-n):], nil)
+}
+
+func redisServerBinary() string {
+	if b := os.Getenv("REDIS_SERVER"); b != "" {
+		return b
+	}
+	if _, err := os.Stat("/usr/bin/redis-server"); err == nil {
+		return "/usr/bin/redis-server"
+	}
+	b, _ := exec.LookPath("redis-server")
+	return b
+}
+
+type redisServer struct {
+	addr string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// startRedis starts redis-server on a free loopback port, without
+// persistence. The server dies with the report even if the report is killed
+// (Pdeathsig); stop ends it otherwise.
+func startRedis(ctx context.Context, bin string) (*redisServer, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no")
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	s := &redisServer{addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(s.done) }()
+	rdb := redis.NewClient(&redis.Options{Addr: s.addr, DisableIdentity: true, MaxRetries: -1})
+	defer rdb.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := rdb.Ping(ctx).Err()
+		if err == nil {
+			return s, nil
+		}
+		select {
+		case <-s.done:
+			return nil, fmt.Errorf("redis-server exited: %s", lastLines(logs.Bytes(), 5))
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			s.stop()
+			return nil, fmt.Errorf("redis-server on %s not ready: %v", s.addr, err)
+		}
+	}
+}
+
+func (s *redisServer) stop() {
+	s.cmd.Process.Kill()
+	<-s.done
+}
+
+func redisVersion(ctx context.Context, addr string) string {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true})
+	defer rdb.Close()
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	return infoField(info, "redis_version")
+}
+
+// infoField returns the value of key in an INFO reply.
+func infoField(info, key string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), key+":"); ok {
+			return v
+		}
+	}
+	return "unknown"
+}
+
+type machine struct {
+	quick                bool
+	start, end           time.Time
+	loadStart, loadEnd   string
+	loads                []string // at the start of each round
+	redisVersion         string
+	redisWhere           string
+	rounds               int
+	localTime, redisTime string
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// cpuModel returns the first "model name" of /proc/cpuinfo.
+func cpuModel(cpuinfo io.Reader) string {
+	b, err := io.ReadAll(cpuinfo)
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
+func cpuModelOfThisMachine() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	defer f.Close()
+	return cpuModel(f)
+}
