@@ -637,7 +637,8 @@ func (b *Breaker) report(t transition) {
 		level = slog.LevelWarn
 	}
 	attrs := []slog.Attr{
-		slog.String("breaker", b.name),
+		slog.String("limiter", b.name),
+		slog.String("kind", "breaker"),
 		slog.String("from", t.from.String()),
 		slog.String("to", t.to.String()),
 	}

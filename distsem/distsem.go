@@ -145,6 +145,7 @@ type localCounters struct {
 	noCapacity, tooLarge, unavailable, closed atomic.Int64
 	renewals, renewalErrors                   atomic.Int64
 	held                                      atomic.Int64
+	failOpen, failLocal, localBusy            atomic.Int64
 }
 
 // Bounds of the values a Semaphore sends to Redis. The scripts compute in Lua
@@ -345,6 +346,8 @@ func (s *Semaphore) acquireCounted(ctx context.Context, n int64, wait bool) (*Pe
 		c.tooLarge.Add(1)
 	case errors.Is(err, ErrClosed):
 		c.closed.Add(1)
+	case errors.Is(err, ErrLocalBusy):
+		// counted by fallback
 	case ctx.Err() != nil && err == ctx.Err():
 		c.canceled.Add(1)
 	case errors.Is(err, breaker.ErrUnavailable):
@@ -368,7 +371,12 @@ type LocalStats struct {
 	// Refusals by reason, and Errors for other failures (a Redis error that
 	// is not a store failure, a broken invariant).
 	RejectedNoCapacity, RejectedTooLarge, RejectedUnavailable, RejectedClosed int64
-	Errors                                                                    int64
+	// RejectedLocalBusy counts refusals by the local share under FailLocal.
+	RejectedLocalBusy int64
+	Errors            int64
+	// FailOpen and FailLocal count the grants made without Redis, by the
+	// policy that made them (they add up to Degraded).
+	FailOpen, FailLocal int64
 	// Renewals counts lease renewals that Redis answered, RenewalErrors those
 	// that failed (retried until the local deadline).
 	Renewals, RenewalErrors int64
@@ -389,6 +397,9 @@ func (s *Semaphore) LocalStats() LocalStats {
 		RejectedTooLarge:    c.tooLarge.Load(),
 		RejectedUnavailable: c.unavailable.Load(),
 		RejectedClosed:      c.closed.Load(),
+		RejectedLocalBusy:   c.localBusy.Load(),
+		FailOpen:            c.failOpen.Load(),
+		FailLocal:           c.failLocal.Load(),
 		Errors:              c.errors.Load(),
 		Renewals:            c.renewals.Load(),
 		RenewalErrors:       c.renewalErrors.Load(),

@@ -129,15 +129,18 @@ func (m *Metrics) DistsemConfig(name string, cfg distsem.Config) distsem.Config 
 }
 
 // Distsem observes s's LocalStats (no I/O: the counts of this process, not
-// the fleet's) as floodgate.admitted, floodgate.rejected (no_capacity,
-// too_large, store_unavailable, closed, error), floodgate.canceled,
+// the fleet's) as floodgate.admitted, floodgate.decisions (grants by source:
+// store, fail_open, local), floodgate.rejected (no_capacity, too_large,
+// store_unavailable, closed, local_busy, error), floodgate.canceled,
 // floodgate.in_use (the weight this process holds), floodgate.lease.lost and
 // floodgate.lease.renewals (outcome ok, failure). The fleet-wide state
 // (Semaphore.Stats) costs a Redis round trip and is not observed: every
 // process would report the same value.
 func (m *Metrics) Distsem(name string, s *distsem.Semaphore) (metric.Registration, error) {
 	base := observe(attrs(name, KindDistsem))
-	r := reasonOpts(name, KindDistsem, ReasonNoCapacity, ReasonTooLarge, ReasonStoreUnavailable, ReasonClosed, ReasonError)
+	r := reasonOpts(name, KindDistsem, ReasonNoCapacity, ReasonTooLarge, ReasonStoreUnavailable, ReasonClosed, ReasonLocalBusy, ReasonError)
+	src := func(s string) []metric.ObserveOption { return observe(attrs(name, KindDistsem, KeySource.String(s))) }
+	store, open, local := src(SourceStore), src(SourceFailOpen), src(SourceLocal)
 	ok := observe(attrs(name, KindDistsem, KeyOutcome.String("ok")))
 	failed := observe(attrs(name, KindDistsem, KeyOutcome.String("failure")))
 	return m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -148,13 +151,17 @@ func (m *Metrics) Distsem(name string, s *distsem.Semaphore) (metric.Registratio
 		o.ObserveInt64(m.rejected, st.RejectedTooLarge, r[ReasonTooLarge]...)
 		o.ObserveInt64(m.rejected, st.RejectedUnavailable, r[ReasonStoreUnavailable]...)
 		o.ObserveInt64(m.rejected, st.RejectedClosed, r[ReasonClosed]...)
+		o.ObserveInt64(m.rejected, st.RejectedLocalBusy, r[ReasonLocalBusy]...)
+		o.ObserveInt64(m.decisions, st.Acquired-st.FailOpen-st.FailLocal, store...)
+		o.ObserveInt64(m.decisions, st.FailOpen, open...)
+		o.ObserveInt64(m.decisions, st.FailLocal, local...)
 		o.ObserveInt64(m.rejected, st.Errors, r[ReasonError]...)
 		o.ObserveInt64(m.inUse, st.Held, base...)
 		o.ObserveInt64(m.leaseLost, st.Lost, base...)
 		o.ObserveInt64(m.leaseRenewals, st.Renewals, ok...)
 		o.ObserveInt64(m.leaseRenewals, st.RenewalErrors, failed...)
 		return nil
-	}, m.admitted, m.canceled, m.rejected, m.inUse, m.leaseLost, m.leaseRenewals)
+	}, m.admitted, m.canceled, m.rejected, m.inUse, m.leaseLost, m.leaseRenewals, m.decisions)
 }
 
 // BreakerConfig returns cfg with an OnStoreCall hook that records

@@ -54,6 +54,7 @@ const (
 	ReasonStoreUnavailable = "store_unavailable"
 	ReasonNoCapacity       = "no_capacity"
 	ReasonClosed           = "closed"
+	ReasonLocalBusy        = "local_busy"
 	ReasonConcurrency      = "concurrency"
 	ReasonError            = "error"
 	ReasonNoIdentity       = "no_identity"
