@@ -12,17 +12,15 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// SemaphoreConfig returns cfg with an OnAcquire hook that records
+// SemaphoreConfig returns cfg with an OnWait hook that records
 // floodgate.wait.duration for the calls that queued, then calls cfg's own
-// OnAcquire. A grant without queueing records nothing (the semaphore does not
-// read the clock for it): floodgate.admitted counts it.
+// OnWait. A grant without queueing is left untouched (no hook, no clock
+// read): floodgate.admitted counts it.
 func (m *Metrics) SemaphoreConfig(name string, cfg semaphore.Config) semaphore.Config {
 	opts := record(attrs(name, KindSemaphore))
-	h, next := m.waitDuration, cfg.OnAcquire
-	cfg.OnAcquire = func(n int64, waited time.Duration) {
-		if waited > 0 {
-			seconds(h, waited, opts)
-		}
+	h, next := m.waitDuration, cfg.OnWait
+	cfg.OnWait = func(n int64, waited time.Duration) {
+		seconds(h, waited, opts)
 		if next != nil {
 			next(n, waited)
 		}

@@ -187,8 +187,8 @@ func TestNoAllocations(t *testing.T) {
 		t.Errorf("Meter.Allow: %v allocs, want 0", a)
 	}
 	cfg := m.SemaphoreConfig("w", semaphore.Config{})
-	cfg.OnAcquire(1, time.Millisecond) // first record creates the series
-	if a := testing.AllocsPerRun(100, func() { cfg.OnAcquire(1, time.Millisecond) }); a != 0 {
+	cfg.OnWait(1, time.Millisecond) // first record creates the series
+	if a := testing.AllocsPerRun(100, func() { cfg.OnWait(1, time.Millisecond) }); a != 0 {
 		t.Errorf("recording a wait: %v allocs, want 0", a)
 	}
 }

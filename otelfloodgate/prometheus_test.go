@@ -44,7 +44,7 @@ func TestPrometheusScrape(t *testing.T) {
 	m.Breaker(br)
 	// Feed the histograms once (a histogram has no series before its first record).
 	cfg := m.SemaphoreConfig("db", semaphore.Config{})
-	cfg.OnAcquire(1, 1)
+	cfg.OnWait(1, 1)
 	m.QueueConfig("jobs", shaper.QueueConfig{}).OnWait(1, 1)
 	m.BreakerConfig("redis", breaker.Config{}).OnStoreCall(1, false)
 	dcfg := m.DistsemConfig("sem", distsemConfig())
