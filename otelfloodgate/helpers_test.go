@@ -89,7 +89,7 @@ var units = map[string]string{
 func attrString(kvs []attribute.KeyValue) string {
 	pairs := make([]string, len(kvs))
 	for i, kv := range kvs {
-		pairs[i] = string(kv.Key) + "=" + kv.Value.Emit()
+		pairs[i] = string(kv.Key) + "=" + kv.Value.String()
 	}
 	slices.Sort(pairs)
 	return "{" + strings.Join(pairs, ",") + "}"
