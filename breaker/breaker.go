@@ -122,6 +122,10 @@ type Stats struct {
 	Rejections uint64 // FailClosed: answered with an error
 	Degraded   uint64 // FailOpen: admitted without the store
 	Fallbacks  uint64 // FailLocal: answered by the fallback
+
+	// StoreAnswers counts calls the store answered (Source FromStore, an
+	// error that is not a store failure included; caller cancellations not).
+	StoreAnswers uint64
 }
 
 // A Breaker is a circuit breaker guarding calls to a shared store (one Redis
@@ -156,6 +160,8 @@ type Breaker struct {
 
 	trips, transitions, failures    atomic.Uint64
 	rejections, degraded, fallbacks atomic.Uint64
+	answers                         atomic.Uint64
+	onStoreCall                     func(d time.Duration, failed bool)
 
 	mu sync.Mutex
 	// mu guards:
@@ -214,6 +220,7 @@ func (b *Breaker) setup(name string, cfg Config) {
 	}
 	b.policy = cfg.Policy
 	b.onChange = cfg.OnStateChange
+	b.onStoreCall = cfg.OnStoreCall
 	b.logger = cfg.Logger
 	b.openBase = cfg.openDuration()
 	b.openMax = cfg.maxOpenDuration()
@@ -290,6 +297,7 @@ func (b *Breaker) Stats() Stats {
 	st.Rejections = b.rejections.Load()
 	st.Degraded = b.degraded.Load()
 	st.Fallbacks = b.fallbacks.Load()
+	st.StoreAnswers = b.answers.Load()
 	return st
 }
 
@@ -373,6 +381,10 @@ func Do[T any](ctx context.Context, b *Breaker, p Policy, call func(context.Cont
 		v       error  // the verdict
 		src     Source // the policy's answer if the call failed
 	)
+	var start time.Time
+	if b.onStoreCall != nil {
+		start = time.Now()
+	}
 	_, gerr := b.cb.Execute(func() (struct{}, error) {
 		ran = true
 		out, callErr = call(cctx)
@@ -389,6 +401,9 @@ func Do[T any](ctx context.Context, b *Breaker, p Policy, call func(context.Cont
 		return struct{}{}, v
 	})
 	b.dispatch()
+	if ran && b.onStoreCall != nil && v != errCaller {
+		b.onStoreCall(time.Since(start), v == errFailure || v == errTimedOut)
+	}
 	switch {
 	case !ran:
 		if src := b.count(p); src != Rejected {
@@ -401,6 +416,7 @@ func Do[T any](ctx context.Context, b *Breaker, p Policy, call func(context.Cont
 		}
 		return zero, FromStore, context.DeadlineExceeded // its deadline passed; its timer is late
 	case v != errFailure && v != errTimedOut:
+		b.answers.Add(1)
 		return out, FromStore, callErr
 	case src != Rejected:
 		return answer(ctx, src, fallback)
@@ -621,7 +637,8 @@ func (b *Breaker) report(t transition) {
 		level = slog.LevelWarn
 	}
 	attrs := []slog.Attr{
-		slog.String("breaker", b.name),
+		slog.String("limiter", b.name),
+		slog.String("kind", "breaker"),
 		slog.String("from", t.from.String()),
 		slog.String("to", t.to.String()),
 	}

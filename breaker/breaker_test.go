@@ -628,9 +628,9 @@ func TestOneLogLinePerTransition(t *testing.T) {
 			breaker.Do(ctx, b, breaker.FailOpen, s.call, nil)
 		}
 		want := []string{
-			"WARN breaker: open breaker=redis:1 from=closed to=open open_for=1s trips=1 store_failures=2 rejected=0 degraded=2 fallbacks=0",
-			"INFO breaker: half-open breaker=redis:1 from=open to=half-open store_failures=0 rejected=0 degraded=98 fallbacks=50",
-			"INFO breaker: closed breaker=redis:1 from=half-open to=closed store_failures=0 rejected=0 degraded=0 fallbacks=0",
+			"WARN breaker: open limiter=redis:1 kind=breaker from=closed to=open open_for=1s trips=1 store_failures=2 rejected=0 degraded=2 fallbacks=0",
+			"INFO breaker: half-open limiter=redis:1 kind=breaker from=open to=half-open store_failures=0 rejected=0 degraded=98 fallbacks=50",
+			"INFO breaker: closed limiter=redis:1 kind=breaker from=half-open to=closed store_failures=0 rejected=0 degraded=0 fallbacks=0",
 		}
 		got := rec.lines()
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {

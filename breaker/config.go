@@ -121,6 +121,13 @@ type Config struct {
 	// transitions), before that call returns, so it should be quick.
 	OnStateChange func(name string, from, to State)
 
+	// OnStoreCall, if non-nil, is called after each guarded call that reached
+	// the store, with how long it took and whether its outcome was a store
+	// failure (a timeout included). It is not called for calls refused while
+	// open nor for calls ended by the caller's context. It is called without
+	// any lock held, on the caller's goroutine, so it should be quick.
+	OnStoreCall func(d time.Duration, failed bool)
+
 	// Logger receives exactly one line per state transition (Warn when
 	// opening, Info otherwise) and never one per call. If nil, slog.Default()
 	// at the time of the transition is used. To silence it, use

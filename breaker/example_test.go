@@ -108,7 +108,7 @@ func ExampleConfig_logger() {
 		breaker.Do(context.Background(), b, breaker.FailOpen, dead, nil)
 	}
 	// Output:
-	// level=WARN msg="breaker: open" breaker=redis:6379 from=closed to=open open_for=1s trips=1 store_failures=3 rejected=0 degraded=3 fallbacks=0
+	// level=WARN msg="breaker: open" limiter=redis:6379 kind=breaker from=closed to=open open_for=1s trips=1 store_failures=3 rejected=0 degraded=3 fallbacks=0
 }
 
 // A Breaker shared by everything that uses one Redis endpoint. The client must

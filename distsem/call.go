@@ -118,10 +118,12 @@ func (s *Semaphore) fallback(ctx context.Context, w int64, wait bool) (*Permit, 
 	switch s.fail.policy {
 	case breaker.FailOpen:
 		s.fail.degraded.Add(1)
+		s.local.failOpen.Add(1)
 		return s.basePermit(w, permitOpen), nil
 	case breaker.FailLocal:
 		if !wait {
 			if !s.fail.local.TryAcquire(w) {
+				s.local.localBusy.Add(1)
 				return nil, &RejectError{Reason: ErrLocalBusy}
 			}
 		} else if err := s.fail.local.Acquire(ctx, w); err != nil {
@@ -133,9 +135,11 @@ func (s *Semaphore) fallback(ctx context.Context, w int64, wait bool) (*Permit, 
 			if errors.As(err, &ra) {
 				d = ra.RetryAfter()
 			}
+			s.local.localBusy.Add(1)
 			return nil, &RejectError{Reason: ErrLocalBusy, Delay: d}
 		}
 		s.fail.degraded.Add(1)
+		s.local.failLocal.Add(1)
 		p := s.basePermit(w, permitLocal)
 		p.counted = true
 		return p, nil

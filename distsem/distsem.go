@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -87,6 +88,24 @@ type Config struct {
 	// that while Redis is down the process admits at most LocalShare in total,
 	// including what it already held. If zero, 1.
 	LocalShare int64
+
+	// OnAcquire, if non-nil, is called after every successful Acquire or
+	// TryAcquire with the weight granted and the time the call took (its
+	// Redis calls included, and the wait in the queue for Acquire). It is
+	// called without any lock held, on the caller's goroutine.
+	OnAcquire func(n int64, waited time.Duration)
+
+	// OnRelease, if non-nil, is called by the first Release of a permit that
+	// was not lost, with its weight and how long it was held (from the return
+	// of Acquire to Release). It is called without any lock held, before the
+	// release call to Redis.
+	OnRelease func(n int64, held time.Duration)
+
+	// Logger receives one record per lost lease (Warn, "distsem: lease lost",
+	// with the semaphore's name as "limiter"), and never one per call. If nil,
+	// slog.Default() at the time of the loss. To silence it, use
+	// slog.New(slog.DiscardHandler).
+	Logger *slog.Logger
 }
 
 // A Semaphore is a weighted semaphore shared by every process that uses the same
@@ -117,6 +136,16 @@ type Semaphore struct {
 
 	readopts atomic.Int64
 	lost     atomic.Int64
+	local    localCounters
+}
+
+// localCounters are what LocalStats reads: this process's own calls.
+type localCounters struct {
+	acquired, canceled, errors                atomic.Int64
+	noCapacity, tooLarge, unavailable, closed atomic.Int64
+	renewals, renewalErrors                   atomic.Int64
+	held                                      atomic.Int64
+	failOpen, failLocal, localBusy            atomic.Int64
 }
 
 // Bounds of the values a Semaphore sends to Redis. The scripts compute in Lua
@@ -281,7 +310,7 @@ func (s *Semaphore) newToken() string {
 // timed-out Acquire leaves no orphan permit even if its call ran in Redis
 // after the caller gave up. Acquire panics if n < 1.
 func (s *Semaphore) Acquire(ctx context.Context, n int64) (*Permit, error) {
-	return s.acquire(ctx, n, true)
+	return s.acquireCounted(ctx, n, true)
 }
 
 // TryAcquire takes n if it is free and no one is queued, with one Redis call,
@@ -289,7 +318,110 @@ func (s *Semaphore) Acquire(ctx context.Context, n int64) (*Permit, error) {
 // estimated RetryAfter (see ErrNoCapacity). It never queues. Other errors are
 // as for Acquire.
 func (s *Semaphore) TryAcquire(ctx context.Context, n int64) (*Permit, error) {
-	return s.acquire(ctx, n, false)
+	return s.acquireCounted(ctx, n, false)
+}
+
+// acquireCounted is acquire, counted in LocalStats and reported to the hooks.
+func (s *Semaphore) acquireCounted(ctx context.Context, n int64, wait bool) (*Permit, error) {
+	var start time.Time
+	if s.cfg.OnAcquire != nil || s.cfg.OnRelease != nil {
+		start = time.Now()
+	}
+	p, err := s.acquire(ctx, n, wait)
+	c := &s.local
+	switch {
+	case err == nil:
+		c.acquired.Add(1)
+		c.held.Add(p.weight)
+		if s.cfg.OnRelease != nil {
+			p.acquiredAt = time.Now()
+		}
+		if s.cfg.OnAcquire != nil {
+			s.cfg.OnAcquire(n, time.Since(start))
+		}
+		return p, nil
+	case errors.Is(err, ErrNoCapacity):
+		c.noCapacity.Add(1)
+	case errors.Is(err, ErrTooLarge):
+		c.tooLarge.Add(1)
+	case errors.Is(err, ErrClosed):
+		c.closed.Add(1)
+	case errors.Is(err, ErrLocalBusy):
+		// counted by fallback
+	case ctx.Err() != nil && err == ctx.Err():
+		c.canceled.Add(1)
+	case errors.Is(err, breaker.ErrUnavailable):
+		c.unavailable.Add(1)
+	default:
+		c.errors.Add(1)
+	}
+	return nil, err
+}
+
+// LocalStats counts what this Semaphore (this process) did, without I/O: use
+// it where Stats' round trip is unwelcome (a metrics callback).
+type LocalStats struct {
+	// Held is the weight this process's permits hold now (degraded ones
+	// included, lost ones not).
+	Held int64
+	// Acquired counts successful Acquire and TryAcquire calls (degraded
+	// grants included: see Stats.Degraded); Canceled those that returned
+	// ctx.Err().
+	Acquired, Canceled int64
+	// Refusals by reason, and Errors for other failures (a Redis error that
+	// is not a store failure, a broken invariant).
+	RejectedNoCapacity, RejectedTooLarge, RejectedUnavailable, RejectedClosed int64
+	// RejectedLocalBusy counts refusals by the local share under FailLocal.
+	RejectedLocalBusy int64
+	Errors            int64
+	// FailOpen and FailLocal count the grants made without Redis, by the
+	// policy that made them (they add up to Degraded).
+	FailOpen, FailLocal int64
+	// Renewals counts lease renewals that Redis answered, RenewalErrors those
+	// that failed (retried until the local deadline).
+	Renewals, RenewalErrors int64
+	// Readopted, Lost and Degraded are as in Stats.
+	Readopted, Lost, Degraded int64
+}
+
+// LocalStats returns this process's counters for the semaphore. It does no
+// I/O, takes no lock and allocates nothing.
+func (s *Semaphore) LocalStats() LocalStats {
+	s.mustBeMade()
+	c := &s.local
+	return LocalStats{
+		Held:                c.held.Load(),
+		Acquired:            c.acquired.Load(),
+		Canceled:            c.canceled.Load(),
+		RejectedNoCapacity:  c.noCapacity.Load(),
+		RejectedTooLarge:    c.tooLarge.Load(),
+		RejectedUnavailable: c.unavailable.Load(),
+		RejectedClosed:      c.closed.Load(),
+		RejectedLocalBusy:   c.localBusy.Load(),
+		FailOpen:            c.failOpen.Load(),
+		FailLocal:           c.failLocal.Load(),
+		Errors:              c.errors.Load(),
+		Renewals:            c.renewals.Load(),
+		RenewalErrors:       c.renewalErrors.Load(),
+		Readopted:           s.readopts.Load(),
+		Lost:                s.lost.Load(),
+		Degraded:            s.fail.degraded.Load(),
+	}
+}
+
+// logLost logs the loss of p's lease. No lock is held.
+func (s *Semaphore) logLost(p *Permit) {
+	logger := s.cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger.LogAttrs(context.Background(), slog.LevelWarn, "distsem: lease lost",
+		slog.String("limiter", s.name),
+		slog.String("kind", "distsem"),
+		slog.Int64("weight", p.weight),
+		slog.Int64("fence", p.fence),
+		slog.Int64("lost", s.lost.Load()),
+	)
 }
 
 // Do acquires n, runs fn with a context that is cancelled if the lease is

@@ -231,7 +231,7 @@ func (k *Keyed) acquire(ctx context.Context, key string, n int64, wait bool) (*P
 		return nil, err
 	}
 	k.waiting.Add(1)
-	p, err := e.sem.acquire(ctx, n, wait)
+	p, err := e.sem.acquireCounted(ctx, n, wait)
 	k.waiting.Add(-1)
 	if err != nil {
 		e.unref()

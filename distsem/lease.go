@@ -46,6 +46,7 @@ type Permit struct {
 	lost       chan struct{}
 	deadline   time.Time          // local deadline: last successful renewal's send time + Lease
 	granted    time.Time          // when the grant was seen (hold-time estimates)
+	acquiredAt time.Time          // when Acquire returned it, if Config.OnRelease is set
 	stopCall   context.CancelFunc // cancels the renewal in flight; nil when none is
 	closeWaits bool               // Release counted the renewal in flight in s.bg (see renew)
 
@@ -160,6 +161,10 @@ func (p *Permit) Release(ctx context.Context) error {
 		return nil
 	}
 	p.released = true
+	wasLost := p.isLost
+	if !wasLost {
+		p.s.local.held.Add(-p.weight)
+	}
 	if p.entry != nil {
 		defer p.entry.released() // the key stays live until the release is done
 	}
@@ -196,6 +201,9 @@ func (p *Permit) Release(ctx context.Context) error {
 	p.endLocked(ErrReleased)
 	p.mu.Unlock()
 	s := p.s
+	if s.cfg.OnRelease != nil && !wasLost {
+		s.cfg.OnRelease(p.weight, time.Since(p.acquiredAt))
+	}
 	s.fail.release(p)
 	if p.kind != permitRedis {
 		return nil
@@ -220,6 +228,12 @@ func (p *Permit) Release(ctx context.Context) error {
 // the permit if its local deadline has passed, and otherwise starts one
 // renewal call, bounded by the local deadline, in a goroutine of its own.
 func (p *Permit) renewDue() {
+	lost := false
+	defer func() { // after the unlock below
+		if lost {
+			p.s.logLost(p)
+		}
+	}()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.released || p.isLost {
@@ -233,6 +247,7 @@ func (p *Permit) renewDue() {
 	}
 	if !time.Now().Before(p.deadline) {
 		p.loseLocked()
+		lost = true
 		return
 	}
 	if p.stopCall != nil { // due early while its call hangs: wait for the deadline
@@ -274,6 +289,12 @@ func (p *Permit) renew(ctx context.Context, cancel context.CancelFunc) {
 // the call's goroutine in the Semaphore's background work (tracked: the caller
 // must call s.bg.Done).
 func (p *Permit) renewed(r []int64, err error, sent time.Time) (releaseAgain, tracked bool) {
+	lost := false
+	defer func() { // after the unlock below
+		if lost {
+			p.s.logLost(p)
+		}
+	}()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stopCall = nil
@@ -293,11 +314,13 @@ func (p *Permit) renewed(r []int64, err error, sent time.Time) (releaseAgain, tr
 		// Past the local deadline whatever the answer: the lease may have
 		// run out at the store before the call ran.
 		p.loseLocked()
+		lost = true
 		return false, false
 	}
 	interval := s.cfg.Lease / 3
 	switch {
 	case err != nil:
+		s.local.renewalErrors.Add(1)
 		// Try again sooner; the local deadline decides when it is lost.
 		next := now.Add(interval / 3)
 		if next.After(p.deadline) {
@@ -305,6 +328,7 @@ func (p *Permit) renewed(r []int64, err error, sent time.Time) (releaseAgain, tr
 		}
 		s.renewals.add(p, next)
 	case r[0] == stRenewed || r[0] == stReadopted:
+		s.local.renewals.Add(1)
 		if r[0] == stReadopted {
 			s.readopts.Add(1)
 		}
@@ -312,6 +336,7 @@ func (p *Permit) renewed(r []int64, err error, sent time.Time) (releaseAgain, tr
 		s.renewals.add(p, now.Add(interval))
 	default:
 		p.loseLocked()
+		lost = true
 	}
 	return false, false
 }
@@ -320,6 +345,7 @@ func (p *Permit) loseLocked() {
 	p.isLost = true
 	p.s.renewals.remove(p)
 	p.s.lost.Add(1)
+	p.s.local.held.Add(-p.weight)
 	p.endLocked(ErrLeaseLost) // before Lost closes: its readers see the cause
 	if p.lost != nil {
 		close(p.lost)

@@ -47,6 +47,14 @@ type Config struct {
 	// the weight is released and the panic propagates to the caller.
 	OnAcquire func(n int64, waited time.Duration)
 
+	// OnWait, if non-nil, is called after a successful Acquire that queued,
+	// with the weight granted and how long it waited; never for a grant
+	// without queueing, which it leaves untouched (metrics of the wait time
+	// use it). It is called after OnAcquire, without any lock held, and may
+	// call back into the Weighted. If it panics, the weight is released and
+	// the panic propagates to the caller.
+	OnWait func(n int64, waited time.Duration)
+
 	// OnRelease, if non-nil, is called after every Release with the weight
 	// released. It is called without any lock held and may call back into the
 	// Weighted.
@@ -245,7 +253,7 @@ func (s *Weighted) acquireSlowLocked(ctx context.Context, done <-chan struct{}, 
 			}
 		}
 	}
-	if s.head == nil || s.cfg.OnAcquire != nil {
+	if s.head == nil || s.cfg.OnAcquire != nil || s.cfg.OnWait != nil {
 		if now.IsZero() {
 			now = time.Now()
 		}
@@ -306,10 +314,22 @@ func (s *Weighted) woken(ctx context.Context, done <-chan struct{}, w *waiter, s
 		default:
 		}
 	}
-	if s.cfg.OnAcquire != nil {
-		s.acquiredHook(n, time.Since(start))
-	}
+	s.waitedHooks(n, start)
 	return nil
+}
+
+// waitedHooks calls the hooks of a grant of n to a call queued at start.
+func (s *Weighted) waitedHooks(n int64, start time.Time) {
+	if s.cfg.OnAcquire == nil && s.cfg.OnWait == nil {
+		return
+	}
+	waited := time.Since(start)
+	if s.cfg.OnAcquire != nil {
+		s.acquiredHook(n, waited)
+	}
+	if s.cfg.OnWait != nil {
+		s.hook(s.cfg.OnWait, n, waited)
+	}
 }
 
 // abandon handles a waiter whose context is done (reason < 0) or whose MaxWait
@@ -324,9 +344,7 @@ func (s *Weighted) abandon(ctx context.Context, w *waiter, reason int, start tim
 			// MaxWait passed as the grant came in: keep the grant.
 			s.mu.Unlock()
 			s.putWaiter(w)
-			if s.cfg.OnAcquire != nil {
-				s.acquiredHook(n, time.Since(start))
-			}
+			s.waitedHooks(n, start)
 			return nil
 		}
 		// Granted as ctx was done: give the weight back (x/sync's ordering).
@@ -364,6 +382,11 @@ func (s *Weighted) abandon(ctx context.Context, w *waiter, reason int, start tim
 // the weight is released before the panic goes on, so a panicking hook cannot
 // leak weight (the caller never got to defer its Release).
 func (s *Weighted) acquiredHook(n int64, waited time.Duration) {
+	s.hook(s.cfg.OnAcquire, n, waited)
+}
+
+// hook calls f, a hook of a grant of n, releasing the weight if f panics.
+func (s *Weighted) hook(f func(int64, time.Duration), n int64, waited time.Duration) {
 	ok := false
 	defer func() {
 		if !ok {
@@ -372,7 +395,7 @@ func (s *Weighted) acquiredHook(n int64, waited time.Duration) {
 			s.mu.Unlock()
 		}
 	}()
-	s.cfg.OnAcquire(n, waited)
+	f(n, waited)
 	ok = true
 }
 

@@ -48,9 +48,41 @@ type core[S any, A any, PA interface {
 	*A
 	algo[S]
 }] struct {
-	st    store[S] // first: the meters are allocated 64-byte aligned, and so are its shards
-	a     atomic.Pointer[A]
-	clock clock
+	st       store[S] // first: the meters are allocated 64-byte aligned, and so are its shards
+	a        atomic.Pointer[A]
+	clock    clock
+	tooLarge atomic.Uint64 // calls refused with ErrTooLarge
+}
+
+// MeterStats counts a local meter's decisions since it was made. Calls with
+// n = 0 (peeks) are not counted.
+type MeterStats struct {
+	Allowed  uint64 // calls admitted
+	Denied   uint64 // calls denied (a Decision with Allowed false)
+	TooLarge uint64 // calls refused with ErrTooLarge (n > Burst)
+}
+
+// stats sums the shards' counters, taking each shard's lock in turn: the
+// snapshot as a whole is not taken at one instant.
+func (c *core[S, A, PA]) stats() MeterStats {
+	st := MeterStats{TooLarge: c.tooLarge.Load()}
+	for i := range c.st.shards {
+		sh := &c.st.shards[i]
+		sh.mu.Lock()
+		st.Allowed += sh.allowed
+		st.Denied += sh.denied
+		sh.mu.Unlock()
+	}
+	return st
+}
+
+// count records one decision of n > 0 in sh, whose lock is held.
+func (sh *shard[S]) countLocked(ok bool) {
+	if ok {
+		sh.allowed++
+	} else {
+		sh.denied++
+	}
 }
 
 func (c *core[S, A, PA]) init(a PA) {
@@ -62,12 +94,14 @@ func (c *core[S, A, PA]) init(a PA) {
 func (c *core[S, A, PA]) allowN(key string, now, n int64) (Decision, error) {
 	a := PA(c.a.Load())
 	if a == nil {
+		c.tooLarge.Add(1)
 		return Decision{}, tooLarge()
 	}
 	if n < 0 {
 		panic("shaper: negative cost")
 	}
 	if max := a.max(); n > max {
+		c.tooLarge.Add(1)
 		return Decision{Limit: a.limit()}, tooLarge()
 	}
 	if !validTime(now) {
@@ -89,6 +123,7 @@ func (c *core[S, A, PA]) allowN(key string, now, n int64) (Decision, error) {
 	} else if s != nil {
 		ok = a.decide(s, false, now, n)
 		remaining, retryUS, resetUS = a.report(s, now, n, ok)
+		sh.countLocked(ok)
 	} else if n == 0 {
 		var zero S
 		ok = a.decide(&zero, true, now, 0)
@@ -97,6 +132,7 @@ func (c *core[S, A, PA]) allowN(key string, now, n int64) (Decision, error) {
 		s := c.insertLocked(sh, a, key, tag, now)
 		ok = a.decide(s, true, now, n)
 		remaining, retryUS, resetUS = a.report(s, now, n, ok)
+		sh.countLocked(ok)
 	}
 	sh.mu.Unlock()
 	return Decision{
@@ -112,6 +148,7 @@ func (c *core[S, A, PA]) allowN(key string, now, n int64) (Decision, error) {
 func (c *core[S, A, PA]) allow1(key string) bool {
 	a := PA(c.a.Load())
 	if a == nil || a.max() < 1 {
+		c.tooLarge.Add(1)
 		return false
 	}
 	now := c.clock.nowUS()
@@ -123,6 +160,7 @@ func (c *core[S, A, PA]) allow1(key string) bool {
 	} else {
 		ok = a.decide(c.insertLocked(sh, a, key, tag, now), true, now, 1)
 	}
+	sh.countLocked(ok)
 	sh.mu.Unlock()
 	return ok
 }
@@ -248,6 +286,10 @@ func (m *Meter) SetLimit(lim Limit) { m.c.setLimit(newGCRA("SetLimit", lim)) }
 
 // Limit returns the current limit, with Burst made explicit.
 func (m *Meter) Limit() Limit { return m.c.getLimit() }
+
+// Stats returns the meter's decision counters. It takes each shard's lock in
+// turn and allocates nothing.
+func (m *Meter) Stats() MeterStats { return m.c.stats() }
 
 type gcraState struct {
 	tat  int64 // µs

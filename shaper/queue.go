@@ -27,6 +27,13 @@ type QueueConfig struct {
 	// takes no slot. If zero, calls wait as long as their context allows. If
 	// negative, calls never wait: only a call whose slot is now is admitted.
 	MaxWait time.Duration
+
+	// OnWait, if non-nil, is called by a [Queue] (not a RedisQueue) after a
+	// call that waited for its slot is released, with its weight and how long
+	// it waited. It is not called for a call released at once, nor for one
+	// that failed. It is called without any lock held and may call back into
+	// the Queue.
+	OnWait func(n int64, waited time.Duration)
 }
 
 // Queue is a leaky bucket used as a traffic shaper: a FIFO of calls, each with a
@@ -82,6 +89,7 @@ type Queue struct {
 	maxQueue  int
 	maxWait   int64 // ns; <0 means unbounded
 	base      time.Time
+	onWait    func(n int64, waited time.Duration)
 
 	mu sync.Mutex
 	// mu guards:
@@ -107,6 +115,13 @@ type Stats struct {
 	Released  uint64        // calls admitted since NewQueue
 	Rejected  uint64        // calls refused (ErrQueueFull, ErrMaxWait, ErrDeadline)
 	Cancelled uint64        // calls whose context ended while waiting
+
+	// Rejected by reason: the first three add up to Rejected; calls refused
+	// with ErrTooLarge are counted only here.
+	RejectedQueueFull uint64
+	RejectedMaxWait   uint64
+	RejectedDeadline  uint64
+	RejectedTooLarge  uint64
 }
 
 // vtime is an exact point of the schedule: ns + rem/count nanoseconds.
@@ -161,6 +176,7 @@ func NewQueue(r Rate, cfg QueueConfig) *Queue {
 		maxWait:   int64(cfg.MaxWait),
 		base:      time.Now(),
 		timerAt:   -1,
+		onWait:    cfg.OnWait,
 	}
 	if cfg.MaxWait == 0 {
 		q.maxWait = -1
@@ -206,6 +222,7 @@ func (q *Queue) Wait(ctx context.Context, n int64) error {
 		return ErrClosed
 	}
 	if n > q.maxWeight {
+		q.stats.RejectedTooLarge++
 		q.mu.Unlock()
 		return reject.New(ErrTooLarge, 0)
 	}
@@ -241,6 +258,7 @@ func (q *Queue) Wait(ctx context.Context, n int64) error {
 	if q.maxQueue > 0 && len(q.waiters) >= q.maxQueue {
 		d := time.Duration(q.waiters[0].slot - now)
 		q.stats.Rejected++
+		q.stats.RejectedQueueFull++
 		q.mu.Unlock()
 		return reject.New(ErrQueueFull, d)
 	}
@@ -253,6 +271,11 @@ func (q *Queue) Wait(ctx context.Context, n int64) error {
 	}
 	if wait := slot - now; budget >= 0 && wait > budget {
 		q.stats.Rejected++
+		if reason == ErrMaxWait {
+			q.stats.RejectedMaxWait++
+		} else {
+			q.stats.RejectedDeadline++
+		}
 		q.mu.Unlock()
 		return reject.New(reason, time.Duration(wait-budget))
 	}
@@ -273,10 +296,14 @@ func (q *Queue) Wait(ctx context.Context, n int64) error {
 		// plus the time to wake this goroutine. Both are the Queue's doing,
 		// so both become lateness credit for the caller's next arrival.
 		q.mu.Lock()
-		if late := min(q.now()-w.slot, maxLag); late > q.lag {
+		now := q.now()
+		if late := min(now-w.slot, maxLag); late > q.lag {
 			q.lag = late
 		}
 		q.mu.Unlock()
+		if q.onWait != nil {
+			q.onWait(n, time.Duration(now-w.arrival))
+		}
 		return nil
 	case <-ctx.Done():
 	}

@@ -128,11 +128,11 @@ func TestPeekDoesNotStore(t *testing.T) {
 	}
 }
 
-// TestShardIsOneCacheLine: shards do not share cache lines (the store puts them
+// TestShardIsTwoCacheLines: shards do not share cache lines (the store puts them
 // first in every meter, which the allocator aligns to 64 bytes).
-func TestShardIsOneCacheLine(t *testing.T) {
-	if n := unsafe.Sizeof(shard[gcraState]{}); n != 64 {
-		t.Errorf("shard is %d bytes, want 64", n)
+func TestShardIsTwoCacheLines(t *testing.T) {
+	if n := unsafe.Sizeof(shard[gcraState]{}); n != 128 {
+		t.Errorf("shard is %d bytes, want 128", n)
 	}
 	// tat, rem and last (the admission time that caps a lowered limit's debt).
 	if n := unsafe.Sizeof(slot[gcraState]{}); n != 56 {

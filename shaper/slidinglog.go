@@ -64,6 +64,9 @@ func (m *SlidingLog) SetLimit(lim Limit) { m.c.setLimit(newSL("SetLimit", lim)) 
 // Limit returns the current limit, with Burst made explicit.
 func (m *SlidingLog) Limit() Limit { return m.c.getLimit() }
 
+// Stats returns the meter's decision counters (see [MeterStats]).
+func (m *SlidingLog) Stats() MeterStats { return m.c.stats() }
+
 type logEntry struct {
 	ts, n int64
 }

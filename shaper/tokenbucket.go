@@ -70,6 +70,9 @@ func (m *TokenBucket) SetLimit(lim Limit) { m.c.setLimit(newTB("SetLimit", lim))
 // Limit returns the current limit, with Burst made explicit.
 func (m *TokenBucket) Limit() Limit { return m.c.getLimit() }
 
+// Stats returns the meter's decision counters (see [MeterStats]).
+func (m *TokenBucket) Stats() MeterStats { return m.c.stats() }
+
 type tbState struct {
 	tokens int64 // scaled by per
 	last   int64 // µs

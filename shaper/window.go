@@ -60,6 +60,9 @@ func (m *FixedWindow) SetLimit(lim Limit) { m.c.setLimit(newFW("SetLimit", lim))
 // Limit returns the current limit, with Burst made explicit.
 func (m *FixedWindow) Limit() Limit { return m.c.getLimit() }
 
+// Stats returns the meter's decision counters (see [MeterStats]).
+func (m *FixedWindow) Stats() MeterStats { return m.c.stats() }
+
 type fwState struct {
 	start, count int64
 }
@@ -182,6 +185,9 @@ func (m *SlidingCounter) SetLimit(lim Limit) { m.c.setLimit(newSC("SetLimit", li
 
 // Limit returns the current limit, with Burst made explicit.
 func (m *SlidingCounter) Limit() Limit { return m.c.getLimit() }
+
+// Stats returns the meter's decision counters (see [MeterStats]).
+func (m *SlidingCounter) Stats() MeterStats { return m.c.stats() }
 
 type scState struct {
 	start, prev, cur int64
