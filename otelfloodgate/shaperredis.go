@@ -1,12 +1,11 @@
 package otelfloodgate
 
-// The adapters of shaper's Redis half, kept in this one file (they move with
-// it to shaperredis).
+// The adapters of shaperredis, kept in this one file.
 
 import (
 	"context"
 
-	"github.com/floodgate-go/floodgate/shaper"
+	"github.com/floodgate-go/floodgate/shaper/shaperredis"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -15,7 +14,7 @@ import (
 // floodgate.lease.renewals (refill calls, outcome ok or failure). The Redis
 // meter behind it reports its decisions through its breaker (see
 // [Metrics.Breaker]).
-func (m *Metrics) Lease(name string, l *shaper.Lease) (metric.Registration, error) {
+func (m *Metrics) Lease(name string, l *shaperredis.Lease) (metric.Registration, error) {
 	base := observe(attrs(name, KindLease))
 	rate := observe(attrs(name, KindLease, KeyReason.String(ReasonRate)))
 	ok := observe(attrs(name, KindLease, KeyOutcome.String("ok")))
