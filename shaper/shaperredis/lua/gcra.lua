@@ -1,6 +1,6 @@
 -- gcra.lua: one GCRA decision (shaper.Meter's arithmetic, see meter.go).
--- key     = the state key: the string "tat rem last" (theoretical arrival time
---           tat + rem/C µs, written by the admission at time last)
+-- key     = the state key: tat, rem, last (theoretical arrival time tat + rem/C
+--           µs, written by the admission at time last), packed by gcra_state
 -- ARGV    = P, C, B, n [, now]  (see common.lua)
 -- decide returns allowed, remaining, retry_after_us, reset_after_us.
 -- A denial or n = 0 writes nothing. An admission writes the new state with a TTL
@@ -22,6 +22,6 @@ if nd > tau then
 end
 if n > 0 then
   local q = math.floor(nd / C)
-  redis.call('SET', key, string.format('%d %d %d', now + q, nd - q * C, now), 'PX', ttlms(q + 1))
+  redis.call('SET', key, gcra_state(now + q, nd - q * C, now), 'PX', ttlms(q + 1))
 end
 return 1, idiv(tau - nd, P), 0, ceildiv(nd, C)

@@ -1,6 +1,6 @@
 -- lease.lua: take up to n tokens at once from a GCRA meter's key (the same key and
 -- arithmetic as gcra.lua), after giving back unused ones (shaper.Lease).
--- KEYS[1] = state: the string "tat rem last", shared with gcra.lua
+-- KEYS[1] = state: tat, rem, last packed by gcra_state, shared with gcra.lua
 -- ARGV    = P, C, B, n (most to take, ≤ B), giveback (≥ 0), least (0..n: take
 --           nothing unless at least this many are available) [, now]
 -- Returns {taken, remaining, retry_after_us, reset_after_us}: retry_after_us is
@@ -29,7 +29,7 @@ local nd = d + k * P
 if k > 0 or giveback > 0 then
   local q = math.floor(nd / C)
   if nd > 0 then
-    redis.call('SET', KEYS[1], string.format('%d %d %d', now + q, nd - q * C, now), 'PX', ttlms(q + 1))
+    redis.call('SET', KEYS[1], gcra_state(now + q, nd - q * C, now), 'PX', ttlms(q + 1))
   else
     redis.call('DEL', KEYS[1])
   end
