@@ -32,10 +32,10 @@ type algo[S any] interface {
 // retry µs, reset µs}; differential tests then compare Decisions field by field.
 // Per-key state and a TTL that never forgets a live key:
 //
-//	GCRA:            HSET tat rem last            TTL ⌈reset⌉ (tat ≤ now + τ/C)
-//	token bucket:    HSET tokens last per         TTL ⌈(K·P − tokens)/C⌉ + 1
-//	fixed window:    HSET start count             TTL start + P − now
-//	sliding counter: HSET start prev cur          TTL start + 2P − now
+//	GCRA:            SET tat rem last (3 doubles) TTL ⌈reset⌉ (tat ≤ now + τ/C)
+//	token bucket:    SET "tokens last per"        TTL ⌈(K·P − tokens)/C⌉ + 1
+//	fixed window:    SET "start count"            TTL start + P − now
+//	sliding counter: SET "start prev cur"         TTL start + 2P − now
 //	sliding log:     ZSET member=ts:n score=ts    TTL newest + P − now
 //
 // The GCRA and token bucket states carry units (rem in 1/C µs, tokens in 1/P
