@@ -2,83 +2,14 @@ package shaperredis_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
-	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/floodgate-go/floodgate/shaper"
 	"github.com/floodgate-go/floodgate/shaper/shaperredis"
-	"github.com/redis/go-redis/v9"
 )
-
-// The Redis meters and a Lease have the Admit of the local meters, so one
-// small interface (bulkhead's Rate) covers them all.
-type admitter interface {
-	Admit(context.Context, string, int64) (shaper.Decision, error)
-}
-
-var (
-	_ admitter = (*shaperredis.Meter)(nil)
-	_ admitter = (*shaperredis.Lease)(nil)
-	_ admitter = (*shaper.Meter)(nil)
-)
-
-// deadClient returns a client to an address where nothing listens.
-func deadClient() *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
-}
-
-// TestAllowAdmitDegraded: Allow answers a bool (the policy resolves store
-// failures; a done ctx is false), Admit returns a denial as ErrLimited with
-// RetryAfter, and decisions the store did not make are Degraded.
-func TestAllowAdmitDegraded(t *testing.T) {
-	db := redistest.Connect(t)
-	ctx := context.Background()
-	lim := shaper.Limit{Rate: shaper.PerMinute(1), Burst: 1}
-	m := shaperredis.NewMeter(db.Client, lim, shaperredis.Config{Prefix: db.Prefix})
-	if !m.Allow(ctx, "k") {
-		t.Fatal("first Allow = false")
-	}
-	if m.Allow(ctx, "k") {
-		t.Fatal("second Allow = true, burst 1")
-	}
-	done, cancel := context.WithCancel(ctx)
-	cancel()
-	if m.Allow(done, "other") {
-		t.Error("Allow with a done ctx = true")
-	}
-	d, err := m.Admit(ctx, "k", 1)
-	if !errors.Is(err, shaperredis.ErrLimited) || d.Allowed || d.RetryAfter <= 0 || d.Degraded {
-		t.Errorf("Admit over the limit = %+v, %v; want ErrLimited with RetryAfter", d, err)
-	}
-	if ra, ok := errors.AsType[*shaperredis.RejectError](err); !ok || ra.RetryAfter() != d.RetryAfter {
-		t.Errorf("Admit error %v: RetryAfter does not match %v", err, d.RetryAfter)
-	}
-	if _, err := m.Admit(ctx, "k", 2); !errors.Is(err, shaperredis.ErrTooLarge) {
-		t.Errorf("Admit(2) with burst 1: %v, want ErrTooLarge", err)
-	}
-	if d, err := m.Admit(ctx, "fresh", 1); err != nil || !d.Allowed || d.Degraded {
-		t.Errorf("Admit on a fresh key = %+v, %v", d, err)
-	}
-
-	for _, p := range []breaker.Policy{breaker.FailOpen, breaker.FailLocal} {
-		dm := shaperredis.NewMeter(deadClient(), lim, shaperredis.Config{Policy: p})
-		if !dm.Allow(ctx, "k") {
-			t.Errorf("%v: Allow with Redis down = false", p)
-		}
-		d, err := dm.AllowN(ctx, "k2", 1)
-		if err != nil || !d.Allowed || !d.Degraded {
-			t.Errorf("%v: AllowN with Redis down = %+v, %v; want allowed and Degraded", p, d, err)
-		}
-	}
-	closed := shaperredis.NewMeter(deadClient(), lim, shaperredis.Config{})
-	if closed.Allow(ctx, "k") {
-		t.Error("FailClosed: Allow with Redis down = true")
-	}
-}
 
 // TestKeyTooLong: a key above Config.MaxKeyLen is refused with ErrKeyTooLong
 // before any round trip, and the breaker does not count it; MaxKeyLen moves
@@ -169,88 +100,4 @@ func panicMsg(f func()) (msg string) {
 	}()
 	f()
 	return ""
-}
-
-// TestLeaseFreshFetchesOnFirstUse: a fresh Lease under ExhaustReject admits its
-// first call (waiting for the first refill within the caller's deadline)
-// instead of refusing until the first refill lands.
-func TestLeaseFreshFetchesOnFirstUse(t *testing.T) {
-	db := redistest.Connect(t)
-	m := shaperredis.NewMeter(db.Client, shaper.Limit{Rate: shaper.PerSecond(100), Burst: 50}, shaperredis.Config{Prefix: db.Prefix})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	l := m.Lease("w", shaperredis.LeaseConfig{Batch: 10})
-	defer l.Close()
-	if err := l.Wait(ctx, 1); err != nil {
-		t.Fatalf("first Wait on a fresh Lease: %v", err)
-	}
-	l2 := m.Lease("a", shaperredis.LeaseConfig{Batch: 10})
-	defer l2.Close()
-	if d, err := l2.Admit(ctx, "ignored", 1); err != nil || !d.Allowed {
-		t.Fatalf("first Admit on a fresh Lease: %+v, %v", d, err)
-	}
-	// Once the first refill has landed, an empty Lease refuses at once again.
-	l3 := m.Lease("empty", shaperredis.LeaseConfig{Batch: 1, LowWater: 0})
-	defer l3.Close()
-	if err := l3.Wait(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	for range 100 {
-		if err := l3.Wait(ctx, 1); err != nil {
-			if !errors.Is(err, shaperredis.ErrLimited) {
-				t.Fatalf("Wait on an exhausted Lease: %v, want ErrLimited", err)
-			}
-			return
-		}
-	}
-	t.Error("a Lease of Batch 1 on 100/s admitted 101 calls at once")
-}
-
-// TestQueueCancelReturnsWhileRedisFrozen (issue 12 item 7): a sleeping Wait
-// whose context ends while Redis is frozen returns at once, not after the
-// give-back's round trip; the give-back happens after SIGCONT (Close waits for
-// it).
-func TestQueueCancelReturnsWhileRedisFrozen(t *testing.T) {
-	srv := redistest.Start(t)
-	c := srv.Client()
-	ctx := context.Background()
-	brk := breaker.New("frozen", breaker.Config{CallTimeout: 3 * time.Second, ConsecutiveFailures: 1000})
-	q := shaperredis.NewQueue(c, "q", shaper.PerSecond(2), shaper.QueueConfig{}, shaperredis.Config{Breaker: brk})
-	if err := q.Wait(ctx, 1); err != nil { // the burst slot; the next is 500ms away
-		t.Fatal(err)
-	}
-	before, err := c.Get(ctx, q.Key()).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- q.Wait(cctx, 1) }()
-	// Wait until the second call has reserved its slot (the schedule moved).
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		v, _ := c.Get(ctx, q.Key()).Result()
-		if v != before {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the second Wait never reserved")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	srv.Pause()
-	start := time.Now()
-	cancel()
-	err = <-done
-	el := time.Since(start)
-	if err != context.Canceled {
-		t.Errorf("cancelled Wait: %v, want context.Canceled", err)
-	}
-	if el > 300*time.Millisecond {
-		t.Errorf("cancelled Wait returned %v after its cancellation with Redis frozen; want at once", el)
-	}
-	srv.Resume()
-	q.Close() // waits for the give-back
-	if v, err := c.Get(ctx, q.Key()).Result(); err != nil || v != before {
-		t.Errorf("after Close, schedule = %q, %v; want %q (the slot given back)", v, err, before)
-	}
 }
