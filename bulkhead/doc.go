@@ -77,6 +77,31 @@
 // included, and a request waits for a gate at most [Layer.MaxWait] on its own
 // context.
 //
+// # Job workers
+//
+// [Workers] throttles job loops rather than requests: "export jobs start at
+// most 5/s fleet-wide, smoothly; at most 8 run at once; interactive exports
+// are never starved by background ones; shutdown drains". [NewWorkers] takes
+// how many jobs may run at once in this process and a [WorkersConfig]:
+// priority classes ([Class]) with reserved capacity and a bounded backlog, a
+// [Pacer] that spaces out starts (a shaper.Queue, or the fleet-wide Redis
+// queue) and a [Gate] shared beyond the process (a distsem.Semaphore for the
+// fleet). [Workers.Submit] queues a job and returns at once, refusing with
+// [ErrQueueFull] and a RetryAfter when the class's backlog is full, so the
+// loop can leave the message on its broker; [Workers.Do] queues a job and
+// waits for its result. [Workers.Shutdown] stops intake and runs (or hands
+// back) the backlog: no submitted job is dropped silently. [Workers.Stats]
+// counts jobs per class, by outcome.
+//
+// # Database queries
+//
+// Package bulkheadpgx, in bulkhead/bulkheadpgx, caps classes of queries on a
+// pgxpool.Pool: "at most 50 report queries against the replica across all
+// pods; cheap queries unlimited; a report query that cannot start within 2 s
+// fails fast". Each class is gated by a semaphore.Weighted for one process or
+// a distsem.Semaphore for the fleet, held exactly as long as the database
+// work. It is a package of its own so that bulkhead does not import pgx.
+//
 // # Stats
 //
 // [Bulkhead.Stats] counts per layer: admitted, rejected by reason, degraded

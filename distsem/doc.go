@@ -9,6 +9,15 @@
 // Redis is unreachable is a policy: fail closed, fail open, or admit through a
 // bounded local share.
 //
+// [Keyed] is a Semaphore per key with the same limit for every key: "each
+// tenant runs at most 2 exports at once, across the fleet", for any number of
+// tenants; its keys share one pub/sub connection, renewal schedule and
+// breaker, and a key costs nothing in the process while no call waits on it
+// and no permit of it is held. [Semaphore.Hold] acquires a permit for work
+// that outlives a function's return (open rows, a transaction) and returns the
+// context the work runs under, cancelled if the lease is lost, with an
+// idempotent release.
+//
 // # Usage
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})

@@ -15,6 +15,13 @@
 // methods with the same meaning, a weight of 0 included, and x/sync's own tests
 // pass against it.
 //
+// [Keyed] is a Weighted per key with the same limit for every key: "at most 2
+// at once per tenant" for any number of tenants; a key's semaphore is made on
+// its first use and dropped when it has no holders and no waiters, and
+// [KeyedConfig.MaxKeys] bounds the live keys ([ErrTooManyKeys]).
+// [Weighted.Hold] acquires weight for work that outlives a function's return
+// (open rows, a stream) and returns an idempotent release.
+//
 // # Usage
 //
 //	sem := semaphore.New(50, semaphore.Config{MaxWaiters: 200, MaxWait: 2 * time.Second})

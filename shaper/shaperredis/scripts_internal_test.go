@@ -17,6 +17,7 @@ import (
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/redisscript"
 	"github.com/floodgate-go/floodgate/internal/redistest"
+	"github.com/floodgate-go/floodgate/internal/shapertest"
 )
 
 // The tests in this file call the scripts at chosen times (allowAt, leaseAt,
@@ -25,52 +26,6 @@ import (
 // same times.
 
 var kindNames = [...]string{"gcra", "tokenbucket", "fixedwindow", "slidinglog", "slidingcounter"}
-
-// randomLimit returns a limit valid for kind: periods from 1ms to 10s, counts
-// from 1 to 50, bursts from 1 to 20 where the algorithm has one.
-func randomLimit(r *rand.Rand, kind algoKind) shaper.Limit {
-	periods := []time.Duration{time.Millisecond, 7 * time.Millisecond, 100 * time.Millisecond,
-		time.Second, 3 * time.Second, 10 * time.Second, 1234567 * time.Microsecond}
-	lim := shaper.Limit{Rate: shaper.Rate{Count: 1 + r.Int64N(50), Period: periods[r.IntN(len(periods))]}}
-	if !kinds[kind].window {
-		lim.Burst = 1 + r.Int64N(20)
-	}
-	return lim
-}
-
-// randomStep returns the next time (µs) and cost of a random sequence: mostly
-// short steps around the emission interval, sometimes none, sometimes a long
-// idle spell, sometimes a step back in time.
-func randomStep(r *rand.Rand, now int64, lim shaper.Limit, max int64) (int64, int64) {
-	p := int64(lim.Rate.Period / time.Microsecond)
-	t := max64(1, p/lim.Rate.Count)
-	switch x := r.IntN(100); {
-	case x < 25:
-	case x < 70:
-		now += r.Int64N(2*t + 1)
-	case x < 85:
-		now += r.Int64N(3*p + 1)
-	case x < 95:
-		now += r.Int64N(20 * t)
-	default:
-		now -= r.Int64N(2*t + 1)
-	}
-	n := int64(1)
-	switch x := r.IntN(10); {
-	case x < 1:
-		n = 0
-	case x < 3:
-		n = r.Int64N(max + 1)
-	}
-	return now, n
-}
-
-func max64(a, b int64) int64 {
-	if a > b {
-		return a
-	}
-	return b
-}
 
 // TestRedisDifferential replays random (time, cost) sequences, with occasional
 // limit changes, against each algorithm's in-process meter and its Redis script,
@@ -95,7 +50,7 @@ func TestRedisDifferential(t *testing.T) {
 			t.Logf("seed %d", seed)
 			var allowed, denied int
 			for s := range seqs {
-				lim := randomLimit(r, algoKind(kind))
+				lim := shapertest.RandomLimit(r, algoOf[kind])
 				local := newLocal(algoKind(kind), lim)
 				var now int64 = 1_700_000_000_000_000 + r.Int64N(1e12)
 				rm := newMeter(algoKind(kind), db.Client, lim, Config{Prefix: db.Prefix + kindNames[kind] + ":", Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})})
@@ -104,7 +59,7 @@ func TestRedisDifferential(t *testing.T) {
 				var hist []string
 				for i := range steps {
 					if r.IntN(25) == 0 { // change the limit on both sides
-						lim = randomLimit(r, algoKind(kind))
+						lim = shapertest.RandomLimit(r, algoOf[kind])
 						max = burstOf(lim)
 						rm.SetLimit(lim)
 						switch l := local.(type) {
@@ -121,7 +76,7 @@ func TestRedisDifferential(t *testing.T) {
 						}
 					}
 					var n int64
-					now, n = randomStep(r, now, lim, max)
+					now, n = shapertest.RandomStep(r, now, lim, max)
 					if r.IntN(40) == 0 { // a step back of up to three periods
 						now -= r.Int64N(3*int64(lim.Rate.Period/time.Microsecond) + 1)
 					}
