@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/otelfloodgate"
+	"github.com/floodgate-go/floodgate/semaphore"
 	"github.com/floodgate-go/floodgate/shaper"
 )
 
@@ -48,5 +51,58 @@ func TestBulkhead(t *testing.T) {
 		g(otelfloodgate.NameRejected, rsn, "no_identity"):       1,
 		g(otelfloodgate.NameRejected, rsn, "invalid_key"):       0,
 		g(otelfloodgate.NameRejected, rsn, "no_policy"):         0,
+	})
+}
+
+// TestBulkheadWait: BulkheadConfig records floodgate.wait.duration per layer
+// for the requests granted a gate after waiting, and only for those.
+func TestBulkheadWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, r := newMetrics(t)
+		g := semaphore.New(1, semaphore.Config{NoEarlyReject: true})
+		b := bulkhead.New(m.BulkheadConfig("api", bulkhead.Config{Layers: []bulkhead.Layer{
+			{Name: "global", Gate: g, MaxWait: 2 * time.Second},
+		}}))
+		if _, err := m.Bulkhead("api", b); err != nil {
+			t.Fatal(err)
+		}
+		ctx := bulkhead.WithIdentity(t.Context(), bulkhead.Identity{Tenant: "acme"})
+		ok := func(context.Context) error { return nil }
+		if err := b.Do(ctx, bulkhead.Request{}, ok); err != nil { // at once: no wait
+			t.Fatal(err)
+		}
+		hold := make(chan struct{})
+		go b.Do(ctx, bulkhead.Request{}, func(context.Context) error { <-hold; return nil })
+		synctest.Wait()
+		if err := b.Do(ctx, bulkhead.Request{}, ok); !errors.Is(err, bulkhead.ErrMaxWait) { // waits, refused
+			t.Fatalf("Do on a full gate = %v, want ErrMaxWait", err)
+		}
+		done := make(chan error)
+		go func() { done <- b.Do(ctx, bulkhead.Request{}, ok) }()
+		time.Sleep(time.Second)
+		close(hold)
+		if err := <-done; err != nil { // waits 1s, granted
+			t.Fatal(err)
+		}
+		l := func(name string, kv ...string) string {
+			return key(name, append([]string{lim, "api", kind, "bulkhead", "floodgate.layer", "global"}, kv...)...)
+		}
+		g0 := func(name string, kv ...string) string {
+			return key(name, append([]string{lim, "api", kind, "bulkhead"}, kv...)...)
+		}
+		diff(t, points(t, r), map[string]int64{
+			l(otelfloodgate.NameAdmitted):                           3,
+			l(otelfloodgate.NameCanceled):                           0,
+			l(otelfloodgate.NameRejected, rsn, "rate"):              0,
+			l(otelfloodgate.NameRejected, rsn, "concurrency"):       1,
+			l(otelfloodgate.NameRejected, rsn, "store_unavailable"): 0,
+			l(otelfloodgate.NameRejected, rsn, "error"):             0,
+			l(otelfloodgate.NameInUse):                              0,
+			l(otelfloodgate.NameWaiting):                            0,
+			l(otelfloodgate.NameWaitDuration) + "#count":            1,
+			g0(otelfloodgate.NameRejected, rsn, "no_identity"):      0,
+			g0(otelfloodgate.NameRejected, rsn, "invalid_key"):      0,
+			g0(otelfloodgate.NameRejected, rsn, "no_policy"):        0,
+		})
 	})
 }
