@@ -66,3 +66,40 @@ func TestOnWait(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkersOnStart: WorkersConfig.OnStart gets each started job's class and
+// the time it spent queued.
+func TestWorkersOnStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		type call struct {
+			class  string
+			queued time.Duration
+		}
+		calls := make(chan call, 4)
+		w := bulkhead.NewWorkers(1, bulkhead.WorkersConfig{
+			Classes: []bulkhead.Class{{Name: "fg"}, {Name: "bg"}},
+			OnStart: func(class string, queued time.Duration) { calls <- call{class, queued} },
+		})
+		block := make(chan struct{})
+		if err := w.Submit(t.Context(), "fg", func(context.Context) error { <-block; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Submit(t.Context(), "bg", func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		close(block)
+		if err := w.Shutdown(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		close(calls)
+		var got []call
+		for c := range calls {
+			got = append(got, c)
+		}
+		want := []call{{"fg", 0}, {"bg", time.Second}}
+		if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+			t.Errorf("OnStart calls %v, want %v", got, want)
+		}
+	})
+}
