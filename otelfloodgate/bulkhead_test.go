@@ -106,3 +106,62 @@ func TestBulkheadWait(t *testing.T) {
 		})
 	})
 }
+
+// TestWorkers: per class admitted, queued, running, refusals and the queue
+// delay histogram of a Workers.
+func TestWorkers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, r := newMetrics(t)
+		w := bulkhead.NewWorkers(1, m.WorkersConfig("jobs", bulkhead.WorkersConfig{
+			Classes: []bulkhead.Class{{Name: "fg"}, {Name: "bg", MaxQueue: 1}},
+		}))
+		if _, err := m.Workers("jobs", w); err != nil {
+			t.Fatal(err)
+		}
+		ctx := t.Context()
+		block := make(chan struct{})
+		if err := w.Submit(ctx, "fg", func(context.Context) error { <-block; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Submit(ctx, "bg", func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Submit(ctx, "bg", func(context.Context) error { return nil }); !errors.Is(err, bulkhead.ErrQueueFull) {
+			t.Fatalf("Submit on a full backlog = %v, want ErrQueueFull", err)
+		}
+		synctest.Wait()
+		c := func(class, name string, kv ...string) string {
+			return key(name, append([]string{lim, "jobs", kind, "workers", "floodgate.class", class}, kv...)...)
+		}
+		want := map[string]int64{key(otelfloodgate.NameLimit, lim, "jobs", kind, "workers"): 1}
+		set := func(class string, admitted, queued, running, queueFull, closed, delays int64) {
+			want[c(class, otelfloodgate.NameAdmitted)] = admitted
+			want[c(class, otelfloodgate.NameWaiting)] = queued
+			want[c(class, otelfloodgate.NameInUse)] = running
+			want[c(class, otelfloodgate.NameCanceled)] = 0
+			want[c(class, otelfloodgate.NameRejected, rsn, "queue_full")] = queueFull
+			want[c(class, otelfloodgate.NameRejected, rsn, "closed")] = closed
+			want[c(class, otelfloodgate.NameRejected, rsn, "handed_back")] = 0
+			want[c(class, otelfloodgate.NameRejected, rsn, "pace")] = 0
+			want[c(class, otelfloodgate.NameRejected, rsn, "gate")] = 0
+			if delays > 0 {
+				want[c(class, otelfloodgate.NameQueueDelay)+"#count"] = delays
+			}
+		}
+		set("fg", 1, 0, 1, 0, 0, 1)
+		set("bg", 0, 1, 0, 1, 0, 0)
+		diff(t, points(t, r), want)
+
+		time.Sleep(time.Second)
+		close(block)
+		if err := w.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Submit(ctx, "fg", func(context.Context) error { return nil }); !errors.Is(err, bulkhead.ErrClosed) {
+			t.Fatalf("Submit after Shutdown = %v, want ErrClosed", err)
+		}
+		set("fg", 1, 0, 0, 0, 1, 1)
+		set("bg", 1, 0, 0, 1, 0, 1)
+		diff(t, points(t, r), want)
+	})
+}
