@@ -95,4 +95,77 @@ func (m *Metrics) Workers(name string, w *bulkhead.Workers) (metric.Registration
 	}, m.limit, m.admitted, m.waiting, m.inUse, m.canceled, m.rejected)
 }
 
-var _ = bulkheadpgx.Buckets
+// DBConfig returns cfg with OnWait and OnHold hooks that record, per class
+// (attribute floodgate.class), floodgate.wait.duration for the calls that
+// waited for their class's gate and were granted it, and
+// floodgate.hold.duration for every admitted call of a limited class; then
+// they call cfg's own hooks.
+func (m *Metrics) DBConfig(name string, cfg bulkheadpgx.Config) bulkheadpgx.Config {
+	classes := make([]string, len(cfg.Classes))
+	for i, c := range cfg.Classes {
+		classes[i] = c.Name
+	}
+	opts := classRecord(name, KindDBPool, classes)
+	wait, hold := m.waitDuration, m.holdDuration
+	nextWait, nextHold := cfg.OnWait, cfg.OnHold
+	cfg.OnWait = func(class string, d time.Duration) {
+		if o, ok := opts[class]; ok {
+			seconds(wait, d, o)
+		}
+		if nextWait != nil {
+			nextWait(class, d)
+		}
+	}
+	cfg.OnHold = func(class string, d time.Duration) {
+		if o, ok := opts[class]; ok {
+			seconds(hold, d, o)
+		}
+		if nextHold != nil {
+			nextHold(class, d)
+		}
+	}
+	return cfg
+}
+
+// DB observes db's Stats, per class (attribute floodgate.class), as
+// floodgate.admitted, floodgate.in_use (weight held by calls whose database
+// work has not ended), floodgate.waiting, floodgate.canceled and
+// floodgate.rejected (max_wait, too_large, error). An unlimited class
+// counts nothing but its calls: it reports zeros. The pool's own statistics
+// (pgxpool.Stat) are not observed.
+func (m *Metrics) DB(name string, db *bulkheadpgx.DB) (metric.Registration, error) {
+	type classOpts struct {
+		db                       *bulkheadpgx.ClassDB
+		base                     []metric.ObserveOption
+		maxWait, tooLarge, error []metric.ObserveOption
+	}
+	st0 := db.Stats()
+	classes := make([]classOpts, len(st0.Classes))
+	for i, c := range st0.Classes {
+		cl := KeyClass.String(c.Name)
+		rs := func(r string) []metric.ObserveOption {
+			return observe(attrs(name, KindDBPool, cl, KeyReason.String(r)))
+		}
+		classes[i] = classOpts{
+			db:       db.Class(c.Name),
+			base:     observe(attrs(name, KindDBPool, cl)),
+			maxWait:  rs(ReasonMaxWait),
+			tooLarge: rs(ReasonTooLarge),
+			error:    rs(ReasonError),
+		}
+	}
+	return m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for i := range classes {
+			c := &classes[i]
+			st := c.db.Stats()
+			o.ObserveInt64(m.admitted, i64(st.Admitted), c.base...)
+			o.ObserveInt64(m.inUse, st.InUse, c.base...)
+			o.ObserveInt64(m.waiting, st.Waiting, c.base...)
+			o.ObserveInt64(m.canceled, i64(st.Canceled), c.base...)
+			o.ObserveInt64(m.rejected, i64(st.RejectedMaxWait), c.maxWait...)
+			o.ObserveInt64(m.rejected, i64(st.RejectedTooLarge), c.tooLarge...)
+			o.ObserveInt64(m.rejected, i64(st.Errors), c.error...)
+		}
+		return nil
+	}, m.admitted, m.inUse, m.waiting, m.canceled, m.rejected)
+}
