@@ -63,7 +63,9 @@ func (m *Metrics) RedisMeter(name string, rm *shaperredis.Meter) (metric.Registr
 // too_large, store_unavailable, closed, error), floodgate.canceled,
 // floodgate.waiting and floodgate.decisions by source of the admitted calls
 // (store, local, fail_open) and of the refusals for want of Redis
-// (fail_closed).
+// (fail_closed). Queue.Stats takes the queue's mutex to count the waiting
+// calls; the callback holds it for no longer than that. The Redis queue has
+// no wait hook, so no floodgate.queue.delay.
 func (m *Metrics) RedisQueue(name string, q *shaperredis.Queue) (metric.Registration, error) {
 	base := observe(attrs(name, KindQueue))
 	r := reasonOpts(name, KindQueue, ReasonQueueFull, ReasonMaxWait, ReasonDeadline, ReasonTooLarge,
