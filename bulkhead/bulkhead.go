@@ -170,6 +170,15 @@ type Config struct {
 	// RateLimit fields are already set on w's header. It must not write
 	// err.Error() to the client.
 	Render func(w http.ResponseWriter, r *http.Request, err *RejectError)
+
+	// OnWait, if non-nil, is called with the layer's name and the time waited
+	// for each request that waited for a layer's gate and was granted it (the
+	// waits LayerStats.Waits counts, less those that ended in a refusal; a
+	// gate used through its Do method is always waited on). It is called
+	// without any lock held, on the request's goroutine; it must be quick and
+	// safe for concurrent use. A request granted a gate at once does not call
+	// it.
+	OnWait func(layer string, waited time.Duration)
 }
 
 // Bulkhead admits requests through ordered layers of rates and concurrency
@@ -190,6 +199,7 @@ type Bulkhead struct {
 	rateFields    bool
 	degradedHdr   string
 	render        func(http.ResponseWriter, *http.Request, *RejectError)
+	onWait        func(string, time.Duration)
 
 	noIdentity atomic.Uint64
 	invalidKey atomic.Uint64
@@ -229,6 +239,7 @@ func New(cfg Config) *Bulkhead {
 		rateFields:    cfg.RateLimitFields,
 		degradedHdr:   cfg.DegradedHeader,
 		render:        cfg.Render,
+		onWait:        cfg.OnWait,
 		layers:        make([]layer, len(cfg.Layers)),
 	}
 	seen := make(map[string]bool)
@@ -467,7 +478,7 @@ func (b *Bulkhead) execDo(ctx context.Context, p *plan, i int, inv *invocation) 
 		if !state.CompareAndSwap(0, 1) {
 			return ErrMaxWait // granted just as the wait timed out: give it back
 		}
-		l.waited(start)
+		b.granted(l, l.waited(start))
 		l.stats.admitted.Add(1)
 		l.stats.inFlight.Add(1)
 		defer l.stats.inFlight.Add(-1)
@@ -525,8 +536,9 @@ func (b *Bulkhead) acquire(ctx context.Context, s *step) error {
 	} else {
 		err = l.tryGate.Acquire(wctx, l.n)
 	}
-	l.waited(start)
+	waited := l.waited(start)
 	if err == nil {
+		b.granted(l, waited)
 		return nil
 	}
 	if wctx != ctx && wctx.Err() != nil && ctx.Err() == nil {
@@ -535,11 +547,21 @@ func (b *Bulkhead) acquire(ctx context.Context, s *step) error {
 	return b.gateError(ctx, l, err)
 }
 
-// waited records the end of a wait that began at start.
-func (l *layer) waited(start time.Time) {
+// waited records the end of a wait that began at start, and returns its
+// length.
+func (l *layer) waited(start time.Time) time.Duration {
+	d := time.Since(start)
 	l.stats.waiting.Add(-1)
 	l.stats.waits.Add(1)
-	l.stats.waitNanos.Add(uint64(time.Since(start)))
+	l.stats.waitNanos.Add(uint64(d))
+	return d
+}
+
+// granted reports a wait of l that ended in a grant to Config.OnWait.
+func (b *Bulkhead) granted(l *layer, waited time.Duration) {
+	if b.onWait != nil {
+		b.onWait(l.Name, waited)
+	}
 }
 
 // gateError turns a gate's refusal into the admission's error: ctx.Err() if

@@ -96,6 +96,13 @@ type WorkersConfig struct {
 	// on the goroutine of Shutdown or of the throttle's dispatcher, and may
 	// call Stats (Submit after Shutdown returns ErrClosed).
 	OnUnstarted func(class string, job func(context.Context) error, err error)
+
+	// OnStart, if non-nil, is called with the class and the time the job
+	// spent queued (from Submit or Do to its start, the delay ClassStats
+	// sums in QueueDelay) for every job that starts, on the job's goroutine
+	// just before the job runs, without locks held. It must be quick and safe
+	// for concurrent use.
+	OnStart func(class string, queued time.Duration)
 }
 
 // Workers is a worker throttle for job loops: "export jobs start at most 5/s
@@ -192,6 +199,7 @@ type Workers struct {
 	gate        Gate
 	handBack    bool
 	onUnstarted func(string, func(context.Context) error, error)
+	onStart     func(string, time.Duration)
 
 	// runCtx is the parent of every job's context; abort cancels it when
 	// Shutdown's context ends. dispatchCtx, its child, bounds the waits of
@@ -233,8 +241,9 @@ type entry struct {
 	job    func(context.Context) error
 	c      *class
 	queued time.Time
-	res    chan error // Do only; buffered
-	state  int        // guarded by Workers.mu
+	delay  time.Duration // from queued to the start; set when it starts
+	res    chan error    // Do only; buffered
+	state  int           // guarded by Workers.mu
 }
 
 const (
@@ -265,6 +274,7 @@ func NewWorkers(limit int64, cfg WorkersConfig) *Workers {
 		gate:        cfg.Gate,
 		handBack:    cfg.HandBack,
 		onUnstarted: cfg.OnUnstarted,
+		onStart:     cfg.OnStart,
 		done:        make(chan struct{}),
 	}
 	var reserved int64
@@ -507,6 +517,7 @@ func (w *Workers) startLocked(e *entry) {
 	w.running++
 	c.stats.Started++
 	d := now.Sub(e.queued)
+	e.delay = d
 	c.stats.QueueDelay += d
 	c.stats.MaxQueueDelay = max(c.stats.MaxQueueDelay, d)
 	// Only intervals with a backlog say how fast the class drains: a job
@@ -625,6 +636,9 @@ func (w *Workers) run(parent context.Context, e *entry) {
 			e.res <- err
 		}
 	}()
+	if w.onStart != nil {
+		w.onStart(e.c.name, e.delay)
+	}
 	err = e.job(ctx)
 }
 

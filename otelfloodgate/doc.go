@@ -20,15 +20,15 @@
 //
 // # Instruments
 //
-//	floodgate.admitted              counter        {call}        limiter, kind [, layer]
-//	floodgate.rejected              counter        {call}        limiter, kind, reason [, layer]
-//	floodgate.canceled              counter        {call}        limiter, kind [, layer]
-//	floodgate.in_use                updowncounter  {weight}      limiter, kind [, layer]
-//	floodgate.waiting               updowncounter  {call}        limiter, kind [, layer]
+//	floodgate.admitted              counter        {call}        limiter, kind [, layer|class]
+//	floodgate.rejected              counter        {call}        limiter, kind, reason [, layer|class]
+//	floodgate.canceled              counter        {call}        limiter, kind [, layer|class]
+//	floodgate.in_use                updowncounter  {weight}      limiter, kind [, layer|class]
+//	floodgate.waiting               updowncounter  {call}        limiter, kind [, layer|class]
 //	floodgate.limit                 gauge          {weight}      limiter, kind
-//	floodgate.wait.duration         histogram      s             limiter, kind
-//	floodgate.hold.duration         histogram      s             limiter, kind
-//	floodgate.queue.delay           histogram      s             limiter, kind
+//	floodgate.wait.duration         histogram      s             limiter, kind [, layer|class]
+//	floodgate.hold.duration         histogram      s             limiter, kind [, class]
+//	floodgate.queue.delay           histogram      s             limiter, kind [, class]
 //	floodgate.decisions             counter        {call}        limiter, kind, source
 //	floodgate.breaker.state         gauge          1             limiter, kind, state
 //	floodgate.breaker.transitions   counter        {transition}  limiter, kind
@@ -40,14 +40,17 @@
 // # Attributes
 //
 //	floodgate.limiter  the name given when attaching; never part of a metric name
-//	floodgate.kind     semaphore, distsem, meter, queue, lease, breaker, bulkhead
+//	floodgate.kind     semaphore, distsem, meter, queue, lease, breaker, bulkhead,
+//	                   workers, db_pool
 //	floodgate.reason   queue_full, max_wait, deadline, rate, too_large,
 //	                   store_unavailable, no_capacity, local_busy, closed,
-//	                   concurrency, error, no_identity, invalid_key, no_policy
+//	                   concurrency, error, no_identity, invalid_key, no_policy,
+//	                   handed_back, pace, gate
 //	floodgate.source   store, local, fail_open, fail_closed
 //	floodgate.state    closed, half_open, open
 //	floodgate.outcome  ok, failure
 //	floodgate.layer    a bulkhead layer's name
+//	floodgate.class    a bulkhead.Workers or bulkheadpgx class's name
 //
 // A distsem is observed through [distsem.Semaphore.LocalStats], which does
 // no I/O: the counts of this process. Its fleet-wide Stats costs a Redis

@@ -227,6 +227,27 @@ func stateName(s breaker.State) string {
 	return "closed"
 }
 
+// BulkheadConfig returns cfg with an OnWait hook that records
+// floodgate.wait.duration, per layer (attribute floodgate.layer), for the
+// requests that waited for a layer's gate and were granted it, then calls
+// cfg's own OnWait. A request granted a gate at once calls no hook.
+func (m *Metrics) BulkheadConfig(name string, cfg bulkhead.Config) bulkhead.Config {
+	opts := make(map[string][]metric.RecordOption, len(cfg.Layers))
+	for _, l := range cfg.Layers {
+		opts[l.Name] = record(attrs(name, KindBulkhead, KeyLayer.String(l.Name)))
+	}
+	h, next := m.waitDuration, cfg.OnWait
+	cfg.OnWait = func(layer string, waited time.Duration) {
+		if o, ok := opts[layer]; ok {
+			seconds(h, waited, o)
+		}
+		if next != nil {
+			next(layer, waited)
+		}
+	}
+	return cfg
+}
+
 // Bulkhead observes b's Stats, per layer (attribute floodgate.layer), as
 // floodgate.admitted, floodgate.rejected (rate, concurrency,
 // store_unavailable, error), floodgate.canceled, floodgate.in_use (requests

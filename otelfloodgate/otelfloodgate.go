@@ -42,6 +42,7 @@ const (
 	KeyState   = attribute.Key("floodgate.state")   // a breaker state
 	KeyOutcome = attribute.Key("floodgate.outcome") // ok or failure, of a store call or renewal
 	KeyLayer   = attribute.Key("floodgate.layer")   // a bulkhead layer's name
+	KeyClass   = attribute.Key("floodgate.class")   // a bulkhead.Workers or bulkheadpgx class
 )
 
 // Values of KeyReason.
@@ -60,6 +61,9 @@ const (
 	ReasonNoIdentity       = "no_identity"
 	ReasonInvalidKey       = "invalid_key"
 	ReasonNoPolicy         = "no_policy"
+	ReasonPace             = "pace" // a Workers' Pace failed a job's start
+	ReasonGate             = "gate" // a Workers' Gate failed a job's start
+	ReasonHandedBack       = "handed_back"
 )
 
 // Values of KeySource.
@@ -79,6 +83,8 @@ const (
 	KindLease     = "lease"
 	KindBreaker   = "breaker"
 	KindBulkhead  = "bulkhead"
+	KindWorkers   = "workers"
+	KindDBPool    = "db_pool" // a bulkheadpgx.DB
 )
 
 // Metrics holds the floodgate instruments of one OpenTelemetry Meter. Attach

@@ -91,6 +91,16 @@ type Config struct {
 	// ...) use. If empty, "default", which is added as an unlimited class if
 	// Classes does not define it.
 	Default string
+
+	// OnWait, if non-nil, is called with the class's name and the time
+	// waited for each call of a limited class that found no room at once and
+	// was then granted the gate (the waits ClassStats.Wait counts, less those
+	// that ended in a refusal). OnHold, if non-nil, is called with the class's
+	// name and the time from grant to release of each admitted call of a
+	// limited class (ClassStats.Hold). Both are called without locks held, on
+	// the goroutine that waited or released; they must be quick and safe for
+	// concurrent use.
+	OnWait, OnHold func(class string, d time.Duration)
 }
 
 // DB wraps a *pgxpool.Pool with query classes. Its methods have the pool's
@@ -120,6 +130,8 @@ type ClassDB struct {
 	retry   time.Duration
 	err     error // ErrUnknownClass, wrapped; set only on unknown classes
 	st      counters
+
+	onWait, onHold func(string, time.Duration) // Config's hooks
 }
 
 // New returns a DB that runs queries on pool in cfg's classes. It does no
@@ -142,7 +154,8 @@ func New(pool *pgxpool.Pool, cfg Config) *DB {
 		case c.N < 0:
 			panic(what + "negative N")
 		}
-		cd := &ClassDB{pool: pool, name: c.Name, n: max(c.N, 1), gate: c.Gate, maxWait: c.MaxWait, retry: c.RetryAfter}
+		cd := &ClassDB{pool: pool, name: c.Name, n: max(c.N, 1), gate: c.Gate, maxWait: c.MaxWait, retry: c.RetryAfter,
+			onWait: cfg.OnWait, onHold: cfg.OnHold}
 		if cd.retry <= 0 {
 			cd.retry = time.Second
 			if c.MaxWait > 0 {
@@ -228,7 +241,11 @@ func (h *hold) release() {
 		h.cancel()
 	}
 	c.st.inUse.Add(-c.n)
-	c.st.hold.observe(time.Since(h.start))
+	held := time.Since(h.start)
+	c.st.hold.observe(held)
+	if c.onHold != nil {
+		c.onHold(c.name, held)
+	}
 }
 
 // acquire takes the class's gate for one call and returns the context the
@@ -261,9 +278,13 @@ func (c *ClassDB) acquire(ctx context.Context, h *hold) (context.Context, error)
 	wctx, err := c.wait(ctx, h)
 	c.st.waiting.Add(-1)
 	now := time.Now()
-	c.st.wait.observe(now.Sub(start))
+	waited := now.Sub(start)
+	c.st.wait.observe(waited)
 	if err != nil {
 		return nil, c.refused(ctx, err)
+	}
+	if c.onWait != nil {
+		c.onWait(c.name, waited)
 	}
 	c.granted(h, now)
 	return wctx, nil

@@ -5,6 +5,12 @@
 //
 //	go run ./examples/jobworkers -workers 3            # starts 3 worker processes
 //	go run ./examples/jobworkers -role worker          # or one per terminal
+//	go run ./examples/jobworkers -role worker -metrics 127.0.0.1:9464 -d 1m
+//
+// With -metrics, a worker serves GET /metrics through OpenTelemetry's
+// Prometheus exporter (docs/metrics.md): its Workers (floodgate_limiter="workers",
+// per floodgate_class), the fleet cap ("running", a distsem) and the start
+// schedule ("starts", the Redis queue), as this process sees them.
 package main
 
 import (
@@ -13,6 +19,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -25,7 +34,12 @@ import (
 
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/distsem"
+	"github.com/floodgate-go/floodgate/otelfloodgate"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
 var (
@@ -37,6 +51,7 @@ var (
 	work      = flag.Duration("job", 200*time.Millisecond, "how long one job runs")
 	dur       = flag.Duration("d", 5*time.Second, "how long to submit jobs")
 	name      = flag.String("name", "jobworkers", "name of the shared rate and cap in Redis")
+	metrics   = flag.String("metrics", "", "role worker: serve GET /metrics (Prometheus) on this address, e.g. 127.0.0.1:9464")
 )
 
 func main() {
@@ -64,14 +79,34 @@ func worker(ctx context.Context) error {
 		return err
 	}
 	defer rdb.Close()
+	m, stopMetrics, err := serveMetrics(*metrics, os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	pace := newPace(rdb)
 	defer pace.Close()
-	gate := distsem.New(rdb, *name+":running", *limit, distsem.Config{})
-	defer gate.Close()
-	w := bulkhead.NewWorkers(*limit, bulkhead.WorkersConfig{
+	dcfg := distsem.Config{}
+	wcfg := bulkhead.WorkersConfig{
 		Classes: []bulkhead.Class{{Name: "export", MaxQueue: 5}},
-		Pace:    pace, Gate: gate,
-	})
+		Pace:    pace,
+	}
+	if m != nil {
+		dcfg = m.DistsemConfig("running", dcfg)
+		wcfg = m.WorkersConfig("workers", wcfg)
+	}
+	gate := distsem.New(rdb, *name+":running", *limit, dcfg)
+	defer gate.Close()
+	wcfg.Gate = gate
+	w := bulkhead.NewWorkers(*limit, wcfg)
+	if m != nil {
+		_, err1 := m.RedisQueue("starts", pace)
+		_, err2 := m.Distsem("running", gate)
+		_, err3 := m.Workers("workers", w)
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return err
+		}
+	}
 	var started atomic.Int64
 	var first, last atomic.Int64
 	end := time.After(*dur)
@@ -195,3 +230,38 @@ func envOr(k, def string) string {
 type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
+
+// serveMetrics serves GET /metrics on addr (OpenTelemetry's Prometheus
+// exporter) until stop is called, and returns the Metrics to attach limiters
+// to. If addr is empty, it returns nil Metrics and a no-op stop.
+func serveMetrics(addr string, log io.Writer) (m *otelfloodgate.Metrics, stop func(), err error) {
+	if addr == "" {
+		return nil, func() {}, nil
+	}
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+	if err != nil {
+		return nil, nil, err
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	if m, err = otelfloodgate.New(mp); err != nil {
+		return nil, nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Serve(ln) }()
+	fmt.Fprintf(log, "metrics on http://%s/metrics\n", ln.Addr())
+	return m, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		<-done
+		mp.Shutdown(ctx)
+	}, nil
+}

@@ -4,6 +4,11 @@
 // runs a burst of both for -d and prints what happened.
 //
 //	DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres go run ./examples/pgxreplica
+//	go run ./examples/pgxreplica -metrics 127.0.0.1:9464 -d 1m
+//
+// With -metrics it serves GET /metrics through OpenTelemetry's Prometheus
+// exporter (docs/metrics.md): the DB's classes (floodgate_limiter="db", per
+// floodgate_class) and the reports' semaphore (floodgate_limiter="reports").
 package main
 
 import (
@@ -12,6 +17,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -21,8 +28,13 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/bulkhead/bulkheadpgx"
+	"github.com/floodgate-go/floodgate/otelfloodgate"
 	"github.com/floodgate-go/floodgate/semaphore"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
 type config struct {
@@ -31,6 +43,7 @@ type config struct {
 	Callers  int           // goroutines running reports
 	Query    time.Duration // how long one report query takes (pg_sleep)
 	Duration time.Duration
+	Metrics  string // serve GET /metrics on this address; "" for none
 }
 
 // Marker is in every report query, to find them in pg_stat_activity.
@@ -43,6 +56,7 @@ func main() {
 	flag.IntVar(&cfg.Callers, "callers", 12, "callers running report queries")
 	flag.DurationVar(&cfg.Query, "query", 500*time.Millisecond, "duration of one report query")
 	flag.DurationVar(&cfg.Duration, "d", 5*time.Second, "how long to run")
+	flag.StringVar(&cfg.Metrics, "metrics", "", "serve GET /metrics (Prometheus) on this address while running, e.g. 127.0.0.1:9464")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -69,9 +83,30 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 		return fmt.Errorf("PostgreSQL at %s is unreachable (%s); set DATABASE_URL or -db", pcfg.ConnConfig.Host, strings.Join(strings.Fields(err.Error()), " "))
 	}
 
-	db := bulkheadpgx.New(pool, bulkheadpgx.Config{Classes: []bulkheadpgx.Class{
-		{Name: "reports", Gate: semaphore.New(cfg.Cap, semaphore.Config{}), MaxWait: 2 * time.Second},
-	}})
+	m, stopMetrics, err := serveMetrics(cfg.Metrics, w)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	scfg := semaphore.Config{}
+	if m != nil {
+		scfg = m.SemaphoreConfig("reports", scfg)
+	}
+	sem := semaphore.New(cfg.Cap, scfg)
+	dcfg := bulkheadpgx.Config{Classes: []bulkheadpgx.Class{
+		{Name: "reports", Gate: sem, MaxWait: 2 * time.Second},
+	}}
+	if m != nil {
+		dcfg = m.DBConfig("db", dcfg)
+	}
+	db := bulkheadpgx.New(pool, dcfg)
+	if m != nil {
+		_, err1 := m.Semaphore("reports", sem)
+		_, err2 := m.DB("db", db)
+		if err := errors.Join(err1, err2); err != nil {
+			return err
+		}
+	}
 	reports := db.Class("reports")
 	var inFlight, peak, done, refused, cheap atomic.Int64
 	var firstErr error
@@ -134,4 +169,39 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
+}
+
+// serveMetrics serves GET /metrics on addr (OpenTelemetry's Prometheus
+// exporter) until stop is called, and returns the Metrics to attach limiters
+// to. If addr is empty, it returns nil Metrics and a no-op stop.
+func serveMetrics(addr string, log io.Writer) (m *otelfloodgate.Metrics, stop func(), err error) {
+	if addr == "" {
+		return nil, func() {}, nil
+	}
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+	if err != nil {
+		return nil, nil, err
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	if m, err = otelfloodgate.New(mp); err != nil {
+		return nil, nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Serve(ln) }()
+	fmt.Fprintf(log, "metrics on http://%s/metrics\n", ln.Addr())
+	return m, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		<-done
+		mp.Shutdown(ctx)
+	}, nil
 }

@@ -7,6 +7,12 @@
 //
 //	go run ./examples/reportexport -redis 127.0.0.1:6379
 //	curl -i -H 'X-API-Key: demo-free' -X POST localhost:8080/reports/export-pdf
+//	curl localhost:8080/metrics
+//
+// GET /metrics serves every limiter's metrics (docs/metrics.md) through
+// OpenTelemetry's Prometheus exporter, each under its name below
+// (floodgate_limiter="export", ...; the bulkhead's layers under
+// floodgate_limiter="api").
 package main
 
 import (
@@ -25,10 +31,15 @@ import (
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/distsem"
+	"github.com/floodgate-go/floodgate/otelfloodgate"
 	"github.com/floodgate-go/floodgate/semaphore"
 	"github.com/floodgate-go/floodgate/shaper"
 	"github.com/floodgate-go/floodgate/shaper/shaperredis"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
 type config struct {
@@ -57,12 +68,23 @@ func main() {
 // run serves until ctx ends, then shuts down cleanly. ready, if non-nil, is
 // called with the address once it listens.
 func run(ctx context.Context, cfg config, log io.Writer, ready func(addr string)) error {
-	lim, closeLim, err := limiters(ctx, cfg.Redis, cfg.Prefix)
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+	if err != nil {
+		return err
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	defer mp.Shutdown(context.Background())
+	m, err := otelfloodgate.New(mp)
+	if err != nil {
+		return err
+	}
+	lim, closeLim, err := limiters(ctx, cfg.Redis, cfg.Prefix, m)
 	if err != nil {
 		return err
 	}
 	defer closeLim()
-	b := bulkhead.New(bulkhead.Config{Layers: []bulkhead.Layer{
+	b := bulkhead.New(m.BulkheadConfig("api", bulkhead.Config{Layers: []bulkhead.Layer{
 		{Name: "global", Gate: lim.gate("global", 200), MaxWait: time.Second},
 		{Name: "tier", Key: bulkhead.ByTenant, Tiers: map[string]bulkhead.Rate{
 			"free": lim.rate("tier-free", shaper.Limit{Rate: shaper.PerMinute(100)}),
@@ -73,7 +95,13 @@ func run(ctx context.Context, cfg config, log io.Writer, ready func(addr string)
 		{Name: "export-pdf", Route: "POST /reports/export-pdf", Key: bulkhead.ByTenant,
 			Rate:      lim.rate("export", shaper.Limit{Rate: shaper.PerMinute(5), Burst: 5}),
 			KeyedGate: lim.keyed("export-running", 2), MaxWait: 10 * time.Second},
-	}})
+	}}))
+	if _, err := m.Bulkhead("api", b); err != nil {
+		return err
+	}
+	if err := lim.err(); err != nil {
+		return err
+	}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /items", func(w http.ResponseWriter, r *http.Request) {
@@ -89,8 +117,9 @@ func run(ctx context.Context, cfg config, log io.Writer, ready func(addr string)
 	})
 	root := http.NewServeMux()
 	root.Handle("/", demoAuth(b.Handler(mux)))
-	// TODO(otel): mount the metrics handler here (root.Handle("GET /metrics", ...))
-	// when the OpenTelemetry package lands.
+	// The metrics, outside the bulkhead and without an API key. In production,
+	// serve them on an address only the scraper reaches.
+	root.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -149,14 +178,30 @@ type limiterSet struct {
 	gate  func(name string, limit int64) bulkhead.Gate
 	keyed func(name string, limit int64) bulkhead.KeyedGate
 	rate  func(name string, lim shaper.Limit) bulkhead.Rate
+	err   func() error // the first error attaching a limiter's metrics
 }
 
-func limiters(ctx context.Context, addr, prefix string) (limiterSet, func(), error) {
+// limiters returns the leaves, each with its metrics attached to m under its
+// name. (Keyed gates have no adapter yet: the bulkhead's "export-pdf" layer
+// reports their waits and refusals.)
+func limiters(ctx context.Context, addr, prefix string, m *otelfloodgate.Metrics) (limiterSet, func(), error) {
+	var errs []error
+	attach := func(_ any, err error) { errs = append(errs, err) }
+	firstErr := func() error { return errors.Join(errs...) }
 	if addr == "" {
 		return limiterSet{
-			gate:  func(_ string, n int64) bulkhead.Gate { return semaphore.New(n, semaphore.Config{}) },
+			gate: func(name string, n int64) bulkhead.Gate {
+				s := semaphore.New(n, m.SemaphoreConfig(name, semaphore.Config{}))
+				attach(m.Semaphore(name, s))
+				return s
+			},
 			keyed: func(_ string, n int64) bulkhead.KeyedGate { return semaphore.NewKeyed(n, semaphore.KeyedConfig{}) },
-			rate:  func(_ string, l shaper.Limit) bulkhead.Rate { return shaper.NewMeter(l) },
+			rate: func(name string, l shaper.Limit) bulkhead.Rate {
+				mt := shaper.NewMeter(l)
+				attach(m.Meter(name, mt))
+				return mt
+			},
+			err: firstErr,
 		}, func() {}, nil
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, DialTimeout: 2 * time.Second})
@@ -168,13 +213,15 @@ func limiters(ctx context.Context, addr, prefix string) (limiterSet, func(), err
 	}
 	// One breaker for the one Redis. Rates fail open (a dead Redis costs
 	// protection, not availability), concurrency caps fail closed (503).
-	brk := breaker.New(addr, breaker.Config{})
+	brk := breaker.New(addr, m.BreakerConfig(addr, breaker.Config{}))
+	attach(m.Breaker(brk))
 	var closers []func() error
 	closers = append(closers, rdb.Close)
 	return limiterSet{
 			gate: func(name string, n int64) bulkhead.Gate {
-				s := distsem.New(rdb, prefix+name, n, distsem.Config{Breaker: brk})
+				s := distsem.New(rdb, prefix+name, n, m.DistsemConfig(name, distsem.Config{Breaker: brk}))
 				closers = append(closers, s.Close)
+				attach(m.Distsem(name, s))
 				return s
 			},
 			keyed: func(name string, n int64) bulkhead.KeyedGate {
@@ -183,8 +230,11 @@ func limiters(ctx context.Context, addr, prefix string) (limiterSet, func(), err
 				return k
 			},
 			rate: func(name string, l shaper.Limit) bulkhead.Rate {
-				return shaperredis.NewMeter(rdb, l, shaperredis.Config{Prefix: prefix + name + ":", Breaker: brk, Policy: breaker.FailOpen})
+				mt := shaperredis.NewMeter(rdb, l, shaperredis.Config{Prefix: prefix + name + ":", Breaker: brk, Policy: breaker.FailOpen})
+				attach(m.RedisMeter(name, mt))
+				return mt
 			},
+			err: firstErr,
 		}, func() {
 			for i := len(closers) - 1; i >= 0; i-- {
 				closers[i]()

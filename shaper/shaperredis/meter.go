@@ -170,6 +170,7 @@ type Meter struct {
 	local  localMeter // FailLocal only
 	batch  *batcher   // Batch only
 	lim    atomic.Pointer[redisLimit]
+	stats  meterCounters
 }
 
 // redisLimit is a limit with its script arguments, boxed once.
@@ -306,6 +307,13 @@ func (m *Meter) Allow(ctx context.Context, key string) bool {
 // errors are returned wrapped, with a zero Decision; a caller's cancellation
 // returns ctx.Err().
 func (m *Meter) AllowN(ctx context.Context, key string, n int64) (shaper.Decision, error) {
+	d, err := m.allowN(ctx, key, n)
+	m.count(ctx, key, d, err)
+	return d, err
+}
+
+// allowN is AllowN without its counters.
+func (m *Meter) allowN(ctx context.Context, key string, n int64) (shaper.Decision, error) {
 	if n < 0 {
 		panic("shaperredis: negative cost")
 	}

@@ -51,6 +51,7 @@ type Queue struct {
 	maxSlot  int64 // µs: the longest reservation the script arithmetic allows
 	policy   breaker.Policy
 	local    *shaper.Queue
+	stats    queueCounters
 
 	mu sync.Mutex
 	// mu guards:
@@ -141,6 +142,15 @@ func (q *Queue) Key() string { return q.key }
 // Redis cannot answer, see Config.Policy. A weight of zero reserves nothing and
 // returns nil at once. A negative n panics.
 func (q *Queue) Wait(ctx context.Context, n int64) error {
+	var src breaker.Source
+	err := q.wait(ctx, n, &src)
+	q.count(ctx, n, src, err)
+	return err
+}
+
+// wait is Wait without its counters; it sets *from to the source of the
+// decision once the store or its policy made one.
+func (q *Queue) wait(ctx context.Context, n int64, from *breaker.Source) error {
 	if n < 0 {
 		panic("shaperredis: Queue.Wait: negative weight")
 	}
@@ -203,6 +213,7 @@ func (q *Queue) Wait(ctx context.Context, n int64) error {
 		}
 		return out, nil
 	}, fallback)
+	*from = src
 	switch src {
 	case breaker.Degraded:
 		return nil
