@@ -33,7 +33,7 @@
 // # Bad input
 //
 // A cost above the burst (ErrTooLarge) and a key longer than Config.MaxKeyLen
-// (ErrKeyTooLong, default [DefaultMaxKeyLen] bytes) are refused before any
+// (ErrInvalidKey, default [DefaultMaxKeyLen] bytes) are refused before any
 // round trip and are not store failures. Every number passed to a script stays
 // below 2^53 (a Lua number is a float64): a limit that would break this panics
 // in its constructor or SetLimit.

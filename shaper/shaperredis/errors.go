@@ -21,11 +21,11 @@ var (
 	ErrClosed    = shaper.ErrClosed    // a closed Queue
 )
 
-// ErrKeyTooLong is returned, before any round trip, for a key (or Queue name)
+// ErrInvalidKey is returned, before any round trip, for a key (or Queue name)
 // longer than Config.MaxKeyLen. It is bad input, not a refusal (there is no
 // RejectError and no retry-after) and not a store failure (the breaker does
 // not count it).
-var ErrKeyTooLong = errors.New("shaperredis: key too long")
+var ErrInvalidKey = errors.New("shaperredis: invalid key")
 
 // A RejectError reports why a call was refused and when a retry could succeed;
 // it is shaper.RejectError, the one refusal type of every floodgate package.

@@ -11,7 +11,7 @@ import (
 	"github.com/floodgate-go/floodgate/shaper/shaperredis"
 )
 
-// TestKeyTooLong: a key above Config.MaxKeyLen is refused with ErrKeyTooLong
+// TestKeyTooLong: a key above Config.MaxKeyLen is refused with ErrInvalidKey
 // before any round trip, and the breaker does not count it; MaxKeyLen moves
 // the bound, a negative one removes it; a Queue's name and a Lease's key are
 // bounded too.
@@ -23,11 +23,11 @@ func TestKeyTooLong(t *testing.T) {
 	m := shaperredis.NewMeter(deadClient(), lim, shaperredis.Config{Breaker: brk})
 	long := strings.Repeat("k", shaperredis.DefaultMaxKeyLen+1)
 	for range 20 {
-		if _, err := m.AllowN(ctx, long, 1); err != shaperredis.ErrKeyTooLong {
-			t.Fatalf("AllowN with a %d-byte key: %v, want ErrKeyTooLong", len(long), err)
+		if _, err := m.AllowN(ctx, long, 1); err != shaperredis.ErrInvalidKey {
+			t.Fatalf("AllowN with a %d-byte key: %v, want ErrInvalidKey", len(long), err)
 		}
-		if _, err := m.Admit(ctx, long, 1); err != shaperredis.ErrKeyTooLong {
-			t.Fatalf("Admit with a long key: %v, want ErrKeyTooLong", err)
+		if _, err := m.Admit(ctx, long, 1); err != shaperredis.ErrInvalidKey {
+			t.Fatalf("Admit with a long key: %v, want ErrInvalidKey", err)
 		}
 		if m.Allow(ctx, long) {
 			t.Fatal("Allow with a long key = true")
@@ -37,7 +37,7 @@ func TestKeyTooLong(t *testing.T) {
 		t.Errorf("breaker after long keys: %+v, %v; want no failures, closed", st, brk.State())
 	}
 	short := shaperredis.NewMeter(deadClient(), lim, shaperredis.Config{MaxKeyLen: 4, Policy: breaker.FailOpen})
-	if _, err := short.AllowN(ctx, "12345", 1); err != shaperredis.ErrKeyTooLong {
+	if _, err := short.AllowN(ctx, "12345", 1); err != shaperredis.ErrInvalidKey {
 		t.Errorf("MaxKeyLen 4, 5-byte key: %v", err)
 	}
 	if d, err := short.AllowN(ctx, "1234", 1); err != nil || !d.Allowed {

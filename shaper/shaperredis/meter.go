@@ -81,7 +81,7 @@ type Config struct {
 
 	// MaxKeyLen bounds the length in bytes of a key passed to a meter (and of
 	// a Queue's name, and a Lease's key). A longer key is refused before any
-	// round trip with ErrKeyTooLong: it is bad input, not a store failure, so
+	// round trip with ErrInvalidKey: it is bad input, not a store failure, so
 	// the breaker does not count it (a huge key would hold Redis, which runs
 	// one script at a time, for everyone). If zero, DefaultMaxKeyLen. If
 	// negative, keys are not bounded.
@@ -154,7 +154,7 @@ func newLocal(kind algoKind, lim shaper.Limit) localMeter {
 // time to fill it), as in the seed).
 //
 // Invalid calls (a negative cost panics; a cost above the burst returns a
-// *RejectError; a key longer than Config.MaxKeyLen returns ErrKeyTooLong) are
+// *RejectError; a key longer than Config.MaxKeyLen returns ErrInvalidKey) are
 // refused before any round trip.
 //
 // The zero Meter refuses every call with ErrTooLarge; use [NewMeter] or one of
@@ -300,7 +300,7 @@ func (m *Meter) Allow(ctx context.Context, key string) bool {
 // reports the state without recording anything.
 //
 // It returns, without any round trip: ctx.Err() if ctx is already done;
-// ErrKeyTooLong if key is longer than Config.MaxKeyLen; a *RejectError
+// ErrInvalidKey if key is longer than Config.MaxKeyLen; a *RejectError
 // (ErrTooLarge) if n exceeds the burst (or window count); and it panics if n is
 // negative. When Redis cannot answer, the result depends on Config.Policy (see
 // there): under FailOpen and FailLocal the Decision has Degraded set. Other Redis
@@ -325,7 +325,7 @@ func (m *Meter) allowN(ctx context.Context, key string, n int64) (shaper.Decisio
 		return shaper.Decision{Limit: rl.lim}, tooLarge()
 	}
 	if !keyOK(key, m.maxKey) {
-		return shaper.Decision{Limit: rl.lim}, ErrKeyTooLong
+		return shaper.Decision{Limit: rl.lim}, ErrInvalidKey
 	}
 	c := call{m: m, rl: rl, key: key, n: n}
 	var fallback func(context.Context) (result, error)
