@@ -50,6 +50,18 @@ type tryKeyedGate interface {
 	Release(key string, n int64)
 }
 
+// tryDoGate and tryDoKeyedGate are the optional non-queueing shapes of a
+// Gate and KeyedGate that have only Do (distsem.Semaphore, distsem.Keyed):
+// TryDo runs fn if the weight is free now and otherwise refuses at once,
+// never waiting. With a negative MaxWait they are called instead of Do.
+type tryDoGate interface {
+	TryDo(ctx context.Context, n int64, fn func(context.Context) error) error
+}
+
+type tryDoKeyedGate interface {
+	TryDo(ctx context.Context, key string, n int64, fn func(context.Context) error) error
+}
+
 // A Layer is one check every request it applies to must pass: a rate, a
 // concurrency gate, or both (rate first), under a key taken from the request's
 // verified Identity.
@@ -93,8 +105,11 @@ type Layer struct {
 
 	// MaxWait bounds how long a request waits for the gate, on its own
 	// context. If zero, it waits until its context is done. If negative, a
-	// request that finds no room is refused at once (a Gate that has only Do is
-	// called with the request's context, and its own configuration decides).
+	// request that finds no room is refused at once: a gate that has only Do
+	// is then called through its TryDo (as distsem.Semaphore and
+	// distsem.Keyed have), and one with neither TryDo nor the TryAcquire
+	// shape is called with the request's context, its own configuration
+	// deciding how long it waits.
 	// The same meaning as MaxWait in semaphore and shaper.
 	MaxWait time.Duration
 
@@ -212,6 +227,7 @@ type layer struct {
 	route    *route
 	tryGate  tryGate
 	tryKeyed tryKeyedGate
+	tryDo    func(ctx context.Context, key string, n int64, fn func(context.Context) error) error
 	n        int64
 	status   int
 	retry    time.Duration
@@ -282,8 +298,25 @@ func New(cfg Config) *Bulkhead {
 		}
 		ly.tryGate, _ = l.Gate.(tryGate)
 		ly.tryKeyed, _ = l.KeyedGate.(tryKeyedGate)
+		if l.MaxWait < 0 {
+			ly.tryDo = tryDoOf(l.Gate, l.KeyedGate)
+		}
 	}
 	return b
+}
+
+// tryDoOf returns the TryDo of whichever of g and kg is set, as a keyed
+// call (a Gate's ignores the key), or nil if it has none.
+func tryDoOf(g Gate, kg KeyedGate) func(ctx context.Context, key string, n int64, fn func(context.Context) error) error {
+	if t, ok := kg.(tryDoKeyedGate); ok {
+		return t.TryDo
+	}
+	if t, ok := g.(tryDoGate); ok {
+		return func(ctx context.Context, _ string, n int64, fn func(context.Context) error) error {
+			return t.TryDo(ctx, n, fn)
+		}
+	}
+	return nil
 }
 
 func cmp[T comparable](v, def T) T {
@@ -485,9 +518,12 @@ func (b *Bulkhead) execDo(ctx context.Context, p *plan, i int, inv *invocation) 
 		return b.exec(ctx, hp, i, &hinv)
 	}
 	var err error
-	if l.KeyedGate != nil {
+	switch {
+	case l.tryDo != nil: // negative MaxWait: one attempt, never queued
+		err = l.tryDo(gctx, s.key, l.n, inner)
+	case l.KeyedGate != nil:
 		err = l.KeyedGate.Do(gctx, s.key, l.n, inner)
-	} else {
+	default:
 		err = l.Gate.Do(gctx, l.n, inner)
 	}
 	if state.Load() != 1 {
