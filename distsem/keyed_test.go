@@ -41,6 +41,13 @@ func keyStats(t *testing.T, rdb redis.UniversalClient, prefix, key string) dists
 	return stats(t, s)
 }
 
+// privateRedis returns a connection to a redis-server of this test's own, for
+// tests that read server-wide counters (INFO commandstats): other tests on the
+// shared server would add to them.
+func privateRedis(t *testing.T) *redistest.DB {
+	return &redistest.DB{Client: redistest.Start(t).Client(), Prefix: redistest.Prefix(t)}
+}
+
 // subscribes returns how many SUBSCRIBE commands the server has run.
 func subscribes(t *testing.T, rdb *redis.Client) int64 {
 	t.Helper()
@@ -71,7 +78,7 @@ func wantStats(t *testing.T, k *distsem.Keyed, keys int, waiting, held int64) {
 // within its limit, every key is dropped at the end, and both processes
 // subscribed once each however many keys came and went.
 func TestKeyedLimitPerKey(t *testing.T) {
-	db := redistest.Connect(t)
+	db := privateRedis(t) // it counts the server's SUBSCRIBE calls
 	prefix := db.Prefix + "tenant:"
 	const limit, nkeys, maxKeys = 2, 16, 10
 	cs := clients(t, db.Client.Options().Addr, 2)
@@ -163,7 +170,7 @@ func TestKeyedLimitPerKey(t *testing.T) {
 // adds no goroutine and no SUBSCRIBE, and Close leaves none. The keys'
 // Redis state is empty apart from its bookkeeping, which has a TTL.
 func TestKeyedIdleKeyCostsNothing(t *testing.T) {
-	db := redistest.Connect(t)
+	db := privateRedis(t) // it counts the server's SUBSCRIBE calls
 	prefix := db.Prefix + "t:"
 	cfg := distsem.KeyedConfig{Config: distsem.Config{Lease: 600 * time.Millisecond, Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond}), WaiterTTL: 600 * time.Millisecond, TombstoneTTL: 600 * time.Millisecond}}
 	cs := clients(t, db.Client.Options().Addr, 2)
