@@ -76,8 +76,8 @@ FIFO hand-off of unit weights; x/sync/semaphore is the library a user would
 otherwise pick; floodgate adds weights, FIFO with cancellation and 0 allocations
 for a waiting Acquire (x/sync allocates a waiter).
 
-**Local rate limits.** ´Limiter´ is one limit (one compare-and-swap and a
-clock read per call); ´Meter´ is keyed (a hash, a shard lock and a clock
+**Local rate limits.** ´Limiter´ is one limit (one mutex and a clock read
+per call); ´Meter´ is keyed (a hash, a shard lock and a clock
 read). The peers are all single limiters, so the keyed row compares more
 work with less. Use ´Limiter´ for one limit.
 
@@ -88,7 +88,7 @@ arithmetic. Two floors are measured in the same run: ´impl=floor´ (the
 harness's own clock read and key hash, itself a miss in the scattered order)
 and ´MemoryLatency´ (one dependent load in a buffer of the given size; beyond
 the L2 cache this is the price of any lookup that misses). A keyed meter cannot
-beat floor plus one miss. The meter stores each key in one 48-byte slot with
+beat floor plus one miss. The meter stores each key in one 56-byte slot with
 its state; B/key is the heap growth per key, including the 24 key bytes.
 
 **Queue accuracy** is the achieved long-run rate over the configured one for
