@@ -19,9 +19,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
+	"github.com/floodgate-go/floodgate/examples/internal/examplekit"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -34,16 +32,11 @@ import (
 
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/distsem"
-	"github.com/floodgate-go/floodgate/otelfloodgate"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
-	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
 var (
-	redisAddr = flag.String("redis", envOr("REDIS_ADDR", "127.0.0.1:6379"), "Redis address (env REDIS_ADDR)")
+	redisAddr = flag.String("redis", examplekit.EnvOr("REDIS_ADDR", "127.0.0.1:6379"), "Redis address (env REDIS_ADDR)")
 	role      = flag.String("role", "parent", `"parent" starts -workers worker processes; "worker" is one of them`)
 	workers   = flag.Int("workers", 3, "worker processes to start (role parent)")
 	rate      = flag.Int64("rate", 10, "job starts per second, for the whole fleet")
@@ -56,7 +49,7 @@ var (
 
 func main() {
 	flag.Parse()
-	redis.SetLogger(quiet{})
+	redis.SetLogger(examplekit.Quiet{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
@@ -79,7 +72,7 @@ func worker(ctx context.Context) error {
 		return err
 	}
 	defer rdb.Close()
-	m, stopMetrics, err := serveMetrics(*metrics, os.Stderr)
+	m, stopMetrics, err := examplekit.ServeMetrics(*metrics, os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -217,51 +210,4 @@ func connect(ctx context.Context) (*redis.Client, error) {
 		return nil, fmt.Errorf("redis at %s is unreachable (%v); start one or set -redis / REDIS_ADDR", *redisAddr, err)
 	}
 	return rdb, nil
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
-// quiet drops go-redis's own log lines, so a missing server is one message.
-type quiet struct{}
-
-func (quiet) Printf(context.Context, string, ...any) {}
-
-// serveMetrics serves GET /metrics on addr (OpenTelemetry's Prometheus
-// exporter) until stop is called, and returns the Metrics to attach limiters
-// to. If addr is empty, it returns nil Metrics and a no-op stop.
-func serveMetrics(addr string, log io.Writer) (m *otelfloodgate.Metrics, stop func(), err error) {
-	if addr == "" {
-		return nil, func() {}, nil
-	}
-	reg := prometheus.NewRegistry()
-	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
-	if err != nil {
-		return nil, nil, err
-	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
-	if m, err = otelfloodgate.New(mp); err != nil {
-		return nil, nil, err
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, nil, err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan struct{})
-	go func() { defer close(done); srv.Serve(ln) }()
-	fmt.Fprintf(log, "metrics on http://%s/metrics\n", ln.Addr())
-	return m, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		<-done
-		mp.Shutdown(ctx)
-	}, nil
 }

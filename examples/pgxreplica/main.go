@@ -16,9 +16,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/floodgate-go/floodgate/examples/internal/examplekit"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -28,13 +27,8 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/bulkhead/bulkheadpgx"
-	"github.com/floodgate-go/floodgate/otelfloodgate"
 	"github.com/floodgate-go/floodgate/semaphore"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
 type config struct {
@@ -51,7 +45,7 @@ const Marker = "/* pgxreplica report */"
 
 func main() {
 	cfg := config{}
-	flag.StringVar(&cfg.URL, "db", envOr("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "PostgreSQL URL (env DATABASE_URL)")
+	flag.StringVar(&cfg.URL, "db", examplekit.EnvOr("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "PostgreSQL URL (env DATABASE_URL)")
 	flag.Int64Var(&cfg.Cap, "cap", 4, "report queries at once")
 	flag.IntVar(&cfg.Callers, "callers", 12, "callers running report queries")
 	flag.DurationVar(&cfg.Query, "query", 500*time.Millisecond, "duration of one report query")
@@ -83,7 +77,7 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 		return fmt.Errorf("PostgreSQL at %s is unreachable (%s); set DATABASE_URL or -db", pcfg.ConnConfig.Host, strings.Join(strings.Fields(err.Error()), " "))
 	}
 
-	m, stopMetrics, err := serveMetrics(cfg.Metrics, w)
+	m, stopMetrics, err := examplekit.ServeMetrics(cfg.Metrics, w)
 	if err != nil {
 		return err
 	}
@@ -162,46 +156,4 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 		fmt.Fprintln(w, "interrupted: stopped cleanly")
 	}
 	return nil
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
-// serveMetrics serves GET /metrics on addr (OpenTelemetry's Prometheus
-// exporter) until stop is called, and returns the Metrics to attach limiters
-// to. If addr is empty, it returns nil Metrics and a no-op stop.
-func serveMetrics(addr string, log io.Writer) (m *otelfloodgate.Metrics, stop func(), err error) {
-	if addr == "" {
-		return nil, func() {}, nil
-	}
-	reg := prometheus.NewRegistry()
-	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
-	if err != nil {
-		return nil, nil, err
-	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
-	if m, err = otelfloodgate.New(mp); err != nil {
-		return nil, nil, err
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, nil, err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan struct{})
-	go func() { defer close(done); srv.Serve(ln) }()
-	fmt.Fprintf(log, "metrics on http://%s/metrics\n", ln.Addr())
-	return m, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		<-done
-		mp.Shutdown(ctx)
-	}, nil
 }

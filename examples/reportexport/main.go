@@ -20,6 +20,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/floodgate-go/floodgate/examples/internal/examplekit"
 	"io"
 	"net"
 	"net/http"
@@ -51,12 +52,12 @@ type config struct {
 
 func main() {
 	cfg := config{Export: 2 * time.Second}
-	flag.StringVar(&cfg.Addr, "addr", envOr("ADDR", "127.0.0.1:8080"), "listen address (env ADDR)")
+	flag.StringVar(&cfg.Addr, "addr", examplekit.EnvOr("ADDR", "127.0.0.1:8080"), "listen address (env ADDR)")
 	flag.StringVar(&cfg.Redis, "redis", os.Getenv("REDIS_ADDR"), "Redis address for fleet-wide limits (env REDIS_ADDR); empty: limits of this process only")
 	flag.StringVar(&cfg.Prefix, "prefix", "reportexport:", "Redis key prefix of the limits")
 	flag.DurationVar(&cfg.Export, "render", cfg.Export, "how long rendering one PDF takes")
 	flag.Parse()
-	redis.SetLogger(quiet{})
+	redis.SetLogger(examplekit.Quiet{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg, os.Stderr, nil); err != nil {
@@ -241,15 +242,3 @@ func limiters(ctx context.Context, addr, prefix string, m *otelfloodgate.Metrics
 			}
 		}, nil
 }
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
-// quiet drops go-redis's own log lines, so a missing server is one message.
-type quiet struct{}
-
-func (quiet) Printf(context.Context, string, ...any) {}

@@ -15,6 +15,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/floodgate-go/floodgate/examples/internal/examplekit"
 	"io"
 	"os"
 	"os/signal"
@@ -38,7 +39,7 @@ func main() {
 	flag.IntVar(&cfg.Pods, "pods", 3, "simulated pods with -redis")
 	flag.DurationVar(&cfg.Duration, "d", 3*time.Second, "how long each job runs")
 	flag.Parse()
-	redis.SetLogger(quiet{}) // errors are reported once, by run
+	redis.SetLogger(examplekit.Quiet{}) // errors are reported once, by run
 	cfg.Progress = os.Stderr
 	if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 		cfg.TTY = true
@@ -94,6 +95,3 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 
 // quiet drops go-redis's own log lines (dial retries), so that a missing
 // server is reported in one line.
-type quiet struct{}
-
-func (quiet) Printf(context.Context, string, ...any) {}
