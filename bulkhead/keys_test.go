@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/distsem"
 	"github.com/floodgate-go/floodgate/internal/redistest"
@@ -37,11 +39,16 @@ type fleetStack struct {
 func newFleetStack(t *testing.T, keyed distsem.KeyedConfig) *fleetStack {
 	t.Helper()
 	db := redistest.Connect(t)
-	global := distsem.New(db.Client, db.Key("api"), 200, distsem.Config{})
+	// One breaker for the endpoint, with a call timeout that a loaded test
+	// machine does not reach: these tests are about keys, not outages.
+	brk := breaker.New(db.Key("redis"), breaker.Config{CallTimeout: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	dcfg := distsem.Config{Breaker: brk, WaiterTTL: 6 * time.Second}
+	keyed.Breaker, keyed.WaiterTTL = brk, dcfg.WaiterTTL
+	global := distsem.New(db.Client, db.Key("api"), 200, dcfg)
 	t.Cleanup(func() { global.Close() })
 	fs := &fleetStack{
-		tier:   shaperredis.NewMeter(db.Client, shaper.Limit{Rate: shaper.PerMinute(100), Burst: 100}, shaperredis.Config{Prefix: db.Key("free:")}),
-		export: shaperredis.NewMeter(db.Client, shaper.Limit{Rate: shaper.PerMinute(1), Burst: 3}, shaperredis.Config{Prefix: db.Key("export:")}),
+		tier:   shaperredis.NewMeter(db.Client, shaper.Limit{Rate: shaper.PerMinute(100), Burst: 100}, shaperredis.Config{Prefix: db.Key("free:"), Breaker: brk}),
+		export: shaperredis.NewMeter(db.Client, shaper.Limit{Rate: shaper.PerMinute(1), Burst: 3}, shaperredis.Config{Prefix: db.Key("export:"), Breaker: brk}),
 		keyed:  distsem.NewKeyed(db.Client, db.Key("export:"), 2, keyed),
 	}
 	t.Cleanup(func() { fs.keyed.Close() })

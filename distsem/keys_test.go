@@ -3,14 +3,23 @@ package distsem_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/distsem"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
+
+// patientConfig is a Config whose breaker's call timeout a loaded test
+// machine does not reach: these tests are about names, not outages.
+func patientConfig(name string) distsem.Config {
+	brk := breaker.New(name, breaker.Config{CallTimeout: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	return distsem.Config{Breaker: brk, WaiterTTL: 6 * time.Second}
+}
 
 // bracedKeys are keys with braces in every position, the escape sequences
 // themselves among them (so that an escape that is not injective shows).
@@ -104,7 +113,7 @@ func TestNamesWithBracesMapInjectively(t *testing.T) {
 // state of a key is the state of the Semaphore named prefix + key.
 func TestKeyedBracedKeys(t *testing.T) {
 	db := redistest.Connect(t)
-	k := newKeyed(t, db.Client, db.Key("t:"), 1, distsem.KeyedConfig{})
+	k := newKeyed(t, db.Client, db.Key("t:"), 1, distsem.KeyedConfig{Config: patientConfig(t.Name())})
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	var held []*distsem.Permit
@@ -160,7 +169,7 @@ func TestKeyedCheckKey(t *testing.T) {
 // CROSSSLOT error, and Redis puts all the Redis keys of each in one slot.
 func TestClusterBracedKeys(t *testing.T) {
 	c := redistest.StartCluster(t, 3)
-	k := newKeyed(t, c.Client, "t{:", 1, distsem.KeyedConfig{})
+	k := newKeyed(t, c.Client, "t{:", 1, distsem.KeyedConfig{Config: patientConfig(t.Name())})
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	for _, key := range bracedKeys {
