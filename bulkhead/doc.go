@@ -41,6 +41,14 @@
 // its earlier quotas stay untouched. Order layers so that cheap, coarse refusals
 // come first.
 //
+// Refusals that come from the request itself (no identity, an invalid key,
+// including one a layer's leaf would refuse, no policy for its tier) are made
+// before any layer is charged. A refusal that is not the client's doing still
+// leaves the quota of earlier rates spent: a later layer's store unavailable
+// (503), a global gate full (503), a keyed gate's MaxKeys reached, a leaf's
+// error (500). Put global gates before per-client rates, as in the example
+// above, so that saturation refuses before a client's quota is charged.
+//
 // # Identity
 //
 // The key of every per-client layer comes from the [Identity] that the
