@@ -55,3 +55,18 @@ func TestCheckKey(t *testing.T) {
 		t.Errorf("CheckKey(1 MB) with MaxKeyLen -1 = %v, want nil", err)
 	}
 }
+
+// TestQueueNamesWithBraces: a Queue's name may hold braces; its one Redis
+// key is Prefix + "{" + name + "}", so different names have different keys.
+func TestQueueNamesWithBraces(t *testing.T) {
+	seen := map[string]string{}
+	for _, name := range []string{"q", "{q}", "{q", "q}", "}q{", "{", "}"} {
+		q := shaperredis.NewQueue(deadClient(), name, shaper.PerSecond(1), shaperredis.QueueConfig{}, shaperredis.Config{})
+		k := q.Key()
+		q.Close()
+		if o, dup := seen[k]; dup {
+			t.Errorf("queues %q and %q share the Redis key %q", o, name, k)
+		}
+		seen[k] = name
+	}
+}
