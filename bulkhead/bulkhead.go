@@ -3,8 +3,10 @@ package bulkhead
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -62,6 +64,15 @@ type tryDoKeyedGate interface {
 	TryDo(ctx context.Context, key string, n int64, fn func(context.Context) error) error
 }
 
+// keyChecker is the optional shape of a Rate or KeyedGate with key rules of
+// its own (distsem.Keyed, shaperredis.Meter): CheckKey returns, without I/O,
+// the error the leaf would refuse key with, or nil. bulkhead asks it for
+// every applicable layer before it charges any, so that a key a later leaf
+// refuses never costs quota in an earlier one.
+type keyChecker interface {
+	CheckKey(key string) error
+}
+
 // A Layer is one check every request it applies to must pass: a rate, a
 // concurrency gate, or both (rate first), under a key taken from the request's
 // verified Identity.
@@ -83,7 +94,16 @@ type Layer struct {
 	// Key returns the key the layer's Rate and KeyedGate count under, from the
 	// verified identity and the request (ByTenant, BySubject, or your own). If
 	// nil, every request shares one key: a global limit. A Key that returns ""
-	// or more than Config.MaxKeyLen bytes refuses the request (ErrInvalidKey).
+	// or more than Config.MaxKeyLen bytes refuses the request (ErrInvalidKey,
+	// before any layer is charged); any other byte string is a key. So is a
+	// key that the layer's Rate or KeyedGate accepts: one that has a method
+	// CheckKey(key string) error (distsem.Keyed, shaperredis.Meter) is asked
+	// before any layer is charged, and a key it refuses refuses the request
+	// with ErrInvalidKey, never with a 500 after earlier layers spent quota.
+	//
+	// The keys of anonymous identities (Config.Anonymous) are in a key space
+	// of their own: whatever Key returns for one, it is never the key of a
+	// verified identity (see Identity.Anonymous).
 	Key func(Identity, Request) string
 
 	// Rate, if non-nil, is checked first. With Tiers, it is the default for
@@ -224,6 +244,7 @@ type Bulkhead struct {
 
 type layer struct {
 	Layer
+	gateKeys keyChecker // KeyedGate's CheckKey, if it has one
 	route    *route
 	tryGate  tryGate
 	tryKeyed tryKeyedGate
@@ -298,6 +319,20 @@ func New(cfg Config) *Bulkhead {
 		}
 		ly.tryGate, _ = l.Gate.(tryGate)
 		ly.tryKeyed, _ = l.KeyedGate.(tryKeyedGate)
+		ly.gateKeys, _ = l.KeyedGate.(keyChecker)
+		if l.Key == nil {
+			// Every request has the key "": a leaf that refuses it would
+			// refuse every request.
+			err := ly.checkKey(l.Rate, "")
+			for _, r := range l.Tiers {
+				if err == nil {
+					err = ly.checkKey(r, "")
+				}
+			}
+			if err != nil {
+				panic(what + "no Key, and a leaf refuses the key \"\" of every request: " + err.Error())
+			}
+		}
 		if l.MaxWait < 0 {
 			ly.tryDo = tryDoOf(l.Gate, l.KeyedGate)
 		}
@@ -317,6 +352,54 @@ func tryDoOf(g Gate, kg KeyedGate) func(ctx context.Context, key string, n int64
 		}
 	}
 	return nil
+}
+
+// checkKey asks rate and the layer's KeyedGate whether they accept key, for
+// the leaves that have key rules (keyChecker). A refusal is returned as an
+// error matching ErrInvalidKey and the leaf's own error.
+func (l *layer) checkKey(rate Rate, key string) error {
+	if c, ok := rate.(keyChecker); ok {
+		if err := c.CheckKey(key); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidKey, err)
+		}
+	}
+	if l.gateKeys != nil {
+		if err := l.gateKeys.CheckKey(key); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidKey, err)
+		}
+	}
+	return nil
+}
+
+// anonPrefix starts the Tenant and Subject of an anonymous identity, and the
+// key space of anonymous identities (see keyOf).
+const anonPrefix = "addr:"
+
+// keyOf returns the key a layer's leaves count under when its Key returned
+// k (not empty) for an identity: k itself, except that the keys of
+// anonymous and verified identities live in disjoint key spaces.
+//
+//   - anonymous: k if it starts with "addr:" not followed by the byte 0xFF
+//     (ByTenant's and BySubject's "addr:<ip>"), else "addr:\xff" + k;
+//   - verified: k, unless it starts with "addr:" or with 0xFF: then "\xff" + k.
+//
+// Every anonymous key starts with "addr:" and no verified key does; each map
+// is injective (its two branches have disjoint images: "addr:" followed by
+// 0xFF or not; first byte 0xFF or not). The keys that earlier releases used
+// stay the same, except a verified key starting with "addr:", which shared
+// an anonymous client's quota (0xFF never starts valid UTF-8 text).
+func keyOf(k string, anonymous bool) string {
+	prefixed := strings.HasPrefix(k, anonPrefix)
+	if anonymous {
+		if prefixed && (len(k) == len(anonPrefix) || k[len(anonPrefix)] != 0xff) {
+			return k
+		}
+		return anonPrefix + "\xff" + k
+	}
+	if prefixed || k[0] == 0xff {
+		return "\xff" + k
+	}
+	return k
 }
 
 func cmp[T comparable](v, def T) T {
@@ -402,8 +485,10 @@ func (b *Bulkhead) prepare(ctx context.Context, req Request, p *plan) *RejectErr
 			b.noIdentity.Add(1)
 			return &RejectError{Reason: ReasonIdentity, Status: b.identStatus, Err: ErrNoIdentity}
 		}
-		key := "addr:" + a.String()
+		key := anonPrefix + a.String()
 		id = Identity{Tenant: key, Subject: key, Tier: b.anonTier, Anonymous: true}
+	} else {
+		id.Anonymous = false // only bulkhead makes anonymous identities
 	}
 	for i := range b.layers {
 		l := &b.layers[i]
@@ -412,11 +497,12 @@ func (b *Bulkhead) prepare(ctx context.Context, req Request, p *plan) *RejectErr
 		}
 		s := step{l: l, rate: l.Rate}
 		if l.Key != nil {
-			s.key = l.Key(id, req)
-			if s.key == "" || len(s.key) > b.maxKeyLen {
+			k := l.Key(id, req)
+			if k == "" || len(k) > b.maxKeyLen {
 				b.invalidKey.Add(1)
 				return &RejectError{Layer: l.Name, Reason: ReasonIdentity, Status: b.identStatus, Err: ErrInvalidKey}
 			}
+			s.key = keyOf(k, id.Anonymous)
 		}
 		if l.Tiers != nil {
 			if r, ok := l.Tiers[id.Tier]; ok {
@@ -424,6 +510,13 @@ func (b *Bulkhead) prepare(ctx context.Context, req Request, p *plan) *RejectErr
 			} else if l.Rate == nil {
 				b.noPolicy.Add(1)
 				return &RejectError{Layer: l.Name, Reason: ReasonNoPolicy, Status: b.noPolicyStat, Err: ErrNoPolicy}
+			}
+		}
+		if l.Key != nil {
+			// The leaves' own key rules, before any layer is charged.
+			if err := l.checkKey(s.rate, s.key); err != nil {
+				b.invalidKey.Add(1)
+				return &RejectError{Layer: l.Name, Reason: ReasonIdentity, Status: b.identStatus, Err: err}
 			}
 		}
 		p.add(s)

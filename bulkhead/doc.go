@@ -41,6 +41,14 @@
 // its earlier quotas stay untouched. Order layers so that cheap, coarse refusals
 // come first.
 //
+// Refusals that come from the request itself (no identity, an invalid key,
+// including one a layer's leaf would refuse, no policy for its tier) are made
+// before any layer is charged. A refusal that is not the client's doing still
+// leaves the quota of earlier rates spent: a later layer's store unavailable
+// (503), a global gate full (503), a keyed gate's MaxKeys reached, a leaf's
+// error (500). Put global gates before per-client rates, as in the example
+// above, so that saturation refuses before a client's quota is charged.
+//
 // # Identity
 //
 // The key of every per-client layer comes from the [Identity] that the
@@ -56,10 +64,19 @@
 // [Config.TrustedProxies] names the proxies that set it, since any client can
 // write it.
 //
+// Anonymous identities have a key space of their own: whatever a layer's Key
+// makes of one, no verified identity has the same key (a tenant named
+// "addr:10.0.0.7" and the anonymous client at 10.0.0.7 never share a quota;
+// see [Identity.Anonymous]).
+//
 // Bad input is refused before any layer is charged: no identity (401), a key
 // that is empty or longer than [Config.MaxKeyLen] ([ErrInvalidKey], 401), a
-// tier with no rate ([ErrNoPolicy], 403). A negative [Layer.N] panics in
-// [New]; zero means 1. A request that no layer applies to (a route with no
+// key that a layer's leaf refuses (a leaf with a CheckKey method, such as
+// distsem.Keyed and the shaperredis meters, is asked first; [ErrInvalidKey],
+// 401), a tier with no rate ([ErrNoPolicy], 403). Any other key is valid,
+// braces and any other bytes included: the Redis-backed leaves escape what a
+// Redis Cluster hash tag cannot hold. A negative [Layer.N] panics in [New];
+// zero means 1. A request that no layer applies to (a route with no
 // policy, and no global layer) passes and is counted in [Stats].Unmatched.
 //
 // # HTTP

@@ -14,7 +14,10 @@ var (
 	ErrNoIdentity = errors.New("bulkhead: no identity")
 
 	// ErrInvalidKey: a layer's Key returned an empty key or one longer than
-	// Config.MaxKeyLen. The request cannot be attributed to a quota.
+	// Config.MaxKeyLen, or a key the layer's Rate or KeyedGate refuses (its
+	// CheckKey error, which the RejectError wraps as well). The request
+	// cannot be attributed to a quota. It is found before any layer is
+	// charged.
 	ErrInvalidKey = errors.New("bulkhead: invalid key")
 
 	// ErrNoPolicy: a layer with Tiers has no Rate for the identity's tier and no

@@ -18,6 +18,14 @@ type Identity struct {
 	// Anonymous is set only on the identity bulkhead makes for a request with
 	// none when Config.Anonymous is on: Tenant and Subject are then "addr:"
 	// followed by the client's address, and Tier is Config.AnonymousTier.
+	// WithIdentity clears it: an identity the application verified is never
+	// anonymous. The keys of anonymous identities are in a key space no
+	// verified identity reaches, whatever a layer's Key makes of them: a
+	// tenant named "addr:10.0.0.7" never spends the quota of the anonymous
+	// client at 10.0.0.7, nor the other way round. (A verified key that
+	// starts with "addr:", or with the byte 0xFF, is counted as 0xFF followed
+	// by the key; an anonymous key that does not start with "addr:" as
+	// "addr:", 0xFF, then the key. Every other key is counted as it is.)
 	Anonymous bool
 }
 
@@ -28,7 +36,12 @@ type identityKey struct{}
 // bulkhead's Handler:
 //
 //	r = r.WithContext(bulkhead.WithIdentity(r.Context(), id))
+//
+// It clears id.Anonymous (see there). Tenant and Subject may hold any bytes,
+// braces included; a layer refuses only an empty key, one longer than
+// Config.MaxKeyLen, or one its leaves refuse (see Layer.Key).
 func WithIdentity(ctx context.Context, id Identity) context.Context {
+	id.Anonymous = false
 	return context.WithValue(ctx, identityKey{}, id)
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -177,8 +176,8 @@ const (
 //
 // New panics, with a message starting "distsem: ", on a programmer error:
 // client is nil or a typed nil ("distsem: nil client"); limit < 1 or >
-// MaxLimit; name is empty, longer than Config.MaxNameLen bytes
-// (DefaultMaxNameLen if zero) or contains '{' or '}'; a duration in cfg is
+// MaxLimit; name is empty or longer than Config.MaxNameLen bytes
+// (DefaultMaxNameLen if zero); a duration in cfg is
 // negative or above MaxTTL; MaxNameLen is negative; Lease or WaiterTTL < 3 ×
 // the breaker's CallTimeout (a renewal or heartbeat must fit in its period);
 // or client is a *redis.Client, *redis.ClusterClient or *redis.Ring without
@@ -190,8 +189,8 @@ func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Se
 		panic("distsem: limit out of range [1, MaxLimit]")
 	}
 	cfg = withDefaults(cfg)
-	if name == "" || len(name) > cfg.MaxNameLen || strings.ContainsAny(name, "{}") {
-		panic("distsem: name must be non-empty, at most MaxNameLen bytes and without braces")
+	if name == "" || len(name) > cfg.MaxNameLen {
+		panic("distsem: name must be non-empty and at most MaxNameLen bytes")
 	}
 	st := storecall.New("distsem", client, cfg.Breaker, "distsem:"+name, cfg.Policy)
 	callTimeout := st.Breaker.CallTimeout()
@@ -202,8 +201,7 @@ func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Se
 		panic("distsem: WaiterTTL < 3 × CallTimeout")
 	}
 	_, sharded := client.(*redis.ClusterClient)
-	tag := "{" + name + "}"
-	s := newSemaphore(client, name, limit, cfg, st, newHub(client, tag+":n:", sharded, subscribeTimeout(st)))
+	s := newSemaphore(client, name, limit, cfg, st, newHub(client, hashTag(name)+":n:", sharded, subscribeTimeout(st)))
 	if sharded {
 		s.pub = "spublish"
 	}
@@ -216,7 +214,7 @@ func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Se
 // channel prefix, then calls setHead. cfg has its defaults; name and limit
 // are valid.
 func newSemaphore(client redis.UniversalClient, name string, limit int64, cfg Config, st storecall.Store, h *hub) *Semaphore {
-	tag := "{" + name + "}"
+	tag := hashTag(name)
 	s := &Semaphore{
 		hub:    h,
 		client: client,
@@ -279,8 +277,10 @@ func (s *Semaphore) mustBeMade() {
 	}
 }
 
-// Keys returns the Redis keys of the semaphore, all under the hash tag {name}.
-// The notify channels of waiting processes are "{name}:n:<id>".
+// Keys returns the Redis keys of the semaphore, all under one hash tag: {name}
+// for a name without braces, and otherwise the name with each '{' written
+// "{(" and each '}' written "{)" (see the package doc). The notify channels
+// of waiting processes are that tag followed by ":n:<id>".
 func (s *Semaphore) Keys() []string {
 	s.mustBeMade()
 	return append([]string(nil), s.keys...)

@@ -567,7 +567,6 @@ func TestNewPanicsOnProgrammerErrors(t *testing.T) {
 		f    func()
 	}{
 		{"limit 0", func() { distsem.New(ok, "x", 0, distsem.Config{}) }},
-		{"braces", func() { distsem.New(ok, "{x}", 1, distsem.Config{}) }},
 		{"no ContextTimeoutEnabled", func() { distsem.New(noTimeout, "x", 1, distsem.Config{}) }},
 		{"lease shorter than 3 calls", func() {
 			distsem.New(ok, "x", 1, distsem.Config{Lease: time.Second, Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})})

@@ -50,12 +50,13 @@
 // saves a write and memory per release. A token sent more than once, by a
 // retry or a waiter's heartbeat, is tombstoned on release.)
 //
-// All keys of a semaphore share the hash tag {name} and are passed in KEYS, so
-// the scripts run on Redis Cluster; notifications use SPUBLISH there. Every key
-// has a TTL of key_ttl = 2 × max(Lease, WaiterTTL, TombstoneTTL) + 10s, set when
-// a call may have created the key and refreshed on every key by any call at most
-// every key_ttl/4 (so that the uncontended path skips most PEXPIREs): an idle
-// semaphore disappears ¾ to 1 × key_ttl after its last call.
+// All keys of a semaphore share one hash tag ({name}; see Names and keys) and
+// are passed in KEYS, so the scripts run on Redis Cluster; notifications use
+// SPUBLISH there. Every key has a TTL of key_ttl = 2 × max(Lease, WaiterTTL,
+// TombstoneTTL) + 10s, set when a call may have created the key and refreshed
+// on every key by any call at most every key_ttl/4 (so that the uncontended
+// path skips most PEXPIREs): an idle semaphore disappears ¾ to 1 × key_ttl
+// after its last call.
 //
 // # The limit
 //
@@ -70,9 +71,24 @@
 //
 // The scripts compute in Lua numbers, exact up to 2^53, so a limit is at most
 // MaxLimit (2^52: the weight in use plus n stays exact) and every duration at
-// most MaxTTL; New panics on larger values and SetLimit refuses them. The name
-// is part of every key, and is at most Config.MaxNameLen bytes
-// (DefaultMaxNameLen by default).
+// most MaxTTL; New panics on larger values and SetLimit refuses them.
+//
+// # Names and keys
+//
+// A name (and a Keyed's prefix + key) is any non-empty byte string of at most
+// Config.MaxNameLen bytes (DefaultMaxNameLen by default; for a Keyed the bound
+// is on the key alone): a tenant id in braces, such as a GUID
+// "{6F9619FF-8B86-D011-B42D-00C04FC964FF}", is a name like any other. The name
+// is part of every Redis key, as the hash tag: {name} for a name without
+// braces. A hash tag cannot hold a '}', so in a name with braces each '{' is
+// written "{(" and each '}' "{)": the keys of "{a}" are under "{{(a{)}". The
+// escape keeps every name's keys in one slot and is injective (two different
+// names never share a key), and names without braces keep the keys they have
+// always had. A name longer than the bound is refused rather than hashed
+// (New panics; a Keyed returns ErrInvalidKey, which Keyed.CheckKey reports in
+// advance): a bounded key is a rule a caller can check before it spends
+// anything, and no deployment would then split a key's state between its
+// literal and its hashed form.
 //
 // # Fairness and wake-ups
 //

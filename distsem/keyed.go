@@ -22,10 +22,11 @@ var (
 	// affected.
 	ErrTooManyKeys = errors.New("distsem: too many live keys")
 
-	// ErrInvalidKey: the key is empty, longer than the Keyed's
-	// Config.MaxNameLen, or contains '{' or '}' (which would break the key's
-	// hash tag). Returned, wrapped with the reason, without I/O; nothing
-	// changes. It is not a rejection: retrying cannot help.
+	// ErrInvalidKey: the key is empty or longer than the Keyed's
+	// Config.MaxNameLen. Returned, wrapped with the reason, without I/O;
+	// nothing changes. It is not a rejection: retrying cannot help.
+	// Keyed.CheckKey tells in advance. Any other byte string is a valid key,
+	// braces included (see the package doc on names).
 	ErrInvalidKey = errors.New("distsem: invalid key")
 )
 
@@ -62,8 +63,9 @@ type KeyedConfig struct {
 // key: "each tenant runs at most 2 exports at once, across the fleet", for
 // any number of tenants. Each key is a Semaphore named prefix + key, so
 // every process that uses the same Redis, prefix and limit shares each
-// key's limit, and all the Redis keys of one key share the hash tag
-// {prefix+key} (Redis Cluster safe; different keys spread over slots). End
+// key's limit, and all the Redis keys of one key share one hash tag, that of
+// the name prefix + key (Redis Cluster safe; different keys spread over
+// slots; braces in a key are escaped, see the package doc). End
 // prefix with a separator such as ':' that no other Keyed's prefix continues
 // with: names are plain concatenations, so prefixes "a" and "ab" could meet.
 //
@@ -124,7 +126,7 @@ type keyEntry struct {
 //
 // NewKeyed panics, with a message starting "distsem: ", on a programmer
 // error: as New for client, limit and cfg.Config; prefix longer than
-// cfg.MaxNameLen or containing '{' or '}'; cfg.MaxKeys negative.
+// cfg.MaxNameLen; cfg.MaxKeys negative.
 func NewKeyed(client redis.UniversalClient, prefix string, limit int64, cfg KeyedConfig) *Keyed {
 	storecall.Check("distsem", client)
 	if limit < 1 || limit > MaxLimit {
@@ -134,8 +136,8 @@ func NewKeyed(client redis.UniversalClient, prefix string, limit int64, cfg Keye
 		panic("distsem: negative MaxKeys")
 	}
 	c := withDefaults(cfg.Config)
-	if len(prefix) > c.MaxNameLen || strings.ContainsAny(prefix, "{}") {
-		panic("distsem: prefix must be at most MaxNameLen bytes and without braces")
+	if len(prefix) > c.MaxNameLen {
+		panic("distsem: prefix longer than MaxNameLen")
 	}
 	// One breaker for all the keys: the Keyed's own if cfg has none.
 	st := storecall.New("distsem", client, c.Breaker, "distsem:"+prefix, c.Policy)
@@ -146,7 +148,7 @@ func NewKeyed(client redis.UniversalClient, prefix string, limit int64, cfg Keye
 	k := &Keyed{
 		// Never sharded: one connection cannot SSUBSCRIBE on every key's
 		// shard, so the scripts PUBLISH (see Keyed).
-		h:       newHub(client, "{"+prefix+"}:n:", false, subscribeTimeout(st)),
+		h:       newHub(client, hashTag(prefix)+":n:", false, subscribeTimeout(st)),
 		st:      st,
 		client:  client,
 		prefix:  prefix,
@@ -167,18 +169,49 @@ func (k *Keyed) mustBeMade() {
 	}
 }
 
-// checkKey returns an error wrapping ErrInvalidKey if key is not a valid key.
-// It never quotes the key: it may be huge.
-func (k *Keyed) checkKey(key string) error {
+// CheckKey returns, without I/O, the error wrapping ErrInvalidKey that
+// Acquire, TryAcquire, TryDo and Do return for key, or nil if key is valid:
+// any byte string that is not empty and at most MaxNameLen bytes long. It is
+// what bulkhead asks of a layer's KeyedGate before it charges any layer, so
+// that a key this Keyed refuses never costs the client quota elsewhere. The
+// error never quotes the key: it may be huge.
+func (k *Keyed) CheckKey(key string) error {
+	k.mustBeMade()
 	switch {
 	case key == "":
 		return fmt.Errorf("%w: empty", ErrInvalidKey)
 	case len(key) > k.cfg.MaxNameLen:
 		return fmt.Errorf("%w: %d bytes, longer than MaxNameLen (%d)", ErrInvalidKey, len(key), k.cfg.MaxNameLen)
-	case strings.ContainsAny(key, "{}"):
-		return fmt.Errorf("%w: contains '{' or '}'", ErrInvalidKey)
 	}
 	return nil
+}
+
+// hashTag returns the hash tag of the Redis keys of the semaphore named name.
+// A name without braces is its own tag, "{" + name + "}", as it always was:
+// processes of releases that refused braces share its state. In a name with
+// braces, each '{' is written "{(" and each '}' "{)". The tag then holds no
+// '}' of the name, so Redis Cluster hashes exactly the escaped name and all
+// of a semaphore's keys stay in one slot; and the escape is injective (each
+// byte has one code, "{" alone is none, and a name without braces has no
+// '{'), so two different names never share a key.
+func hashTag(name string) string {
+	n := strings.Count(name, "{") + strings.Count(name, "}")
+	if n == 0 {
+		return "{" + name + "}"
+	}
+	b := make([]byte, 0, len(name)+n+2)
+	b = append(b, '{')
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; c {
+		case '{':
+			b = append(b, "{("...)
+		case '}':
+			b = append(b, "{)"...)
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(append(b, '}'))
 }
 
 // Acquire waits for n of key's limit and returns a Permit holding it, as
@@ -217,7 +250,7 @@ func (k *Keyed) acquire(ctx context.Context, key string, n int64, wait bool) (*P
 	if n < 1 {
 		panic("distsem: n < 1")
 	}
-	if err := k.checkKey(key); err != nil {
+	if err := k.CheckKey(key); err != nil {
 		return nil, err
 	}
 	if n > k.limit {

@@ -33,8 +33,11 @@
 // # Bad input
 //
 // A cost above the burst (ErrTooLarge) and a key longer than Config.MaxKeyLen
-// (ErrInvalidKey, default [DefaultMaxKeyLen] bytes) are refused before any
-// round trip and are not store failures. Every number passed to a script stays
+// (ErrInvalidKey, default [DefaultMaxKeyLen] bytes; [Meter.CheckKey] tells in
+// advance) are refused before any round trip and are not store failures. Any
+// other byte string is a key, the empty one and braces included: each
+// decision touches the one Redis key Prefix + "{" + key + "}" ([Meter.Key]),
+// which is in one slot on Redis Cluster whatever the key holds. Every number passed to a script stays
 // below 2^53 (a Lua number is a float64): a limit that would break this panics
 // in its constructor or SetLimit.
 //

@@ -22,9 +22,10 @@ var (
 )
 
 // ErrInvalidKey is returned, before any round trip, for a key (or Queue name)
-// longer than Config.MaxKeyLen. It is bad input, not a refusal (there is no
-// RejectError and no retry-after) and not a store failure (the breaker does
-// not count it).
+// longer than Config.MaxKeyLen; Meter.CheckKey reports it in advance. It is
+// bad input, not a refusal (there is no RejectError and no retry-after) and
+// not a store failure (the breaker does not count it). Every shorter byte
+// string is a valid key.
 var ErrInvalidKey = errors.New("shaperredis: invalid key")
 
 // A RejectError reports why a call was refused and when a retry could succeed;

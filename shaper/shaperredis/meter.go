@@ -27,7 +27,8 @@ const DefaultMaxKeyLen = 1024
 type Config struct {
 	// Prefix starts every Redis key. The key of a user key k is Prefix + "{" + k +
 	// "}": k is the hash tag, so every script touches one slot and works on Redis
-	// Cluster, and different keys spread over the slots. If empty,
+	// Cluster, and different keys spread over the slots. (Each script touches one
+	// Redis key, so a k with braces needs no escape; see Meter.Key.) If empty,
 	// "shaper:gcra:", "shaper:tb:", "shaper:fw:", "shaper:sl:", "shaper:sc:" or
 	// "shaper:q:" by algorithm, so meters of different algorithms never share a
 	// key. Processes that share a limit must use the same Prefix and algorithm.
@@ -263,8 +264,24 @@ func (cfg Config) store(client redis.UniversalClient, prefix string) storecall.S
 	return storecall.New("shaperredis", client, cfg.Breaker, "shaper:"+prefix, cfg.Policy)
 }
 
-// Key returns the Redis key holding the state of key.
+// Key returns the Redis key holding the state of key: Prefix + "{" + key +
+// "}". Every decision touches that one key, so any key is safe on Redis
+// Cluster, braces included (a key with a '}' is hashed by a part of it, or
+// whole, but one Redis key is always in one slot), and different keys never
+// share a Redis key.
 func (m *Meter) Key(key string) string { return m.prefix + "{" + key + "}" }
+
+// CheckKey returns, without I/O, the ErrInvalidKey that AllowN, Allow and
+// Admit return for key, or nil if key is valid: any byte string of at most
+// Config.MaxKeyLen bytes (the empty one and braces included). It is what
+// bulkhead asks of a layer's Rate before it charges any layer, so that a key
+// this meter refuses never costs the client quota elsewhere.
+func (m *Meter) CheckKey(key string) error {
+	if m.lim.Load() != nil && !keyOK(key, m.maxKey) {
+		return ErrInvalidKey
+	}
+	return nil
+}
 
 // Limit returns the current limit, with Burst made explicit.
 func (m *Meter) Limit() shaper.Limit {
