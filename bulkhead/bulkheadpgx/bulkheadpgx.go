@@ -289,6 +289,9 @@ func (h *hold) release() {
 // giveBack gives the class's weight back to its gate.
 func (h *hold) giveBack() {
 	c := h.c
+	// InUse first, then the gate: InUse counts a call only while its weight is
+	// really held, so it never reads above what the gate allows.
+	c.st.inUse.Add(-c.n)
 	if h.rel != nil {
 		h.rel()
 	} else {
@@ -297,7 +300,6 @@ func (h *hold) giveBack() {
 	if h.cancel != nil {
 		h.cancel()
 	}
-	c.st.inUse.Add(-c.n)
 	held := time.Since(h.start)
 	c.st.hold.observe(held)
 	if c.onHold != nil {
