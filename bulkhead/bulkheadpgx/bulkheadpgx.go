@@ -261,29 +261,36 @@ func (h *hold) release() {
 	if h.conn != nil {
 		if pg := h.pgc.PgConn(); h.pgc.IsClosed() || pg.IsBusy() || pg.TxStatus() != 'I' {
 			cleanup = pg.CleanupDone() // the pool's Release destroys it
+			select {
+			case <-cleanup:
+				cleanup = nil // already done
+			default:
+			}
+		}
+		if cleanup != nil && h.c != nil {
+			// Before the pool has the connection back, so that DB.Close (the
+			// pool's Close waits for it) cannot return before this is counted.
+			h.c.bg.Add(1)
 		}
 		h.conn.Release()
 	}
 	if h.c == nil {
 		return
 	}
-	if cleanup != nil {
+	if cleanup == nil {
+		h.giveBack()
+		return
+	}
+	go func() {
+		defer h.c.bg.Done()
+		t := time.NewTimer(cleanupWait)
+		defer t.Stop()
 		select {
 		case <-cleanup:
-		default:
-			h.c.bg.Go(func() {
-				t := time.NewTimer(cleanupWait)
-				defer t.Stop()
-				select {
-				case <-cleanup:
-				case <-t.C:
-				}
-				h.giveBack()
-			})
-			return
+		case <-t.C:
 		}
-	}
-	h.giveBack()
+		h.giveBack()
+	}()
 }
 
 // giveBack gives the class's weight back to its gate.

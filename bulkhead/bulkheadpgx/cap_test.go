@@ -107,3 +107,21 @@ func TestTimedOutCallHoldsPermitUntilCancelled(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseWaitsForCancelledCalls checks that DB.Close returns only once the
+// permits of calls cancelled mid-query are back.
+func TestCloseWaitsForCancelledCalls(t *testing.T) {
+	db := bulkheadpgx.New(pgtest.Pool(t, 4), bulkheadpgx.Config{Classes: []bulkheadpgx.Class{
+		{Name: "c", Gate: semaphore.New(2, semaphore.Config{})},
+	}})
+	c := db.Class("c")
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := c.Exec(ctx, "SELECT pg_sleep(5)"); err == nil {
+		t.Fatal("Exec of pg_sleep(5) with a 100ms timeout succeeded")
+	}
+	db.Close()
+	if st := c.Stats(); st.InUse != 0 {
+		t.Errorf("InUse after Close = %d, want 0", st.InUse)
+	}
+}
