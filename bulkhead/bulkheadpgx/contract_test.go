@@ -348,7 +348,7 @@ func TestContractMatchesPgxpool(t *testing.T) {
 	}
 	ok := call{sql: "SELECT 1", table: "t"}
 	// midQuery cancels the call's context once its statement (marked, a
-	// pg_sleep) shows up running in pg_stat_activity, or, for CopyFrom, once
+	// pg_sleep) shows up sleeping in pg_stat_activity, or, for CopyFrom, once
 	// its source has given a row.
 	admin := adminConn(t)
 	mark := marker(t)
@@ -364,8 +364,10 @@ func TestContractMatchesPgxpool(t *testing.T) {
 				// Not under ctx: cancelling a query closes its connection.
 				qctx, qcancel := context.WithTimeout(context.Background(), 10*time.Second)
 				var k int
+				// Sleeping: past the statement's parse and plan, so that both
+				// sides are cancelled at the same point.
 				err := admin.QueryRow(qctx, `SELECT count(*) FROM pg_stat_activity
-					WHERE state = 'active' AND pid <> pg_backend_pid() AND position($1 in query) > 0`, m).Scan(&k)
+					WHERE state = 'active' AND wait_event = 'PgSleep' AND position($1 in query) > 0`, m).Scan(&k)
 				qcancel()
 				if err != nil {
 					watchErr.CompareAndSwap(nil, err)
