@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -112,6 +113,7 @@ type DB struct {
 	classes map[string]*ClassDB
 	order   []*ClassDB
 	def     *ClassDB
+	bg      sync.WaitGroup // permits given back after a destroyed connection's cleanup
 }
 
 // ClassDB runs calls in one class of a DB: it has the pool's methods, and
@@ -130,6 +132,7 @@ type ClassDB struct {
 	retry   time.Duration
 	err     error // ErrUnknownClass, wrapped; set only on unknown classes
 	st      counters
+	bg      *sync.WaitGroup // the DB's
 
 	onWait, onHold func(string, time.Duration) // Config's hooks
 }
@@ -155,7 +158,7 @@ func New(pool *pgxpool.Pool, cfg Config) *DB {
 			panic(what + "negative N")
 		}
 		cd := &ClassDB{pool: pool, name: c.Name, n: max(c.N, 1), gate: c.Gate, maxWait: c.MaxWait, retry: c.RetryAfter,
-			onWait: cfg.OnWait, onHold: cfg.OnHold}
+			onWait: cfg.OnWait, onHold: cfg.OnHold, bg: &db.bg}
 		if cd.retry <= 0 {
 			cd.retry = time.Second
 			if c.MaxWait > 0 {
@@ -180,7 +183,7 @@ func New(pool *pgxpool.Pool, cfg Config) *DB {
 	if name == "" {
 		name = "default"
 		if db.classes[name] == nil {
-			cd := &ClassDB{pool: pool, name: name, n: 1}
+			cd := &ClassDB{pool: pool, name: name, n: 1, bg: &db.bg}
 			db.classes[name] = cd
 			db.order = append(db.order, cd)
 		}
@@ -195,8 +198,13 @@ func New(pool *pgxpool.Pool, cfg Config) *DB {
 // by any class.
 func (db *DB) Pool() *pgxpool.Pool { return db.pool }
 
-// Close closes the pool.
-func (db *DB) Close() { db.pool.Close() }
+// Close closes the pool, as pgxpool.Pool.Close does (it waits for the
+// connections to be returned and closed), and then waits for the permits of
+// destroyed connections to be given back once their cleanup is done.
+func (db *DB) Close() {
+	db.pool.Close()
+	db.bg.Wait()
+}
 
 // Class returns the calls of class name. If db has no such class, every call
 // of the result fails with an error matching ErrUnknownClass, naming it, and
@@ -211,27 +219,86 @@ func (db *DB) Class(name string) *ClassDB {
 	if c := db.classes[name]; c != nil {
 		return c
 	}
-	return &ClassDB{pool: db.pool, name: name, err: fmt.Errorf("%w %q", ErrUnknownClass, name)}
+	return &ClassDB{pool: db.pool, name: name, err: fmt.Errorf("%w %q", ErrUnknownClass, name), bg: &db.bg}
 }
 
 // Name returns the class's name.
 func (c *ClassDB) Name() string { return c.name }
 
-// A hold is the weight one call holds, from its grant until release.
+// A hold is what one call holds: the class's weight, from its grant, and
+// the pool connection the call runs on, until release.
 type hold struct {
-	c      *ClassDB
+	c      *ClassDB           // nil for an unlimited class: no weight
+	conn   *pgxpool.Conn      // nil until the call has a connection
+	pgc    *pgx.Conn          // conn.Conn(), kept: readable after a Hijack
 	rel    func()             // a Gate's release; nil for the fast shape
 	cancel context.CancelFunc // ends the work context made for a MaxWait; may be nil
 	start  time.Time
 	done   atomic.Bool
 }
 
-// release gives the weight back, once.
+// cleanupWait bounds the wait for a destroyed connection's cleanup, as
+// pgxpool bounds its own (its destructor waits 15 s at most).
+const cleanupWait = 15 * time.Second
+
+// release returns the connection to the pool and gives the weight back, once.
+//
+// The weight is given back when the connection is back: at once for a
+// connection the pool keeps, and for one the pool destroys (closed by an
+// error or a cancelled context, busy, or left in a transaction) only once
+// its cleanup is done. A query whose context ends is still running in
+// PostgreSQL when pgx returns: pgconn closes the connection and, in the
+// background, sends a cancel request and waits for the server to end the
+// session (PgConn.CleanupDone). pgxpool frees the slot of a destroyed
+// connection only then, and so does a class: the cap holds at the database,
+// not only in the process. That wait runs on a goroutine of the DB (DB.Close
+// waits for it), so the caller's call returns as soon as pgx's does.
 func (h *hold) release() {
-	if h.c == nil || h.done.Swap(true) {
+	if h.done.Swap(true) {
 		return
 	}
+	var cleanup <-chan struct{}
+	if h.conn != nil {
+		if pg := h.pgc.PgConn(); h.pgc.IsClosed() || pg.IsBusy() || pg.TxStatus() != 'I' {
+			cleanup = pg.CleanupDone() // the pool's Release destroys it
+			select {
+			case <-cleanup:
+				cleanup = nil // already done
+			default:
+			}
+		}
+		if cleanup != nil && h.c != nil {
+			// Before the pool has the connection back, so that DB.Close (the
+			// pool's Close waits for it) cannot return before this is counted.
+			h.c.bg.Add(1)
+		}
+		h.conn.Release()
+	}
+	if h.c == nil {
+		return
+	}
+	if cleanup == nil {
+		h.giveBack()
+		return
+	}
+	go func() {
+		defer h.c.bg.Done()
+		t := time.NewTimer(cleanupWait)
+		defer t.Stop()
+		select {
+		case <-cleanup:
+		case <-t.C:
+		}
+		h.giveBack()
+	}()
+}
+
+// giveBack gives the class's weight back to its gate.
+func (h *hold) giveBack() {
 	c := h.c
+	// InUse first, then the gate: InUse counts a call only while its weight is
+	// really held, so it never reads above what the gate allows.
+	c.st.inUse.Add(-c.n)
 	if h.rel != nil {
 		h.rel()
 	} else {
@@ -240,12 +307,27 @@ func (h *hold) release() {
 	if h.cancel != nil {
 		h.cancel()
 	}
-	c.st.inUse.Add(-c.n)
 	held := time.Since(h.start)
 	c.st.hold.observe(held)
 	if c.onHold != nil {
 		c.onHold(c.name, held)
 	}
+}
+
+// take takes the class's gate and then a pool connection for one call, into
+// h, and returns the context the work runs under. On error h holds nothing.
+func (c *ClassDB) take(ctx context.Context, h *hold) (context.Context, error) {
+	wctx, err := c.acquire(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := c.pool.Acquire(wctx)
+	if err != nil {
+		h.release()
+		return nil, err
+	}
+	h.conn, h.pgc = conn, conn.Conn()
+	return wctx, nil
 }
 
 // acquire takes the class's gate for one call and returns the context the
@@ -411,18 +493,21 @@ func (e *gateRejectError) As(target any) bool {
 
 // Query runs sql in the class, like pgxpool.Pool.Query. The gate is held
 // until the returned Rows are closed, by Close or by Next returning false.
-// It returns a *RejectError (ErrMaxWait, ErrTooLarge) or ctx.Err() if the
-// gate was not granted, holding nothing; if the query fails, the gate is
-// given back before Query returns.
+// If the gate is not granted it returns a *RejectError (ErrMaxWait,
+// ErrTooLarge) or ctx.Err(), holding nothing; if the query fails, the gate is
+// given back before Query returns. Either way, as with pgxpool, the Rows are
+// not nil: they carry the error (Err, Scan and Values return it, Next
+// reports false, Close does nothing), so pgx.CollectRows(rows, ...) on them
+// returns it too.
 func (c *ClassDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if c.gate == nil && c.err == nil {
 		c.st.calls.Add(1)
 		return c.pool.Query(ctx, sql, args...)
 	}
 	r := &rows{}
-	wctx, err := c.acquire(ctx, &r.h)
+	wctx, err := c.take(ctx, &r.h)
 	if err != nil {
-		return nil, err
+		return errRows{err}, err
 	}
 	ok := false
 	defer func() {
@@ -430,23 +515,23 @@ func (c *ClassDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows,
 			r.h.release()
 		}
 	}()
-	r.Rows, err = c.pool.Query(wctx, sql, args...)
+	r.Rows, err = r.h.conn.Query(wctx, sql, args...)
 	if err != nil {
-		return nil, err
+		return errRows{err}, err
 	}
 	ok = true
 	return r, nil
 }
 
 // QueryRow runs sql in the class, like pgxpool.Pool.QueryRow. The gate is
-// held until Scan returns. A refusal is returned by Scan.
+// held until Scan returns (or panics). A refusal is returned by Scan.
 func (c *ClassDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if c.gate == nil && c.err == nil {
 		c.st.calls.Add(1)
 		return c.pool.QueryRow(ctx, sql, args...)
 	}
 	r := &row{}
-	wctx, err := c.acquire(ctx, &r.h)
+	wctx, err := c.take(ctx, &r.h)
 	if err != nil {
 		return errRow{err}
 	}
@@ -456,7 +541,7 @@ func (c *ClassDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 			r.h.release()
 		}
 	}()
-	r.Row = c.pool.QueryRow(wctx, sql, args...)
+	r.Row = r.h.conn.QueryRow(wctx, sql, args...)
 	ok = true
 	return r
 }
@@ -469,24 +554,28 @@ func (c *ClassDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.Com
 		return c.pool.Exec(ctx, sql, args...)
 	}
 	var h hold
-	wctx, err := c.acquire(ctx, &h)
+	wctx, err := c.take(ctx, &h)
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
 	defer h.release()
-	return c.pool.Exec(wctx, sql, args...)
+	return h.conn.Exec(wctx, sql, args...)
 }
 
 // CopyFrom runs a COPY in the class, like pgxpool.Pool.CopyFrom, holding the
 // gate while it runs.
 func (c *ClassDB) CopyFrom(ctx context.Context, tableName pgx.Identifier, columnNames []string, rowSrc pgx.CopyFromSource) (int64, error) {
+	if c.gate == nil && c.err == nil {
+		c.st.calls.Add(1)
+		return c.pool.CopyFrom(ctx, tableName, columnNames, rowSrc)
+	}
 	var h hold
-	wctx, err := c.acquire(ctx, &h)
+	wctx, err := c.take(ctx, &h)
 	if err != nil {
 		return 0, err
 	}
 	defer h.release()
-	return c.pool.CopyFrom(wctx, tableName, columnNames, rowSrc)
+	return h.pgc.CopyFrom(wctx, tableName, columnNames, rowSrc)
 }
 
 // Begin starts a transaction in the class, like pgxpool.Pool.Begin. The gate
@@ -496,15 +585,16 @@ func (c *ClassDB) Begin(ctx context.Context) (pgx.Tx, error) {
 }
 
 // BeginTx starts a transaction in the class, like pgxpool.Pool.BeginTx. The
-// gate is held until Commit or Rollback returns. A lost fleet lease cancels
-// the context of BEGIN only: later statements run under their own contexts.
+// gate is held until Commit or Rollback returns. On error the Tx is nil, as
+// pgxpool's is, and nothing is held. A lost fleet lease cancels the context
+// of BEGIN only: later statements run under their own contexts.
 func (c *ClassDB) BeginTx(ctx context.Context, txOptions pgx.TxOptions) (pgx.Tx, error) {
 	if c.gate == nil && c.err == nil {
 		c.st.calls.Add(1)
 		return c.pool.BeginTx(ctx, txOptions)
 	}
-	t := &tx{}
-	wctx, err := c.acquire(ctx, &t.h)
+	t := &ownTx{}
+	wctx, err := c.take(ctx, &t.h)
 	if err != nil {
 		return nil, err
 	}
@@ -514,26 +604,31 @@ func (c *ClassDB) BeginTx(ctx context.Context, txOptions pgx.TxOptions) (pgx.Tx,
 			t.h.release()
 		}
 	}()
-	t.Tx, err = c.pool.BeginTx(wctx, txOptions)
+	inner, err := t.h.conn.BeginTx(wctx, txOptions)
 	if err != nil {
 		return nil, err
 	}
+	t.tx = tx{Tx: inner, h: &t.h}
 	ok = true
-	return t, nil
+	return &t.tx, nil
 }
 
 // SendBatch sends a batch in the class, like pgxpool.Pool.SendBatch. The
-// gate is held until the BatchResults are closed. A refusal is returned by
-// every method of the BatchResults.
+// gate is held until the BatchResults are closed or, for a batch that began
+// a transaction (pgx.Batch.BeginTx), until that transaction's Commit or
+// Rollback. A refusal is returned as pgxpool returns its own: by every
+// method of the BatchResults (pgx.FailedBatchResults), whose Tx, for a batch
+// that began a transaction, is a closed transaction (Commit and Rollback
+// return pgx.ErrTxClosed), so that a deferred br.Tx().Rollback(ctx) is safe.
 func (c *ClassDB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if c.gate == nil && c.err == nil {
 		c.st.calls.Add(1)
 		return c.pool.SendBatch(ctx, b)
 	}
 	br := &batch{}
-	wctx, err := c.acquire(ctx, &br.h)
+	wctx, err := c.take(ctx, &br.h)
 	if err != nil {
-		return errBatch{err}
+		return pgx.FailedBatchResults(b, err)
 	}
 	ok := false
 	defer func() {
@@ -541,37 +636,49 @@ func (c *ClassDB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults 
 			br.h.release()
 		}
 	}()
-	br.BatchResults = c.pool.SendBatch(wctx, b)
+	br.BatchResults = br.h.conn.SendBatch(wctx, b)
+	if t := br.BatchResults.Tx(); t != nil {
+		br.tx = &tx{Tx: t, h: &br.h}
+	}
 	ok = true
 	return br
 }
 
 // Acquire takes a connection in the class, like pgxpool.Pool.Acquire. The
-// gate is held until Conn.Release. A lost fleet lease cancels the context of
-// the pool's acquire only.
+// gate is held until Conn.Release (or Conn.Hijack). On error the Conn is
+// nil, as pgxpool's is, and nothing is held. A lost fleet lease cancels the
+// context of the pool's acquire only.
 func (c *ClassDB) Acquire(ctx context.Context) (*Conn, error) {
 	cn := &Conn{}
-	wctx, err := c.acquire(ctx, &cn.h)
-	if err != nil {
+	if c.gate == nil && c.err == nil {
+		c.st.calls.Add(1)
+		pc, err := c.pool.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		cn.Conn, cn.h.conn, cn.h.pgc = pc, pc, pc.Conn()
+		return cn, nil
+	}
+	if _, err := c.take(ctx, &cn.h); err != nil {
 		return nil, err
 	}
-	if cn.Conn, err = c.pool.Acquire(wctx); err != nil {
-		cn.h.release()
-		return nil, err
-	}
+	cn.Conn = cn.h.conn
 	return cn, nil
 }
 
 // AcquireFunc takes a connection in the class and calls f with it, like
 // pgxpool.Pool.AcquireFunc, holding the gate until f returns or panics.
 func (c *ClassDB) AcquireFunc(ctx context.Context, f func(*pgxpool.Conn) error) error {
+	if c.gate == nil && c.err == nil {
+		c.st.calls.Add(1)
+		return c.pool.AcquireFunc(ctx, f)
+	}
 	var h hold
-	wctx, err := c.acquire(ctx, &h)
-	if err != nil {
+	if _, err := c.take(ctx, &h); err != nil {
 		return err
 	}
 	defer h.release()
-	return c.pool.AcquireFunc(wctx, f)
+	return f(h.conn)
 }
 
 // Query runs sql in the default class; see ClassDB.Query.

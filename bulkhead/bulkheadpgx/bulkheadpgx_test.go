@@ -329,6 +329,10 @@ func TestReleasePaths(t *testing.T) {
 		name string
 		run  func(t *testing.T) error // returns the error the path is expected to surface, if any
 		fail bool
+		// destroyed: the path leaves the connection to be destroyed, and the
+		// permit comes back once it is closed (PostgreSQL has ended the
+		// query), shortly after the call returns.
+		destroyed bool
 	}{
 		{"rows closed", func(t *testing.T) error {
 			rows, err := c.Query(ctx, "SELECT generate_series(1, 3)")
@@ -339,7 +343,7 @@ func TestReleasePaths(t *testing.T) {
 			rows.Next()
 			rows.Close()
 			return nil
-		}, false},
+		}, false, false},
 		{"rows read to end", func(t *testing.T) error {
 			rows, err := c.Query(ctx, "SELECT generate_series(1, 3)")
 			if err != nil {
@@ -353,7 +357,7 @@ func TestReleasePaths(t *testing.T) {
 				t.Errorf("read %d rows, want 3", n)
 			}
 			return rows.Err()
-		}, false},
+		}, false, false},
 		{"rows collected", func(t *testing.T) error {
 			rows, err := c.Query(ctx, "SELECT generate_series(1, 3)")
 			if err != nil {
@@ -361,7 +365,7 @@ func TestReleasePaths(t *testing.T) {
 			}
 			_, err = pgx.CollectRows(rows, pgx.RowTo[int32])
 			return err
-		}, false},
+		}, false, false},
 		{"query fails", func(t *testing.T) error {
 			rows, err := c.Query(ctx, "SELECT * FROM no_such_table")
 			if err != nil {
@@ -369,11 +373,11 @@ func TestReleasePaths(t *testing.T) {
 			}
 			rows.Close()
 			return rows.Err()
-		}, true},
+		}, true, false},
 		{"row scanned", func(t *testing.T) error {
 			var v int
 			return c.QueryRow(ctx, "SELECT 1").Scan(&v)
-		}, false},
+		}, false, false},
 		{"row no rows", func(t *testing.T) error {
 			var v int
 			err := c.QueryRow(ctx, "SELECT 1 WHERE false").Scan(&v)
@@ -381,19 +385,19 @@ func TestReleasePaths(t *testing.T) {
 				t.Errorf("Scan = %v, want pgx.ErrNoRows", err)
 			}
 			return err
-		}, true},
+		}, true, false},
 		{"exec", func(t *testing.T) error {
 			_, err := c.Exec(ctx, "INSERT INTO t VALUES (1)")
 			return err
-		}, false},
+		}, false, false},
 		{"exec fails", func(t *testing.T) error {
 			_, err := c.Exec(ctx, "INSERT INTO no_such_table VALUES (1)")
 			return err
-		}, true},
+		}, true, false},
 		{"copy from", func(t *testing.T) error {
 			_, err := c.CopyFrom(ctx, pgx.Identifier{"t"}, []string{"v"}, pgx.CopyFromRows([][]any{{1}, {2}}))
 			return err
-		}, false},
+		}, false, false},
 		{"tx committed", func(t *testing.T) error {
 			tx, err := c.Begin(ctx)
 			if err != nil {
@@ -405,7 +409,7 @@ func TestReleasePaths(t *testing.T) {
 				return err
 			}
 			return tx.Commit(ctx)
-		}, false},
+		}, false, false},
 		{"tx rolled back", func(t *testing.T) error {
 			tx, err := c.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
 			if err != nil {
@@ -413,7 +417,7 @@ func TestReleasePaths(t *testing.T) {
 			}
 			held(t)
 			return tx.Rollback(ctx)
-		}, false},
+		}, false, false},
 		{"tx failed commit", func(t *testing.T) error {
 			tx, err := c.Begin(ctx)
 			if err != nil {
@@ -421,14 +425,14 @@ func TestReleasePaths(t *testing.T) {
 			}
 			tx.Exec(ctx, "SELECT * FROM no_such_table")
 			return tx.Commit(ctx)
-		}, true},
+		}, true, false},
 		{"begin func", func(t *testing.T) error {
 			return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
 				held(t)
 				_, err := tx.Exec(ctx, "INSERT INTO t VALUES (3)")
 				return err
 			})
-		}, false},
+		}, false, false},
 		{"batch closed", func(t *testing.T) error {
 			b := &pgx.Batch{}
 			b.Queue("SELECT 1")
@@ -439,12 +443,12 @@ func TestReleasePaths(t *testing.T) {
 				return err
 			}
 			return br.Close()
-		}, false},
+		}, false, false},
 		{"batch fails", func(t *testing.T) error {
 			b := &pgx.Batch{}
 			b.Queue("SELECT * FROM no_such_table")
 			return c.SendBatch(ctx, b).Close()
-		}, true},
+		}, true, false},
 		{"conn released", func(t *testing.T) error {
 			conn, err := c.Acquire(ctx)
 			if err != nil {
@@ -454,26 +458,20 @@ func TestReleasePaths(t *testing.T) {
 			held(t)
 			var v int
 			return conn.QueryRow(ctx, "SELECT 1").Scan(&v)
-		}, false},
+		}, false, false},
 		{"acquire func", func(t *testing.T) error {
 			return c.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
 				held(t)
 				_, err := conn.Exec(ctx, "SELECT 1")
 				return err
 			})
-		}, false},
+		}, false, false},
 		{"acquire func error", func(t *testing.T) error {
 			return c.AcquireFunc(ctx, func(*pgxpool.Conn) error { return errors.New("boom") })
-		}, true},
-		{"acquire func panic", func(t *testing.T) (err error) {
-			defer func() {
-				if r := recover(); r != "boom" {
-					t.Errorf("recovered %v, want the panic boom", r)
-				}
-				err = errors.New("panicked")
-			}()
-			return c.AcquireFunc(ctx, func(*pgxpool.Conn) error { panic("boom") })
-		}, true},
+		}, true, false},
+		{"acquire func panic", func(t *testing.T) error {
+			return boom(t, func() { c.AcquireFunc(ctx, func(*pgxpool.Conn) error { panic("boom") }) })
+		}, true, false},
 		{"ctx cancelled mid-query", func(t *testing.T) error {
 			qctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 			defer cancel()
@@ -484,13 +482,77 @@ func TestReleasePaths(t *testing.T) {
 			for rows.Next() {
 			}
 			return rows.Err()
-		}, true},
+		}, true, true},
 		{"ctx cancelled mid-exec", func(t *testing.T) error {
 			qctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 			defer cancel()
 			_, err := c.Exec(qctx, "SELECT pg_sleep(5)")
 			return err
-		}, true},
+		}, true, true},
+		{"ctx cancelled mid-tx", func(t *testing.T) error {
+			tx, err := c.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback(ctx)
+			qctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			defer cancel()
+			_, err = tx.Exec(qctx, "SELECT pg_sleep(5)")
+			return err
+		}, true, true},
+		{"rows closed twice", func(t *testing.T) error {
+			rows, err := c.Query(ctx, "SELECT generate_series(1, 3)")
+			if err != nil {
+				return err
+			}
+			rows.Close()
+			rows.Close()
+			for rows.Next() {
+			}
+			return rows.Err()
+		}, false, false},
+		{"rows scan fails", func(t *testing.T) error {
+			rows, err := c.Query(ctx, "SELECT 'x'")
+			if err != nil {
+				return err
+			}
+			rows.Next()
+			var v int
+			err = rows.Scan(&v) // closes the rows, as pgxpool's do
+			if st := c.Stats(); st.InUse != 0 {
+				t.Errorf("InUse after a failed Scan = %d, want 0", st.InUse)
+			}
+			return err
+		}, true, false},
+		{"row scan panics", func(t *testing.T) error {
+			return boom(t, func() { c.QueryRow(ctx, "SELECT 1").Scan(panicScanner{}) })
+		}, true, true},
+		{"begin func panic", func(t *testing.T) error {
+			return boom(t, func() { pgx.BeginFunc(ctx, c, func(pgx.Tx) error { panic("boom") }) })
+		}, true, false},
+		{"batch tx committed", func(t *testing.T) error {
+			b := &pgx.Batch{}
+			b.BeginTx(pgx.TxOptions{})
+			b.Queue("INSERT INTO t VALUES (5)")
+			br := c.SendBatch(ctx, b)
+			defer br.Tx().Rollback(ctx)
+			if err := br.Close(); err != nil {
+				return err
+			}
+			held(t) // the transaction is still open
+			return br.Tx().Commit(ctx)
+		}, false, false},
+		{"conn hijacked", func(t *testing.T) error {
+			conn, err := c.Acquire(ctx)
+			if err != nil {
+				return err
+			}
+			held(t)
+			pc := conn.Hijack()
+			defer pc.Close(ctx)
+			conn.Release() // no-op after Hijack
+			return nil
+		}, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -498,6 +560,9 @@ func TestReleasePaths(t *testing.T) {
 			err := tt.run(t)
 			if (err != nil) != tt.fail {
 				t.Errorf("error = %v, want failure %v", err, tt.fail)
+			}
+			if tt.destroyed {
+				waitIdle(t, c)
 			}
 			checkIdle(t, db)
 			if !sem.TryAcquire(1) {
@@ -584,7 +649,7 @@ func TestLostLeaseCancelsQuery(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("query whose lease was lost was not cancelled")
 	}
-	checkIdle(t, db)
+	waitIdle(t, db.Class("reports")) // the cancelled query's connection is destroyed
 }
 
 func TestBadInput(t *testing.T) {
@@ -682,6 +747,25 @@ func TestBadInput(t *testing.T) {
 	})
 	checkIdle(t, db)
 }
+
+// boom runs f, which must panic with "boom", and returns an error saying it
+// did.
+func boom(t *testing.T, f func()) (err error) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != "boom" {
+			t.Errorf("recovered %v, want the panic boom", r)
+		}
+		err = errors.New("panicked")
+	}()
+	f()
+	return nil
+}
+
+// panicScanner panics when scanned into.
+type panicScanner struct{}
+
+func (panicScanner) Scan(any) error { panic("boom") }
 
 // holdOnly is a Gate with Hold and no optional method.
 type holdOnly struct{ g bulkheadpgx.Gate }

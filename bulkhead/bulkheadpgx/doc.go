@@ -23,14 +23,25 @@
 //
 // # How long the gate is held
 //
-// Exactly as long as the database work: until the Rows are closed (by Close
-// or by Next returning false at their end or on an error), Row.Scan returns,
+// Exactly as long as pgxpool holds the connection the work runs on: until
+// the Rows are closed (by Close, by Next returning false at their end or on
+// an error, or by a Scan or Values that fails), Row.Scan returns or panics,
 // Tx.Commit or Rollback returns, BatchResults.Close returns (or, for a batch
-// that began a transaction, its Commit or Rollback), Conn.Release, or
-// AcquireFunc's function returns or panics. A query that fails gives it back
-// before returning, and so does a context cancelled mid-query (pgx ends the
-// rows). As with pgxpool's connections, Rows, a Row or a Tx that is never
-// closed, scanned or ended holds the gate forever.
+// that began a transaction, its Commit or Rollback), Conn.Release or
+// Conn.Hijack, or AcquireFunc's function returns or panics. A call that
+// fails gives it back before returning. As with pgxpool's connections,
+// Rows, a Row or a Tx that is never closed, scanned or ended holds the gate
+// forever.
+//
+// The cap holds at the database, as pgxpool's MaxConns does. When a call's
+// context ends mid-query, pgx returns at once, but PostgreSQL is still
+// running the query: pgconn closes the connection and, in the background,
+// sends a cancel request and waits for the server to end the session. The
+// pool frees a destroyed connection's slot only then, and a class gives its
+// permit back only then too (on a goroutine of the DB, which [DB.Close]
+// waits for; at most 15 s, pgxpool's own bound), so the next call of a full
+// class never runs beside a query that is still being cancelled. Meanwhile
+// ClassStats.InUse still counts the permit.
 //
 // A gate's work context: a fleet gate's Hold returns a context that is
 // cancelled when its lease is lost, and Query, QueryRow, Exec, CopyFrom,
@@ -38,7 +49,20 @@
 // query. Statements of a Tx or a Conn take their own contexts: there the
 // lease's context covers only BEGIN or the pool's acquire.
 //
-// # Refusals
+// # Refusals and errors: what pgxpool returns
+//
+// Every error path returns what pgxpool returns on its own error path, so
+// code written against *pgxpool.Pool behaves the same through a class,
+// including when the class refuses: a refused or failed Query returns
+// non-nil Rows that carry the error (pgx's documented
+// rows, _ := db.Query(...); pgx.CollectRows(rows, ...) returns it); a
+// refused QueryRow returns a Row whose Scan returns it; a refused SendBatch
+// returns pgx.FailedBatchResults, whose Tx, for a batch that began a
+// transaction (pgx.Batch.BeginTx), is a closed transaction, so a deferred
+// br.Tx().Rollback(ctx) returns pgx.ErrTxClosed instead of panicking;
+// Begin, BeginTx and Acquire return nil and the error, as pgxpool does. A
+// differential test holds every entry point, refused and failing, to
+// pgxpool's behaviour.
 //
 // MaxWait means what it means everywhere in floodgate: a positive MaxWait
 // bounds the wait for the class's gate, zero (the default) waits as long as
@@ -46,8 +70,8 @@
 // by MaxWait fails with a [*RejectError] matching [ErrMaxWait], with
 // RetryAfter, and holds nothing; the caller's own deadline is never extended.
 // A weight above the gate's limit fails with [ErrTooLarge]; the caller's
-// context ending while it waits returns ctx.Err(); a name [DB.Class] does not
-// know fails every call with [ErrUnknownClass].
+// context ending while it waits returns ctx.Err(), as pgxpool's acquire does;
+// a name [DB.Class] does not know fails every call with [ErrUnknownClass].
 //
 // # Stats
 //

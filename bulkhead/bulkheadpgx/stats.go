@@ -58,10 +58,14 @@ type counters struct {
 // ClassStats is a snapshot of one class's counters. For an unlimited class
 // only Calls is counted: tracking more would mean wrapping its results.
 type ClassStats struct {
-	Name    string
-	Calls   uint64 // calls made in the class, refused ones included
-	InUse   int64  // weight held by calls whose database work has not ended
-	Waiting int64  // calls waiting for the gate
+	Name  string
+	Calls uint64 // calls made in the class, refused ones included
+	// InUse is the weight held by calls whose connection is not back yet
+	// (see the package doc: a destroyed connection's weight comes back once
+	// its cleanup is done). It is counted after the gate grants and before
+	// the gate is given back, so it never reads above what the gate allows.
+	InUse   int64
+	Waiting int64 // calls waiting for the gate
 
 	Admitted uint64 // calls granted the gate
 
