@@ -1,6 +1,8 @@
 package bulkhead
 
 import (
+	"fmt"
+	"net"
 	"net/http"
 	"strings"
 )
@@ -13,81 +15,318 @@ type Request struct {
 	HTTP   *http.Request // nil outside HTTP
 }
 
-// route is a compiled Layer.Route: "[METHOD ]/path" with ServeMux-style
-// wildcards.
+// route is a compiled Layer.Route, an http.ServeMux pattern
+// "[METHOD ][HOST]/[PATH]", in the representation ServeMux's routing tree
+// gives it: it is matched exactly as a ServeMux with only this pattern
+// registered would route a request to it.
 type route struct {
-	method  string
-	segs    []string // literal segments, or "" for a {name} wildcard
-	rest    bool     // last pattern segment was {name...}: matches the rest
-	subtree bool     // pattern ended in "/": matches the rest
+	str    string // as written: what http.Request.Pattern holds
+	method string
+	host   string
+	segs   []routeSeg
 }
 
-// parseRoute compiles a pattern such as "POST /reports/export-pdf",
-// "GET /items/{id}", "/static/" or "/files/{path...}".
-func parseRoute(layer, pattern string) *route {
-	r := &route{}
-	p := pattern
-	if i := strings.IndexByte(p, ' '); i >= 0 {
-		r.method, p = p[:i], strings.TrimLeft(p[i+1:], " ")
-	}
-	if !strings.HasPrefix(p, "/") {
-		panic("bulkhead: layer " + layer + ": route " + pattern + ": path must start with /")
-	}
-	if strings.HasSuffix(p, "/") && len(p) > 1 {
-		r.subtree = true
-		p = p[:len(p)-1]
-	} else if p == "/" {
-		r.subtree = true
-		p = ""
-	}
-	if p == "" {
-		return r
-	}
-	parts := strings.Split(p[1:], "/")
-	for i, s := range parts {
-		if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
-			if strings.HasSuffix(s, "...}") {
-				if i != len(parts)-1 {
-					panic("bulkhead: layer " + layer + ": route " + pattern + ": {name...} must be last")
-				}
-				r.rest = true
-				break
+// A routeSeg is one segment of a route's path, as in net/http's pattern.go.
+type routeSeg struct {
+	// s is the literal, unescaped; "/" for a final {$}. A literal that
+	// unescapes to "/" ("%2F") is the same node of ServeMux's tree as {$}.
+	s string
+	// wild is set for {name}, and for an empty literal ("/a//b"), which
+	// ServeMux's tree stores in the same child as a wildcard: either matches
+	// any one segment except one that is "/" (a final slash, or "%2F").
+	wild bool
+	// multi is set for {name...} and for a trailing slash.
+	multi bool
+}
+
+// parseRoute compiles pattern for layer name. A pattern http.ServeMux would
+// reject panics, with ServeMux's reason: the pattern is registered in a real
+// ServeMux first, so what it accepts and refuses is ServeMux's own decision.
+func parseRoute(name, pattern string) *route {
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				panic(fmt.Sprintf("bulkhead: layer %s: Route: %v", name, r))
 			}
-			s = ""
-		} else if strings.ContainsAny(s, "{}") {
-			panic("bulkhead: layer " + layer + ": route " + pattern + ": a wildcard must be a whole segment")
-		}
-		r.segs = append(r.segs, s)
+		}()
+		http.NewServeMux().Handle(pattern, http.NotFoundHandler())
+	}()
+	// Valid: split it as net/http's parsePattern does.
+	rt := &route{str: pattern}
+	rest := pattern
+	if i := strings.IndexAny(pattern, " \t"); i >= 0 {
+		rt.method, rest = pattern[:i], strings.TrimLeft(pattern[i+1:], " \t")
 	}
-	return r
+	i := strings.IndexByte(rest, '/')
+	rt.host, rest = rest[:i], rest[i:]
+	for len(rest) > 0 {
+		rest = rest[1:]
+		if rest == "" {
+			rt.segs = append(rt.segs, routeSeg{wild: true, multi: true})
+			break
+		}
+		i := strings.IndexByte(rest, '/')
+		if i < 0 {
+			i = len(rest)
+		}
+		seg := rest[:i]
+		rest = rest[i:]
+		switch {
+		case seg == "{$}":
+			rt.segs = append(rt.segs, routeSeg{s: "/"})
+		case strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "...}"):
+			rt.segs = append(rt.segs, routeSeg{wild: true, multi: true})
+		case strings.HasPrefix(seg, "{"):
+			rt.segs = append(rt.segs, routeSeg{wild: true})
+		default:
+			s := unescapeSeg(seg)
+			rt.segs = append(rt.segs, routeSeg{s: s, wild: s == ""})
+		}
+	}
+	return rt
 }
 
-// match reports whether method and path match r, without allocating. A "GET"
-// pattern also matches HEAD, as in http.ServeMux.
-func (r *route) match(method, path string) bool {
-	if r.method != "" && r.method != method && (r.method != "GET" || method != "HEAD") {
+// target is what routing reads of one request, computed once per request.
+type target struct {
+	method  string
+	host    string // r.Host
+	urlHost string // r.URL.Host
+	path    string // the escaped path, as ServeMux matches it
+	escaped bool   // path's segments are %-escaped (false for Do's Request.Path)
+}
+
+// targetOf returns what ServeMux would route req by: the *http.Request's
+// method, Host and escaped path when there is one; else Method and Path, as
+// the decoded URL.Path of a request without a host.
+func targetOf(req *Request) target {
+	if r := req.HTTP; r != nil {
+		t := target{method: r.Method, host: r.Host, escaped: true}
+		if r.URL != nil {
+			t.urlHost, t.path = r.URL.Host, r.URL.EscapedPath()
+		}
+		return t
+	}
+	return target{method: req.Method, path: req.Path}
+}
+
+// routes reports whether a ServeMux with only rt registered would dispatch
+// t to rt's handler: not a redirect (an unclean path, or a missing trailing
+// slash), not a 404 or a 405. It follows ServeMux.findHandler step by step,
+// without allocating.
+func (rt *route) routes(t *target) bool {
+	if t.method == "CONNECT" {
+		// Not cleaned; the trailing-slash redirect is decided on URL.Host,
+		// the match on Host, port included.
+		if rt.redirects(t.urlHost, t.method, t.path, t.escaped) {
+			return false
+		}
+		return rt.match(t.host, t.method, t.path, t.escaped, false)
+	}
+	if !isClean(t.path) {
+		return false // redirected to the cleaned path
+	}
+	host := stripHostPort(t.host)
+	if rt.redirects(host, t.method, t.path, t.escaped) {
 		return false
 	}
-	if path == "" || path[0] != '/' {
+	return rt.match(host, t.method, t.path, t.escaped, false)
+}
+
+// redirects reports whether ServeMux's trailing-slash redirect applies:
+// path does not match rt exactly, and path+"/" does.
+func (rt *route) redirects(host, method, path string, escaped bool) bool {
+	if path == "" || path[len(path)-1] == '/' {
 		return false
 	}
-	rest := path[1:]
-	for i, s := range r.segs {
+	if rt.match(host, method, path, escaped, false) && rt.exact(path, 0) {
+		return false
+	}
+	return rt.match(host, method, path, escaped, true) && rt.exact(path, 1)
+}
+
+// exact is net/http's exactMatch for a path that matched rt, extra being the
+// number of slashes appended to path: a match is inexact when a final
+// {name...} or trailing slash matched a non-empty rest.
+func (rt *route) exact(path string, extra int) bool {
+	if !rt.segs[len(rt.segs)-1].multi {
+		return true
+	}
+	if extra == 0 && len(path) > 0 && path[len(path)-1] != '/' {
+		return false
+	}
+	return len(rt.segs) == strings.Count(path, "/")+extra
+}
+
+// match is ServeMux's tree match (routingNode.match) for a tree holding rt
+// alone, on path, or on path+"/" if slash.
+func (rt *route) match(host, method, path string, escaped, slash bool) bool {
+	if rt.host != "" && rt.host != host {
+		return false
+	}
+	if rt.method != "" && rt.method != method && (rt.method != "GET" || method != "HEAD") {
+		return false
+	}
+	for i := 0; ; i++ {
+		if path == "" && slash {
+			path, slash = "/", false
+		}
+		if path == "" {
+			return i == len(rt.segs) // only the last node has the pattern
+		}
+		if i == len(rt.segs) {
+			return false
+		}
+		sg := &rt.segs[i]
+		if sg.multi {
+			return true // matches any non-empty rest
+		}
+		// firstSegment: "/" alone is the segment "/"; else up to the next
+		// slash, unescaped.
+		var seg string
+		root := path == "/"
+		if root {
+			path = ""
+		} else {
+			seg, path = path[1:], ""
+			if j := strings.IndexByte(seg, '/'); j >= 0 {
+				seg, path = seg[:j], seg[j:]
+			}
+		}
+		var isSlash bool // the segment is "/"
+		if root {
+			isSlash = true
+		} else if escaped {
+			isSlash = segEqual(seg, "/")
+		}
+		switch {
+		case sg.wild:
+			if isSlash {
+				return false
+			}
+		case root:
+			if sg.s != "/" {
+				return false
+			}
+		case escaped:
+			if !segEqual(seg, sg.s) {
+				return false
+			}
+		default:
+			if seg != sg.s {
+				return false
+			}
+		}
+	}
+}
+
+// segEqual reports whether the escaped path segment e unescapes to s, as
+// net/http's pathUnescape does it (an invalid escape leaves e as it is),
+// without allocating.
+func segEqual(e, s string) bool {
+	if !validEscapes(e) {
+		return e == s
+	}
+	j := 0
+	for i := 0; i < len(e); i++ {
+		c := e[i]
+		if c == '%' {
+			c = unhex(e[i+1])<<4 | unhex(e[i+2])
+			i += 2
+		}
+		if j >= len(s) || s[j] != c {
+			return false
+		}
+		j++
+	}
+	return j == len(s)
+}
+
+// unescapeSeg is net/http's pathUnescape, for patterns (in New).
+func unescapeSeg(e string) string {
+	if !validEscapes(e) {
+		return e
+	}
+	var b strings.Builder
+	for i := 0; i < len(e); i++ {
+		c := e[i]
+		if c == '%' {
+			c = unhex(e[i+1])<<4 | unhex(e[i+2])
+			i += 2
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// validEscapes reports whether every '%' in e starts a two-digit hex escape,
+// the only error url.PathUnescape reports.
+func validEscapes(e string) bool {
+	for i := 0; i < len(e); i++ {
+		if e[i] == '%' {
+			if i+2 >= len(e) || !ishex(e[i+1]) || !ishex(e[i+2]) {
+				return false
+			}
+			i += 2
+		}
+	}
+	return true
+}
+
+func ishex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0'
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10
+	default:
+		return c - 'A' + 10
+	}
+}
+
+// isClean reports whether net/http's cleanPath leaves p unchanged: rooted,
+// and no empty, "." or ".." segment except a final empty one (a trailing
+// slash).
+func isClean(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	for rest := p[1:]; ; {
 		seg, next, more := rest, "", false
 		if j := strings.IndexByte(rest, '/'); j >= 0 {
 			seg, next, more = rest[:j], rest[j+1:], true
 		}
-		if s == "" && seg == "" || s != "" && s != seg {
+		if seg == "." || seg == ".." || seg == "" && more {
 			return false
 		}
-		last := i == len(r.segs)-1
-		if !last && !more {
-			return false // path too short
-		}
-		if last && more && !r.rest && !r.subtree {
-			return false // "/items" matches neither "/items/" nor "/items/x"
+		if !more {
+			return true
 		}
 		rest = next
 	}
-	return len(r.segs) > 0 || r.subtree || rest == ""
+}
+
+// stripHostPort is net/http's: h without any trailing ":<port>".
+func stripHostPort(h string) string {
+	if !strings.Contains(h, ":") {
+		return h
+	}
+	host, _, err := net.SplitHostPort(h)
+	if err != nil {
+		return h
+	}
+	return host
+}
+
+// applies reports whether the layer of rt applies to t: rt is pattern, the
+// ServeMux's choice, when there is one (Config.RouteByPattern); else rt
+// routes t.
+func (rt *route) applies(t *target, pattern string) bool {
+	if pattern != "" {
+		return pattern == rt.str
+	}
+	return rt.routes(t)
 }
