@@ -181,9 +181,11 @@ type Config struct {
 	UnavailableStatus int
 
 	// RateLimitFields, if true, adds the RateLimit and RateLimit-Policy fields
-	// of draft-ietf-httpapi-ratelimit-headers-11 to responses, one list member
-	// per rate layer the request was checked against. Off by default: the
-	// draft is not an RFC and the fields tell clients about your quotas.
+	// of draft-ietf-httpapi-ratelimit-headers to responses, one list member
+	// per rate layer the request was checked against, never more permissive
+	// than the layer (see the package doc's RateLimit fields). Off by
+	// default: the draft is not an RFC and the fields tell clients about your
+	// quotas.
 	RateLimitFields bool
 
 	// RouteByPattern, if true, decides Layer.Route by the pattern the
