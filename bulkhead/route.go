@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
+	"unicode"
 )
 
 // A Request is what the layers see of a call: the method and path that route
@@ -42,6 +45,8 @@ type routeSeg struct {
 // parseRoute compiles pattern for layer name. A pattern http.ServeMux would
 // reject panics, with ServeMux's reason: the pattern is registered in a real
 // ServeMux first, so what it accepts and refuses is ServeMux's own decision.
+// (Under GODEBUG=httpmuxgo121=1 ServeMux keeps Go 1.21's rules; Route keeps
+// the current ones, and a pattern without a '/' still panics.)
 func parseRoute(name, pattern string) *route {
 	func() {
 		defer func() {
@@ -51,7 +56,12 @@ func parseRoute(name, pattern string) *route {
 		}()
 		http.NewServeMux().Handle(pattern, http.NotFoundHandler())
 	}()
-	// Valid: split it as net/http's parsePattern does.
+	// ServeMux accepted it; so does checkRoute, which holds the same rules
+	// for when ServeMux is Go 1.21's (GODEBUG=httpmuxgo121=1) and accepts
+	// anything. Then split it as net/http's parsePattern does.
+	if err := checkRoute(pattern); err != "" {
+		panic("bulkhead: layer " + name + ": Route " + strconv.Quote(pattern) + ": " + err)
+	}
 	rt := &route{str: pattern}
 	rest := pattern
 	if i := strings.IndexAny(pattern, " \t"); i >= 0 {
@@ -84,6 +94,94 @@ func parseRoute(name, pattern string) *route {
 		}
 	}
 	return rt
+}
+
+// checkRoute returns why net/http's parsePattern (Go 1.22 and later) rejects
+// pattern, or "".
+func checkRoute(pattern string) string {
+	if pattern == "" {
+		return "empty pattern"
+	}
+	method, rest, found := pattern, "", false
+	if i := strings.IndexAny(pattern, " \t"); i >= 0 {
+		method, rest, found = pattern[:i], strings.TrimLeft(pattern[i+1:], " \t"), true
+	}
+	if !found {
+		method, rest = "", pattern
+	}
+	for i := 0; i < len(method); i++ {
+		if c := method[i]; !(c < 0x80 && (isAlnum(c) || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0)) {
+			return "invalid method " + strconv.Quote(method)
+		}
+	}
+	i := strings.IndexByte(rest, '/')
+	if i < 0 {
+		return "host/path missing /"
+	}
+	if strings.IndexByte(rest[:i], '{') >= 0 {
+		return "host contains '{' (missing initial '/'?)"
+	}
+	rest = rest[i:]
+	if method != "" && method != "CONNECT" && !isClean(rest) {
+		return "non-CONNECT pattern with unclean path can never match"
+	}
+	var names []string
+	for len(rest) > 0 {
+		rest = rest[1:]
+		if rest == "" {
+			break
+		}
+		j := strings.IndexByte(rest, '/')
+		if j < 0 {
+			j = len(rest)
+		}
+		seg := rest[:j]
+		rest = rest[j:]
+		k := strings.IndexByte(seg, '{')
+		if k < 0 {
+			continue
+		}
+		switch {
+		case k != 0:
+			return "bad wildcard segment (must start with '{')"
+		case seg[len(seg)-1] != '}':
+			return "bad wildcard segment (must end with '}')"
+		}
+		name := seg[1 : len(seg)-1]
+		if name == "$" {
+			if rest != "" {
+				return "{$} not at end"
+			}
+			break
+		}
+		name, multi := strings.CutSuffix(name, "...")
+		switch {
+		case multi && rest != "":
+			return "{...} wildcard not at end"
+		case name == "":
+			return "empty wildcard"
+		case !isIdent(name):
+			return "bad wildcard name " + strconv.Quote(name)
+		case slices.Contains(names, name):
+			return "duplicate wildcard name " + strconv.Quote(name)
+		}
+		names = append(names, name)
+	}
+	return ""
+}
+
+func isAlnum(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+// isIdent reports whether s is a Go identifier, as a wildcard name must be.
+func isIdent(s string) bool {
+	for i, c := range s {
+		if !unicode.IsLetter(c) && c != '_' && (i == 0 || !unicode.IsDigit(c)) {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // target is what routing reads of one request, computed once per request.
