@@ -70,17 +70,12 @@ func parseRoute(name, pattern string) *route {
 	i := strings.IndexByte(rest, '/')
 	rt.host, rest = rest[:i], rest[i:]
 	for len(rest) > 0 {
-		rest = rest[1:]
-		if rest == "" {
+		if rest == "/" {
 			rt.segs = append(rt.segs, routeSeg{wild: true, multi: true})
 			break
 		}
-		i := strings.IndexByte(rest, '/')
-		if i < 0 {
-			i = len(rest)
-		}
-		seg := rest[:i]
-		rest = rest[i:]
+		var seg string
+		seg, rest = patternSeg(rest)
 		switch {
 		case seg == "{$}":
 			rt.segs = append(rt.segs, routeSeg{s: "/"})
@@ -127,16 +122,11 @@ func checkRoute(pattern string) string {
 	}
 	var names []string
 	for len(rest) > 0 {
-		rest = rest[1:]
-		if rest == "" {
-			break
+		if rest == "/" {
+			break // a trailing slash
 		}
-		j := strings.IndexByte(rest, '/')
-		if j < 0 {
-			j = len(rest)
-		}
-		seg := rest[:j]
-		rest = rest[j:]
+		var seg string
+		seg, rest = patternSeg(rest)
 		k := strings.IndexByte(seg, '{')
 		if k < 0 {
 			continue
@@ -168,6 +158,16 @@ func checkRoute(pattern string) string {
 		names = append(names, name)
 	}
 	return ""
+}
+
+// patternSeg splits the pattern path p, which starts with '/' and is not "/",
+// into its first segment and the rest.
+func patternSeg(p string) (seg, rest string) {
+	p = p[1:]
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		return p[:i], p[i:]
+	}
+	return p, ""
 }
 
 func isAlnum(c byte) bool {
