@@ -190,7 +190,8 @@ type target struct {
 	host    string // r.Host
 	urlHost string // r.URL.Host
 	path    string // the escaped path, as ServeMux matches it
-	escaped bool   // path's segments are %-escaped (false for Do's Request.Path)
+	escaped bool   // path has %-escapes to decode (never for Do's Request.Path)
+	clean   bool   // ServeMux's cleanPath leaves path as it is
 }
 
 // targetOf returns what ServeMux would route req by: the *http.Request's
@@ -198,13 +199,15 @@ type target struct {
 // the decoded URL.Path of a request without a host.
 func targetOf(req *Request) target {
 	if r := req.HTTP; r != nil {
-		t := target{method: r.Method, host: r.Host, escaped: true}
+		t := target{method: r.Method, host: r.Host}
 		if r.URL != nil {
 			t.urlHost, t.path = r.URL.Host, r.URL.EscapedPath()
 		}
+		t.escaped = strings.IndexByte(t.path, '%') >= 0
+		t.clean = isClean(t.path)
 		return t
 	}
-	return target{method: req.Method, path: req.Path}
+	return target{method: req.Method, path: req.Path, clean: isClean(req.Path)}
 }
 
 // routes reports whether a ServeMux with only rt registered would dispatch
@@ -212,34 +215,44 @@ func targetOf(req *Request) target {
 // slash), not a 404 or a 405. It follows ServeMux.findHandler step by step,
 // without allocating.
 func (rt *route) routes(t *target) bool {
+	if rt.method != "" && rt.method != t.method && (rt.method != "GET" || t.method != "HEAD") {
+		return false
+	}
 	if t.method == "CONNECT" {
 		// Not cleaned; the trailing-slash redirect is decided on URL.Host,
 		// the match on Host, port included.
-		if rt.redirects(t.urlHost, t.method, t.path, t.escaped) {
+		if rt.matchHost(t.urlHost) && rt.redirects(t.path, t.escaped) {
 			return false
 		}
-		return rt.match(t.host, t.method, t.path, t.escaped, false)
+		return rt.matchHost(t.host) && rt.match(t.path, t.escaped, false)
 	}
-	if !isClean(t.path) {
+	if !t.clean {
 		return false // redirected to the cleaned path
 	}
-	host := stripHostPort(t.host)
-	if rt.redirects(host, t.method, t.path, t.escaped) {
-		return false
+	if rt.host != "" && rt.host != stripHostPort(t.host) {
+		return false // a host pattern can neither match nor redirect
 	}
-	return rt.match(host, t.method, t.path, t.escaped, false)
+	return !rt.redirects(t.path, t.escaped) && rt.match(t.path, t.escaped, false)
 }
 
-// redirects reports whether ServeMux's trailing-slash redirect applies:
-// path does not match rt exactly, and path+"/" does.
-func (rt *route) redirects(host, method, path string, escaped bool) bool {
+func (rt *route) matchHost(host string) bool { return rt.host == "" || rt.host == host }
+
+// redirects reports whether ServeMux's trailing-slash redirect applies to
+// path, method and host having matched: path does not match rt exactly, and
+// path+"/" does.
+func (rt *route) redirects(path string, escaped bool) bool {
 	if path == "" || path[len(path)-1] == '/' {
 		return false
 	}
-	if rt.match(host, method, path, escaped, false) && rt.exact(path, 0) {
+	if !rt.segs[len(rt.segs)-1].multi {
+		// Every match is exact: path+"/" could match only through a final
+		// {$}, which then does not match path.
+		return rt.segs[len(rt.segs)-1].s == "/" && rt.match(path, escaped, true)
+	}
+	if rt.match(path, escaped, false) && rt.exact(path, 0) {
 		return false
 	}
-	return rt.match(host, method, path, escaped, true) && rt.exact(path, 1)
+	return rt.match(path, escaped, true) && rt.exact(path, 1)
 }
 
 // exact is net/http's exactMatch for a path that matched rt, extra being the
@@ -255,15 +268,10 @@ func (rt *route) exact(path string, extra int) bool {
 	return len(rt.segs) == strings.Count(path, "/")+extra
 }
 
-// match is ServeMux's tree match (routingNode.match) for a tree holding rt
-// alone, on path, or on path+"/" if slash.
-func (rt *route) match(host, method, path string, escaped, slash bool) bool {
-	if rt.host != "" && rt.host != host {
-		return false
-	}
-	if rt.method != "" && rt.method != method && (rt.method != "GET" || method != "HEAD") {
-		return false
-	}
+// match is ServeMux's path match (routingNode.matchPath) for a tree holding
+// rt alone, on path, or on path+"/" if slash; method and host are checked by
+// the caller.
+func (rt *route) match(path string, escaped, slash bool) bool {
 	for i := 0; ; i++ {
 		if path == "" && slash {
 			path, slash = "/", false
@@ -280,30 +288,22 @@ func (rt *route) match(host, method, path string, escaped, slash bool) bool {
 		}
 		// firstSegment: "/" alone is the segment "/"; else up to the next
 		// slash, unescaped.
-		var seg string
-		root := path == "/"
-		if root {
-			path = ""
-		} else {
-			seg, path = path[1:], ""
-			if j := strings.IndexByte(seg, '/'); j >= 0 {
-				seg, path = seg[:j], seg[j:]
+		if path == "/" {
+			if sg.wild || sg.s != "/" {
+				return false
 			}
+			path = ""
+			continue
 		}
-		var isSlash bool // the segment is "/"
-		if root {
-			isSlash = true
-		} else if escaped {
-			isSlash = segEqual(seg, "/")
+		seg := path[1:]
+		path = ""
+		if j := strings.IndexByte(seg, '/'); j >= 0 {
+			seg, path = seg[:j], seg[j:]
 		}
 		switch {
 		case sg.wild:
-			if isSlash {
-				return false
-			}
-		case root:
-			if sg.s != "/" {
-				return false
+			if escaped && len(seg) == 3 && segEqual(seg, "/") {
+				return false // "%2F" is the segment "/"
 			}
 		case escaped:
 			if !segEqual(seg, sg.s) {
@@ -321,7 +321,7 @@ func (rt *route) match(host, method, path string, escaped, slash bool) bool {
 // net/http's pathUnescape does it (an invalid escape leaves e as it is),
 // without allocating.
 func segEqual(e, s string) bool {
-	if !validEscapes(e) {
+	if strings.IndexByte(e, '%') < 0 || !validEscapes(e) {
 		return e == s
 	}
 	j := 0
