@@ -90,6 +90,9 @@ type Layer struct {
 	Route string
 
 	// Match, if non-nil, limits the layer further to the requests it accepts.
+	// To select by path, prefer Route: Request.Path is the decoded, uncleaned
+	// URL.Path ("/items/a%2Fb" reads "/items/a/b", "//items/7" is not
+	// "/items/7"), not what ServeMux routes by.
 	Match func(Request) bool
 
 	// Key returns the key the layer's Rate and KeyedGate count under, from the
