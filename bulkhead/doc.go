@@ -106,7 +106,8 @@
 // admitted at once (the burst, or the count if less) and w the seconds the
 // rate takes to earn them back, rounded up ("q=2;w=1" for 2/s with a burst of
 // 4, "q=10;w=6" for 100/min with a burst of 10), so that q requests in any w
-// seconds always pass; RateLimit's r is the requests admitted now, at most q,
+// seconds always pass (over a sliding counter, whose estimate weighs the
+// previous window, q requests in any 2w seconds); RateLimit's r is the requests admitted now, at most q,
 // and t the seconds until the key is back to its initial state. On the
 // layer's own refusal, r is 0 and t equals Retry-After: the time until the
 // refused request would be admitted (the next response tells how many more).

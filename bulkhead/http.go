@@ -120,8 +120,9 @@ func (b *Bulkhead) writeFields(w http.ResponseWriter, p *plan, rerr *RejectError
 //
 //   - q is the most requests admitted at once (the burst, or the count if
 //     less), and w the seconds the rate takes to earn them back, rounded up:
-//     q requests in any w seconds are always admitted, and q/w is never
-//     above the rate, whatever the Burst.
+//     q requests in any w seconds are always admitted (in any 2w over a
+//     sliding counter, an estimate), and q/w is never above the rate,
+//     whatever the Burst.
 //   - r is the requests admitted now, at most q; t the seconds, rounded up,
 //     until the key is back to its initial state, with q or more.
 //   - on this layer's own refusal (its rate, or its store under FailClosed),
