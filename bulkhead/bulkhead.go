@@ -81,14 +81,29 @@ type Layer struct {
 	// unique within a Config; a short token such as "tenant" or "export-pdf".
 	Name string
 
-	// Route, if set, limits the layer to requests whose method and path match
-	// it: "[METHOD ]/path", where a segment "{name}" matches any one segment,
-	// a last segment "{name...}" or a trailing "/" matches the rest, and "GET"
-	// also matches HEAD (a subset of http.ServeMux patterns, without host or
-	// precedence: every matching layer applies). If empty, every request.
+	// Route, if set, limits the layer to the requests that an http.ServeMux
+	// with only this pattern registered would dispatch to it: any ServeMux
+	// pattern, "[METHOD ][HOST]/[PATH]" ("GET /items/{id}", "/files/{path...}",
+	// "/{$}", "/static/", "POST example.com/upload"), matched as ServeMux
+	// matches it: on the escaped path, segment by segment ("/items/a%2Fb" is
+	// one {id}, "a/b"), "GET" also serving HEAD, the port ignored in the host.
+	// A request ServeMux would redirect instead (an unclean path such as
+	// "/a//b" or "/a/../b", or "/static" for "/static/") is not one the
+	// layer applies to: it reaches no handler, and the layer applies to the
+	// request that follows the redirect. Each layer routes on its own, as if
+	// its pattern were alone in the mux: every layer whose pattern matches
+	// applies, so a more specific pattern in the application's mux never
+	// takes a request out of a broader layer (see Config.RouteByPattern for
+	// the mux's own choice). Outside HTTP (Do without Request.HTTP),
+	// Request.Method and Request.Path are routed as a request with that
+	// method, that decoded URL path and no host. A pattern ServeMux rejects
+	// panics in New. If empty, every request.
 	Route string
 
 	// Match, if non-nil, limits the layer further to the requests it accepts.
+	// To select by path, prefer Route: Request.Path is the decoded, uncleaned
+	// URL.Path ("/items/a%2Fb" reads "/items/a/b", "//items/7" is not
+	// "/items/7"), not what ServeMux routes by.
 	Match func(Request) bool
 
 	// Key returns the key the layer's Rate and KeyedGate count under, from the
@@ -189,10 +204,24 @@ type Config struct {
 	UnavailableStatus int
 
 	// RateLimitFields, if true, adds the RateLimit and RateLimit-Policy fields
-	// of draft-ietf-httpapi-ratelimit-headers-11 to responses, one list member
-	// per rate layer the request was checked against. Off by default: the
-	// draft is not an RFC and the fields tell clients about your quotas.
+	// of draft-ietf-httpapi-ratelimit-headers to responses, one list member
+	// per rate layer the request was checked against, never more permissive
+	// than the layer (see the package doc's RateLimit fields). Off by
+	// default: the draft is not an RFC and the fields tell clients about your
+	// quotas.
 	RateLimitFields bool
+
+	// RouteByPattern, if true, decides Layer.Route by the pattern the
+	// ServeMux that dispatched the request chose (http.Request.Pattern), for a
+	// Handler placed inside the mux, around the handlers it dispatches to
+	// (mux.Handle(p, b.Handler(h))): a layer then applies exactly when
+	// Pattern is its Route, written the same way, the mux's precedence
+	// included ("GET /items/{id}" takes GET /items/7 from "/items/"). Pattern
+	// is the innermost ServeMux's: with muxes nested, it names the inner
+	// mux's pattern. A request with no Pattern (the Handler wraps the mux, or
+	// Do without Request.HTTP) is routed as by default, so a misplaced
+	// Handler limits more, never less.
+	RouteByPattern bool
 
 	// DegradedHeader, if set, names a response header that lists (comma
 	// separated) the layers whose decision was degraded, that is made by a
@@ -232,6 +261,8 @@ type Bulkhead struct {
 	noPolicyStat  int
 	unavailStatus int
 	rateFields    bool
+	byPattern     bool
+	routed        bool // some layer has a Route
 	degradedHdr   string
 	render        func(http.ResponseWriter, *http.Request, *RejectError)
 	onWait        func(string, time.Duration)
@@ -274,6 +305,7 @@ func New(cfg Config) *Bulkhead {
 		noPolicyStat:  cmp(cfg.NoPolicyStatus, http.StatusForbidden),
 		unavailStatus: cmp(cfg.UnavailableStatus, http.StatusServiceUnavailable),
 		rateFields:    cfg.RateLimitFields,
+		byPattern:     cfg.RouteByPattern,
 		degradedHdr:   cfg.DegradedHeader,
 		render:        cfg.Render,
 		onWait:        cfg.OnWait,
@@ -316,6 +348,7 @@ func New(cfg Config) *Bulkhead {
 		}
 		if l.Route != "" {
 			ly.route = parseRoute(l.Name, l.Route)
+			b.routed = true
 		}
 		ly.tryGate, _ = l.Gate.(tryGate)
 		ly.tryKeyed, _ = l.KeyedGate.(tryKeyedGate)
@@ -490,9 +523,17 @@ func (b *Bulkhead) prepare(ctx context.Context, req Request, p *plan) *RejectErr
 	} else {
 		id.Anonymous = false // only bulkhead makes anonymous identities
 	}
+	var t target
+	pattern := ""
+	if b.routed {
+		t = targetOf(&req)
+		if b.byPattern && req.HTTP != nil {
+			pattern = req.HTTP.Pattern
+		}
+	}
 	for i := range b.layers {
 		l := &b.layers[i]
-		if l.route != nil && !l.route.match(req.Method, req.Path) || l.Match != nil && !l.Match(req) {
+		if l.route != nil && !l.route.applies(&t, pattern) || l.Match != nil && !l.Match(req) {
 			continue
 		}
 		s := step{l: l, rate: l.Rate}

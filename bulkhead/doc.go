@@ -8,7 +8,8 @@
 // A [Layer] is a key, an optional [Rate] and an optional [Gate] or [KeyedGate]:
 // a global concurrency cap (a Gate, no key), a tenant-tier quota (a Rate picked
 // from [Layer.Tiers] by the identity's tier, keyed by tenant), per-route rates
-// ([Layer.Route] "GET /items" vs "POST /reports/export-pdf") and per-route,
+// ([Layer.Route], a ServeMux pattern: "GET /items/{id}" vs "POST
+// /reports/export-pdf") and per-route,
 // per-tenant concurrency (a KeyedGate). A request passes the layers that apply
 // to it in order; each layer checks its rate first, then takes its gate. The
 // interfaces are small and declared here; the leaves satisfy them as they are:
@@ -87,12 +88,47 @@
 // delay, so a client that waits that long is not refused again by the same
 // rate unless others used the room), and the JSON body
 // {"error","message","retry_after_seconds"} or the output of [Config.Render].
-// The error's text never reaches the client. [Config.RateLimitFields] adds the
-// RateLimit and RateLimit-Policy fields in the structured-field syntax of
-// draft-ietf-httpapi-ratelimit-headers-11 (an Internet-Draft, not an RFC; the
-// syntax may change). The gates are held until the handler returns, panics
-// included, and a request waits for a gate at most [Layer.MaxWait] on its own
-// context.
+// The error's text never reaches the client. The gates are held until the
+// handler returns, panics included, and a request waits for a gate at most
+// [Layer.MaxWait] on its own context.
+//
+// # Routes
+//
+// [Layer.Route] is an http.ServeMux pattern, and a layer applies to exactly
+// the requests a ServeMux holding only that pattern would dispatch to it, so
+// that a limit cannot be walked around by spelling a path differently: the
+// pattern is checked by a real ServeMux in [New] (one it rejects panics there),
+// and requests are matched as ServeMux matches them, on the escaped path,
+// segment by segment. "GET /items/{id}" applies to GET and HEAD /items/7 and to
+// /items/a%2Fb (one segment, "a/b"), not to /items/7/parts; "/{$}" to "/"
+// alone; "/static/" to everything below it; "api.example.com/" to that host
+// only, any port. A request ServeMux would only redirect (an unclean path such
+// as //items/7 or /a/../items/7, or /static for "/static/") reaches no handler,
+// so no layer applies to it; the request that follows the redirect is
+// limited. Each layer routes alone: all layers whose patterns match apply, a
+// broad "/api/" layer included when the application's mux has a more
+// specific pattern. With [Config.RouteByPattern], and the Handler inside the
+// mux around each handler, a layer applies instead exactly when the mux chose
+// its pattern (http.Request.Pattern). Routing allocates nothing, except net/url's
+// EscapedPath for a path sent with escapes.
+//
+// # RateLimit fields
+//
+// [Config.RateLimitFields] adds the RateLimit and RateLimit-Policy fields in
+// the structured-field syntax of draft-ietf-httpapi-ratelimit-headers (an
+// Internet-Draft, not an RFC; the syntax may change), one item per rate layer
+// the request was checked against, counted in requests of [Layer.N] units.
+// They never promise more than the layer enforces, so a client that follows
+// them literally is not refused: RateLimit-Policy's q is the most requests
+// admitted at once (the burst, or the count if less) and w the seconds the
+// rate takes to earn them back, rounded up ("q=2;w=1" for 2/s with a burst of
+// 4, "q=10;w=6" for 100/min with a burst of 10), so that q requests in any w
+// seconds always pass (over a sliding counter, whose estimate weighs the
+// previous window, q requests in any 2w seconds); RateLimit's r is the requests admitted now, at most q,
+// and t the seconds until the key is back to its initial state. On the
+// layer's own refusal, r is 0 and t equals Retry-After: the time until the
+// refused request would be admitted (the next response tells how many more).
+// A layer whose store could not be asked has no item.
 //
 // # Job workers
 //

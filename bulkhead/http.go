@@ -1,6 +1,8 @@
 package bulkhead
 
 import (
+	"math"
+	"math/bits"
 	"net/http"
 	"strconv"
 	"strings"
@@ -57,7 +59,11 @@ func retrySeconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
-	return int64((d + time.Second - 1) / time.Second)
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
 }
 
 // writeFields sets Retry-After (on a rejection), the RateLimit fields and the
@@ -75,23 +81,19 @@ func (b *Bulkhead) writeFields(w http.ResponseWriter, p *plan, rerr *RejectError
 			if !s.hasD {
 				continue
 			}
+			q, win, r, t, ok := rateItem(s, rerr)
+			if !ok {
+				continue
+			}
 			if pol != nil {
 				pol, cur = append(pol, ", "...), append(cur, ", "...)
 			}
-			// draft-ietf-httpapi-ratelimit-headers-11: RateLimit-Policy is a List
-			// of policy items with q (quota) and w (window, seconds); RateLimit a
-			// List of items with r (remaining) and t (seconds until reset).
-			lim := s.d.Limit
-			q := lim.Burst
-			if q == 0 {
-				q = lim.Rate.Count
-			}
 			pol = strconv.AppendQuote(pol, s.l.Name)
 			pol = strconv.AppendInt(append(pol, ";q="...), q, 10)
-			pol = strconv.AppendInt(append(pol, ";w="...), retrySeconds(lim.Rate.Period), 10)
+			pol = strconv.AppendInt(append(pol, ";w="...), win, 10)
 			cur = strconv.AppendQuote(cur, s.l.Name)
-			cur = strconv.AppendInt(append(cur, ";r="...), max(s.d.Remaining, 0), 10)
-			cur = strconv.AppendInt(append(cur, ";t="...), retrySeconds(max(s.d.ResetAfter, s.d.RetryAfter)), 10)
+			cur = strconv.AppendInt(append(cur, ";r="...), r, 10)
+			cur = strconv.AppendInt(append(cur, ";t="...), t, 10)
 		}
 		if pol != nil {
 			w.Header().Set("RateLimit-Policy", string(pol))
@@ -109,6 +111,53 @@ func (b *Bulkhead) writeFields(w http.ResponseWriter, p *plan, rerr *RejectError
 			w.Header().Set(b.degradedHdr, strings.Join(names, ", "))
 		}
 	}
+}
+
+// rateItem returns the RateLimit-Policy (q, w) and RateLimit (r, t)
+// parameters of draft-ietf-httpapi-ratelimit-headers for step s, never more
+// permissive than what the layer enforces, counted in requests (the quota
+// unit the draft assumes), each the layer's N units:
+//
+//   - q is the most requests admitted at once (the burst, or the count if
+//     less), and w the seconds the rate takes to earn them back, rounded up:
+//     q requests in any w seconds are always admitted (in any 2w over a
+//     sliding counter, an estimate), and q/w is never above the rate,
+//     whatever the Burst.
+//   - r is the requests admitted now, at most q; t the seconds, rounded up,
+//     until the key is back to its initial state, with q or more.
+//   - on this layer's own refusal (its rate, or its store under FailClosed),
+//     r is 0 and t is the refusal's Retry-After, the same instant (draft
+//     §6): the time until the refused request would be admitted, after
+//     which the next response tells how many more.
+//
+// ok is false when the decision carries no limit (a store that could not be
+// asked): the layer then has no item rather than a made-up one.
+func rateItem(s *step, rerr *RejectError) (q, w, r, t int64, ok bool) {
+	lim, n := s.d.Limit, s.l.n
+	if lim.Rate.Count <= 0 || lim.Rate.Period <= 0 {
+		return 0, 0, 0, 0, false
+	}
+	burst := lim.Burst
+	if burst <= 0 || burst > lim.Rate.Count {
+		burst = lim.Rate.Count
+	}
+	q = burst / n
+	// The rate earns q·n units back in ⌈q·n·Period/Count⌉.
+	hi, lo := bits.Mul64(uint64(lim.Rate.Period), uint64(q*n))
+	earn := time.Duration(math.MaxInt64)
+	if hi < uint64(lim.Rate.Count) {
+		quo, rem := bits.Div64(hi, lo, uint64(lim.Rate.Count))
+		if rem > 0 {
+			quo++
+		}
+		earn = time.Duration(min(quo, math.MaxInt64))
+	}
+	w = max(retrySeconds(earn), 1)
+	if rerr != nil && rerr.Layer == s.l.Name && (rerr.Reason == ReasonLimited || rerr.Reason == ReasonUnavailable) {
+		return q, w, 0, retrySeconds(rerr.Delay), true
+	}
+	r = min(max(s.d.Remaining, 0)/n, q)
+	return q, w, r, retrySeconds(s.d.ResetAfter), true
 }
 
 // writeBody writes the default JSON rejection body: the seed's shape, with a
