@@ -49,12 +49,16 @@ type Class struct {
 	// Name names the class in Submit, Do and Stats. Required, unique.
 	Name string
 
-	// Reserved is how many of the Workers' limit only this class and the
-	// classes before it in WorkersConfig.Classes may use: classes after it
-	// start a job only while, after starting it, the unused reservations of
-	// every class before them are still free. The classes before it may use
-	// all of it. If zero, nothing is reserved. The Reserved of all classes
-	// together may not exceed the limit.
+	// Reserved is how many of the Workers' limit are kept for this class
+	// alone, whatever the priority of the others: a job of any other class,
+	// higher or lower, starts only while, after starting it, the unused
+	// reservations of every other class are still free. So a flood of a
+	// higher class cannot take a lower class's reservation, and a flood of a
+	// lower class cannot take a higher class's. Beyond its reservation, a
+	// class competes for the rest of the limit by priority. If zero, nothing
+	// is reserved. The Reserved of all classes together may not exceed the
+	// limit, and must leave room for one job of every class with no Reserved
+	// of its own (a class that could never start a job is refused).
 	Reserved int64
 
 	// MaxQueue bounds the class's backlog: a job submitted while MaxQueue jobs
@@ -155,8 +159,9 @@ type WorkersConfig struct {
 // before the slot so that starts stay smooth when the Gate is the bottleneck;
 // the price is a permit held for up to one start interval before its job
 // starts. Priority is strict: a higher class with queued jobs and room always
-// goes first, so a steady flood of a higher class can starve lower ones (that
-// is what the reservation of the lower class is for). Reservations and
+// goes first, so a steady flood of a higher class can starve lower ones of
+// everything but their reservations (see [Class.Reserved]: a reservation is
+// kept for its class alone, against higher and lower classes alike). Reservations and
 // priorities are decided in this process: a Gate shared by the fleet knows
 // nothing of classes, so one process's background jobs can fill a fleet-wide
 // Gate that another process's interactive jobs then wait for.
@@ -255,7 +260,9 @@ const (
 // NewWorkers returns a Workers that runs at most limit jobs at once. It panics
 // on a programmer error: limit < 1, a class without a Name or with a duplicate
 // one, a negative Reserved or MaxQueue, Reserved adding up to more than limit,
-// or HandBack without OnUnstarted. It starts no goroutine.
+// a class without Reserved that the others' Reserved leave no room (it could
+// never start a job), or HandBack without OnUnstarted. It starts no
+// goroutine.
 func NewWorkers(limit int64, cfg WorkersConfig) *Workers {
 	if limit < 1 {
 		panic("bulkhead: NewWorkers: limit < 1")
@@ -296,6 +303,13 @@ func NewWorkers(limit int64, cfg WorkersConfig) *Workers {
 		cl := &class{name: c.Name, reserved: c.Reserved, maxQueue: c.MaxQueue}
 		w.classes = append(w.classes, cl)
 		w.byName[c.Name] = cl
+	}
+	// A class with a reservation can always start a job in it; one without
+	// starts its first job only if the others' reservations leave room.
+	for _, c := range w.classes {
+		if c.reserved == 0 && reserved >= limit {
+			panic(fmt.Sprintf("bulkhead: NewWorkers: class %s: the Reserved of the other classes take the whole limit (%d)", c.name, limit))
+		}
 	}
 	w.runCtx, w.abort = context.WithCancelCause(context.Background())
 	w.dispatchCtx, w.stopDispatch = context.WithCancelCause(w.runCtx)
@@ -398,14 +412,19 @@ func (w *Workers) kickLocked() {
 }
 
 // pickableLocked returns the highest class that has a queued job and room to
-// start it, or nil.
+// start it, or nil. A class has room while it runs fewer jobs than it
+// reserves, or while starting one leaves the unused reservations of every
+// other class free (see Class.Reserved). Every start keeps running plus the
+// unused reservations of all classes at most the limit.
 func (w *Workers) pickableLocked() *class {
-	var held int64 // unused reservations of the classes before c
+	var unused int64 // of all classes
 	for _, c := range w.classes {
-		if len(c.queue) > 0 && w.running+1+held <= w.limit {
+		unused += max(0, c.reserved-c.running)
+	}
+	for _, c := range w.classes {
+		if len(c.queue) > 0 && (c.running < c.reserved || w.running+1+unused <= w.limit) {
 			return c
 		}
-		held += max(0, c.reserved-c.running)
 	}
 	return nil
 }

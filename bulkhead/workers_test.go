@@ -195,7 +195,7 @@ func canceled() context.Context {
 
 // TestWorkersReservation: with limit 4 and classes a (1 reserved), b (1
 // reserved), c: a flood of c takes 2, b then takes 1 (a's reservation stays
-// free), a takes the last one; a may use all 4 when nothing else runs.
+// free), a takes the last one.
 func TestWorkersReservation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := bulkhead.NewWorkers(4, bulkhead.WorkersConfig{Classes: []bulkhead.Class{
@@ -226,7 +226,7 @@ func TestWorkersReservation(t *testing.T) {
 		if a, b, c := running(); a != 1 || b != 1 || c != 2 {
 			t.Errorf("after a flood: running a=%d b=%d c=%d, want 1 1 2", a, b, c)
 		}
-		close(block) // every job returns at once; a drains first with all 4
+		close(block) // every job returns at once; a drains first with 3, b beside it with its 1
 		shutdown(t, w)
 		for _, cs := range w.Stats().Classes {
 			if cs.Started != 10 || cs.Finished != 10 {
@@ -236,20 +236,36 @@ func TestWorkersReservation(t *testing.T) {
 	})
 }
 
-// TestWorkersHigherClassUsesAll: a class may use the reservations of the
-// classes after it.
-func TestWorkersHigherClassUsesAll(t *testing.T) {
+// TestWorkersClassUsesUnreserved: a class may use all of the limit that no
+// other class reserves, but not another class's unused reservation, even a
+// lower class's (until 85c20e6 a higher class took lower reservations).
+func TestWorkersClassUsesUnreserved(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := bulkhead.NewWorkers(4, bulkhead.WorkersConfig{Classes: []bulkhead.Class{
-			{Name: "hi"}, {Name: "lo", Reserved: 3},
+			{Name: "hi"}, {Name: "lo", Reserved: 3}, {Name: "none"},
 		}})
 		block := make(chan struct{})
+		job := func(ctx context.Context) error { <-block; return nil }
 		for range 6 {
-			mustSubmit(t, w, "hi", func(ctx context.Context) error { <-block; return nil })
+			mustSubmit(t, w, "hi", job)
+		}
+		synctest.Wait()
+		if st := w.Stats(); st.Running != 1 {
+			t.Errorf("hi alone: Running = %d, want 1 (lo reserves 3)", st.Running)
+		}
+		close(block)
+		shutdown(t, w)
+
+		w = bulkhead.NewWorkers(4, bulkhead.WorkersConfig{Classes: []bulkhead.Class{
+			{Name: "hi"}, {Name: "lo", Reserved: 3},
+		}})
+		block = make(chan struct{})
+		for range 6 {
+			mustSubmit(t, w, "lo", job)
 		}
 		synctest.Wait()
 		if st := w.Stats(); st.Running != 4 {
-			t.Errorf("Running = %d, want 4", st.Running)
+			t.Errorf("lo alone: Running = %d, want 4 (its 3 and the unreserved 1)", st.Running)
 		}
 		close(block)
 		shutdown(t, w)
@@ -627,5 +643,118 @@ func TestWorkersZero(t *testing.T) {
 	}
 	if st := w.Stats(); st.Limit != 0 || len(st.Classes) != 0 {
 		t.Errorf("Stats = %+v", st)
+	}
+}
+
+// TestWorkersEveryClassCanStart: NewWorkers refuses a configuration in which
+// some class can never start a job (the other classes' reservations take
+// the whole limit), and accepts every one in which each class can start one.
+func TestWorkersEveryClassCanStart(t *testing.T) {
+	cls := func(reserved ...int64) []bulkhead.Class {
+		var cs []bulkhead.Class
+		for i, r := range reserved {
+			cs = append(cs, bulkhead.Class{Name: string(rune('a' + i)), Reserved: r})
+		}
+		return cs
+	}
+	for _, tc := range []struct {
+		limit    int64
+		reserved []int64
+		want     string // the panic, or "" if accepted
+	}{
+		{4, []int64{4, 0}, "bulkhead: NewWorkers: class b: the Reserved of the other classes take the whole limit (4)"},
+		{4, []int64{0, 4}, "bulkhead: NewWorkers: class a: the Reserved of the other classes take the whole limit (4)"},
+		{4, []int64{2, 2, 0}, "bulkhead: NewWorkers: class c: the Reserved of the other classes take the whole limit (4)"},
+		{1, []int64{1, 0}, "bulkhead: NewWorkers: class b: the Reserved of the other classes take the whole limit (1)"},
+		{4, []int64{2, 2}, ""},
+		{4, []int64{4}, ""},
+		{4, []int64{3, 0}, ""},
+		{4, []int64{0, 3}, ""},
+		{4, []int64{1, 1, 1, 1}, ""},
+		{4, []int64{1, 1, 1, 0, 0}, ""},
+		{1, []int64{0, 0}, ""},
+	} {
+		t.Run(fmt.Sprint(tc.limit, tc.reserved), func(t *testing.T) {
+			var got any
+			var w *bulkhead.Workers
+			func() {
+				defer func() { got = recover() }()
+				w = bulkhead.NewWorkers(tc.limit, bulkhead.WorkersConfig{Classes: cls(tc.reserved...)})
+			}()
+			if tc.want != "" {
+				if got != tc.want {
+					t.Errorf("panic %v, want %q", got, tc.want)
+				}
+				return
+			}
+			if got != nil {
+				t.Fatalf("panic %v, want none", got)
+			}
+			shutdown(t, w)
+			// Accepted: each class, alone, starts a job.
+			synctest.Test(t, func(t *testing.T) {
+				w := bulkhead.NewWorkers(tc.limit, bulkhead.WorkersConfig{Classes: cls(tc.reserved...)})
+				defer shutdown(t, w)
+				for _, c := range cls(tc.reserved...) {
+					ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+					if err := w.Do(ctx, c.Name, func(context.Context) error { return nil }); err != nil {
+						t.Errorf("class %s: Do = %v, want nil", c.Name, err)
+					}
+					cancel()
+				}
+			})
+		})
+	}
+}
+
+// TestWorkersReservationIsOwn: a class's reservation is for that class alone,
+// whatever the priority of the others: a flood of the higher class leaves
+// the lower class's reservation free, and a flood of the lower class leaves
+// the higher class's free. Both with jobs started as soon as there is room
+// and through the Pace.
+func TestWorkersReservationIsOwn(t *testing.T) {
+	for _, paced := range []bool{false, true} {
+		t.Run(fmt.Sprint("paced=", paced), func(t *testing.T) {
+			for _, tc := range []struct {
+				flood, other         string
+				floodMost, otherMost int64
+			}{
+				{"hi", "lo", 5, 3}, // hi flood: lo's 3 stay free
+				{"lo", "hi", 6, 2}, // lo flood: hi's 2 stay free
+			} {
+				synctest.Test(t, func(t *testing.T) {
+					cfg := bulkhead.WorkersConfig{Classes: []bulkhead.Class{
+						{Name: "hi", Reserved: 2}, {Name: "lo", Reserved: 3},
+					}}
+					if paced {
+						cfg.Pace = pace(100)
+					}
+					w := bulkhead.NewWorkers(8, cfg)
+					block := make(chan struct{})
+					job := func(context.Context) error { <-block; return nil }
+					for range 20 {
+						mustSubmit(t, w, tc.flood, job)
+					}
+					time.Sleep(time.Second)
+					synctest.Wait()
+					if st, _ := w.Stats().Class(tc.flood); st.Running != tc.floodMost {
+						t.Errorf("%s flood: %d running, want %d", tc.flood, st.Running, tc.floodMost)
+					}
+					for range 20 {
+						mustSubmit(t, w, tc.other, job)
+					}
+					time.Sleep(time.Second)
+					synctest.Wait()
+					st := w.Stats()
+					f, _ := st.Class(tc.flood)
+					o, _ := st.Class(tc.other)
+					if f.Running != tc.floodMost || o.Running != tc.otherMost || st.Running != 8 {
+						t.Errorf("then %s: running %s=%d %s=%d, want %d and %d", tc.other, tc.flood, f.Running, tc.other, o.Running, tc.floodMost, tc.otherMost)
+					}
+					close(block)
+					shutdown(t, w)
+				})
+			}
+		})
 	}
 }
