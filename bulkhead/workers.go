@@ -98,7 +98,8 @@ type WorkersConfig struct {
 	// Pace's or the Gate's error when its start failed. A job given to Do is
 	// not passed here: Do returns the error. It is called without locks held,
 	// on the goroutine of Shutdown or of the throttle's dispatcher, and may
-	// call Stats (Submit after Shutdown returns ErrClosed).
+	// call Stats (Submit after Shutdown returns ErrClosed). It must not call
+	// Shutdown: Shutdown waits for it to return.
 	OnUnstarted func(class string, job func(context.Context) error, err error)
 
 	// OnStart, if non-nil, is called with the class and the time the job
@@ -217,13 +218,15 @@ type Workers struct {
 
 	mu sync.Mutex
 	// mu guards:
-	running     int64 // jobs running, all classes
-	goroutines  int   // dispatcher and job goroutines alive
-	dispatching bool  // the dispatcher is alive
-	closed      bool  // Shutdown began: no intake
-	stopped     bool  // no more dispatching (HandBack, or Shutdown's ctx ended)
-	done        chan struct{}
-	doneClosed  bool
+	running     int64         // jobs running, all classes
+	goroutines  int           // dispatcher and job goroutines alive
+	dispatching bool          // the dispatcher is alive
+	closed      bool          // Shutdown began: no intake
+	stopped     bool          // no more dispatching (HandBack, or Shutdown's ctx ended)
+	handing     int           // batches of jobs taken from the queues, not yet all handed back
+	inShutdown  int           // running jobs that are calling Shutdown themselves
+	drained     bool          // closed, nothing queued, and every job left running called Shutdown
+	changed     chan struct{} // closed (and cleared) when what Shutdown waits for changes; nil if no one waits
 }
 
 type class struct {
@@ -249,13 +252,21 @@ type entry struct {
 	delay  time.Duration // from queued to the start; set when it starts
 	res    chan error    // Do only; buffered
 	state  int           // guarded by Workers.mu
+	// shutdowns counts the calls of Shutdown made with the job's context
+	// that are under way; guarded by Workers.mu.
+	shutdowns int
 }
 
 const (
 	queuedState = iota
 	startedState
 	removedState
+	finishedState
 )
+
+// jobKey is the context key under which a job's context holds its entry, so
+// that Shutdown can tell that it is called from that job.
+type jobKey struct{}
 
 // NewWorkers returns a Workers that runs at most limit jobs at once. It panics
 // on a programmer error: limit < 1, a class without a Name or with a duplicate
@@ -282,7 +293,6 @@ func NewWorkers(limit int64, cfg WorkersConfig) *Workers {
 		handBack:    cfg.HandBack,
 		onUnstarted: cfg.OnUnstarted,
 		onStart:     cfg.OnStart,
-		done:        make(chan struct{}),
 	}
 	var reserved int64
 	for _, c := range classes {
@@ -352,7 +362,7 @@ func (w *Workers) Do(ctx context.Context, class string, job func(context.Context
 	if e.state == queuedState {
 		w.removeLocked(e)
 		e.c.stats.Canceled++
-		w.checkDoneLocked()
+		w.changedLocked()
 		w.mu.Unlock()
 		return ctx.Err()
 	}
@@ -635,7 +645,7 @@ func (w *Workers) acquire() (*worker, error) {
 // run runs e's job with a context derived from e.ctx and parent, and records
 // its end.
 func (w *Workers) run(parent context.Context, e *entry) {
-	ctx, cancel := context.WithCancelCause(e.ctx)
+	ctx, cancel := context.WithCancelCause(context.WithValue(e.ctx, jobKey{}, e))
 	stop := context.AfterFunc(parent, func() { cancel(context.Cause(parent)) })
 	var err error
 	defer func() {
@@ -648,6 +658,14 @@ func (w *Workers) run(parent context.Context, e *entry) {
 		c.stats.Finished++
 		if err != nil {
 			c.stats.Failed++
+		}
+		e.state = finishedState
+		if e.shutdowns > 0 {
+			// Left behind by the job (say, on a goroutine of its own), those
+			// calls now wait as any other caller does.
+			e.shutdowns = 0
+			w.inShutdown--
+			w.changedLocked()
 		}
 		w.kickLocked()
 		w.mu.Unlock()
@@ -664,26 +682,86 @@ func (w *Workers) run(parent context.Context, e *entry) {
 // exitLocked records that a goroutine of w ends.
 func (w *Workers) exitLocked() {
 	w.goroutines--
-	w.checkDoneLocked()
+	w.changedLocked()
 }
 
-// checkDoneLocked closes done once Shutdown began and nothing is left.
-func (w *Workers) checkDoneLocked() {
-	if !w.closed || w.doneClosed || w.goroutines > 0 {
-		return
+// changedLocked wakes every Shutdown waiting for w to be done.
+func (w *Workers) changedLocked() {
+	if w.changed != nil {
+		close(w.changed)
+		w.changed = nil
 	}
+}
+
+// doneLocked reports whether Shutdown, called from the job self (nil: from
+// outside every job), has nothing left to wait for: no job queued, none being
+// handed back, and no goroutine of w alive but those of the jobs that are
+// themselves calling Shutdown (for a call from outside, none at all).
+func (w *Workers) doneLocked(self *entry) bool {
+	if w.handing > 0 {
+		return false
+	}
+	if self == nil || self.shutdowns == 0 { // from outside, or its job has returned
+		return w.goroutines == 0 && w.queuedLocked() == 0
+	}
+	// Once every job still running is one calling Shutdown, nothing else
+	// can start (intake is closed, the queues are empty): each of those
+	// calls returns, even after another of them returned and its job runs
+	// on.
+	if !w.drained && w.goroutines == w.inShutdown && w.queuedLocked() == 0 {
+		w.drained = true
+	}
+	return w.drained
+}
+
+// queuedLocked returns how many jobs are queued, all classes.
+func (w *Workers) queuedLocked() int {
+	n := 0
 	for _, c := range w.classes {
-		if len(c.queue) > 0 {
-			return
+		n += len(c.queue)
+	}
+	return n
+}
+
+// wait waits until Shutdown, called from the job self or from outside (nil),
+// has nothing left to wait for, and returns nil, or until ctx ends, and
+// returns ctx.Err().
+func (w *Workers) wait(ctx context.Context, self *entry) error {
+	for {
+		w.mu.Lock()
+		if w.doneLocked(self) {
+			w.mu.Unlock()
+			return nil
+		}
+		if w.changed == nil {
+			w.changed = make(chan struct{})
+		}
+		changed := w.changed
+		w.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
-	w.doneClosed = true
-	close(w.done)
+}
+
+// handBackAll gives back the jobs that takeAllLocked took, then records that
+// this batch is handed back.
+func (w *Workers) handBackAll(back []*entry) {
+	for _, e := range back {
+		w.giveBack(e, ErrClosed)
+	}
+	w.mu.Lock()
+	w.handing--
+	w.changedLocked()
+	w.mu.Unlock()
 }
 
 // takeAllLocked stops dispatching and empties every queue, returning the jobs
-// in priority order.
+// in priority order. The caller must pass them to handBackAll.
 func (w *Workers) takeAllLocked(cause error) []*entry {
+	w.handing++
 	w.stopped = true
 	w.stopDispatch(cause)
 	var all []*entry
@@ -707,39 +785,65 @@ func (w *Workers) takeAllLocked(cause error) []*entry {
 // cancels the contexts of the running jobs with a cause matching ErrAborted,
 // waits for them to return, and returns an error that counts them and
 // matches ctx.Err(). A job that ignores its context therefore delays
-// Shutdown: it returns only when every goroutine of the Workers has ended.
-// Shutdown may be called more than once and concurrently; every call waits.
+// Shutdown: it returns only when every goroutine of the Workers has ended
+// and every job taken from the queues has been handed back.
+//
+// Shutdown may be called more than once and concurrently; every call waits as
+// the first does. A job may call Shutdown itself, with its own context or
+// one derived from it (Shutdown recognises the job by it): it cannot wait
+// for itself, so it waits for everything else (the backlog, the other jobs,
+// other jobs calling Shutdown excepted) and returns while the calling job
+// still runs; a Shutdown from outside the jobs still waits for that job to
+// return. A job that calls Shutdown with some other context is not
+// recognised, and Shutdown then waits for it as for any job, that is for
+// ever, since it is the job: give it the job's context.
 func (w *Workers) Shutdown(ctx context.Context) error {
 	if w.limit == 0 {
 		return nil
 	}
+	self, _ := ctx.Value(jobKey{}).(*entry)
 	w.mu.Lock()
+	if self != nil && (self.state != startedState || !slices.Contains(w.classes, self.c)) {
+		self = nil // a job of another Workers, or one that has returned
+	}
+	if self != nil {
+		self.shutdowns++
+		if self.shutdowns == 1 {
+			w.inShutdown++
+			w.changedLocked()
+		}
+		defer func() {
+			w.mu.Lock()
+			if self.shutdowns > 0 {
+				self.shutdowns--
+				if self.shutdowns == 0 {
+					w.inShutdown--
+				}
+			}
+			w.mu.Unlock()
+		}()
+	}
 	w.closed = true
+	took := w.handBack && !w.stopped
 	var back []*entry
-	if w.handBack && !w.stopped {
+	if took {
 		back = w.takeAllLocked(ErrClosed)
 	}
-	w.checkDoneLocked()
 	w.mu.Unlock()
-	for _, e := range back {
-		w.giveBack(e, ErrClosed)
+	if took {
+		w.handBackAll(back)
 	}
-	select {
-	case <-w.done:
+	if w.wait(ctx, self) == nil {
 		return nil
-	case <-ctx.Done():
 	}
 	cause := fmt.Errorf("%w (%w)", ErrAborted, context.Cause(ctx))
 	w.mu.Lock()
 	back = w.takeAllLocked(ErrClosed)
 	aborted := w.running
 	w.abort(cause)
-	w.checkDoneLocked()
 	w.mu.Unlock()
-	for _, e := range back {
-		w.giveBack(e, ErrClosed)
-	}
-	<-w.done
+	w.handBackAll(back)
+	w.wait(context.Background(), self)
 	return fmt.Errorf("bulkhead: shutdown: %d queued jobs handed back, %d running jobs cancelled: %w", len(back), aborted, ctx.Err())
 }
 

@@ -423,6 +423,16 @@ func TestWorkersShutdownHandsBack(t *testing.T) {
 		if st.Submitted != 21 || st.Finished != 2 || st.HandedBack != 19 {
 			t.Errorf("stats %+v: want 21 submitted, 2 finished, 19 handed back", st)
 		}
+
+		// Nothing queued: nothing to hand back, Shutdown returns at once.
+		w = bulkhead.NewWorkers(2, bulkhead.WorkersConfig{HandBack: true, OnUnstarted: func(string, func(context.Context) error, error) {}})
+		mustSubmit(t, w, bulkhead.DefaultClass, r.job("one", time.Second))
+		synctest.Wait()
+		t0 := time.Now()
+		shutdown(t, w)
+		if time.Since(t0) != time.Second {
+			t.Errorf("Shutdown with nothing queued took %v, want 1s (the running job)", time.Since(t0))
+		}
 	})
 }
 
@@ -755,6 +765,163 @@ func TestWorkersReservationIsOwn(t *testing.T) {
 					shutdown(t, w)
 				})
 			}
+		})
+	}
+}
+
+// TestWorkersShutdownFromJob: a job that calls Shutdown with its own context
+// does not wait for itself: Shutdown returns nil once everything else has
+// run, and, if its context ends first, an error matching ctx.Err() once the
+// other jobs returned. An outside Shutdown still waits for that job too.
+func TestWorkersShutdownFromJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := bulkhead.NewWorkers(2, bulkhead.WorkersConfig{})
+		var r recorder
+		for i := range 4 {
+			mustSubmit(t, w, bulkhead.DefaultClass, r.job(fmt.Sprint(i), time.Second))
+		}
+		inner := make(chan error, 1)
+		t0 := time.Now()
+		mustSubmit(t, w, bulkhead.DefaultClass, func(ctx context.Context) error {
+			inner <- w.Shutdown(ctx)
+			time.Sleep(time.Second)
+			return nil
+		})
+		if err := <-inner; err != nil || time.Since(t0) != 2*time.Second {
+			t.Errorf("Shutdown from a job = %v after %v, want nil after 2s (the 4 others ran)", err, time.Since(t0))
+		}
+		if starts, _, _ := r.snapshot(); len(starts) != 4 {
+			t.Errorf("%d others ran, want 4", len(starts))
+		}
+		shutdown(t, w)
+		if time.Since(t0) != 3*time.Second || w.Stats().Running != 0 {
+			t.Errorf("outside Shutdown returned after %v with %d running, want 3s and 0", time.Since(t0), w.Stats().Running)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		w := bulkhead.NewWorkers(2, bulkhead.WorkersConfig{})
+		var r recorder
+		mustSubmit(t, w, bulkhead.DefaultClass, r.job("long", time.Hour))
+		inner := make(chan error, 1)
+		t0 := time.Now()
+		mustSubmit(t, w, bulkhead.DefaultClass, func(ctx context.Context) error {
+			sctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			inner <- w.Shutdown(sctx)
+			return nil
+		})
+		if err := <-inner; !errors.Is(err, context.DeadlineExceeded) || time.Since(t0) != time.Minute {
+			t.Errorf("Shutdown from a job = %v after %v, want DeadlineExceeded after 1m", err, time.Since(t0))
+		}
+		shutdown(t, w)
+		if st := w.Stats(); st.Running != 0 || st.Classes[0].Finished != 2 {
+			t.Errorf("stats %+v, want 2 finished, none running", st)
+		}
+	})
+	// Two jobs, under a Gate, each calling Shutdown: neither waits for the
+	// other.
+	synctest.Test(t, func(t *testing.T) {
+		w := bulkhead.NewWorkers(3, bulkhead.WorkersConfig{Gate: semaphore.New(3, semaphore.Config{})})
+		start := make(chan struct{})
+		inner := make(chan error, 2)
+		for range 2 {
+			mustSubmit(t, w, bulkhead.DefaultClass, func(ctx context.Context) error {
+				<-start
+				inner <- w.Shutdown(ctx)
+				time.Sleep(time.Second)
+				return nil
+			})
+		}
+		synctest.Wait()
+		t0 := time.Now()
+		close(start)
+		for range 2 {
+			if err := <-inner; err != nil || time.Since(t0) != 0 {
+				t.Errorf("Shutdown from one of two jobs = %v after %v, want nil at once", err, time.Since(t0))
+			}
+		}
+		shutdown(t, w)
+	})
+	// A job leaves its Shutdown on a goroutine of its own and returns: that
+	// Shutdown's context (the job's) has ended, so it cancels the other job
+	// and returns ctx.Err() once that one returned.
+	synctest.Test(t, func(t *testing.T) {
+		w := bulkhead.NewWorkers(3, bulkhead.WorkersConfig{})
+		mustSubmit(t, w, bulkhead.DefaultClass, func(ctx context.Context) error {
+			time.Sleep(time.Second) // ignoring ctx
+			return nil
+		})
+		left := make(chan error, 1)
+		leave := make(chan struct{})
+		mustSubmit(t, w, bulkhead.DefaultClass, func(ctx context.Context) error {
+			go func() { left <- w.Shutdown(ctx) }()
+			<-leave
+			return nil
+		})
+		synctest.Wait()
+		t0 := time.Now()
+		close(leave)
+		if err := <-left; !errors.Is(err, context.Canceled) || time.Since(t0) != time.Second {
+			t.Errorf("Shutdown left behind by its job = %v after %v, want context.Canceled after 1s", err, time.Since(t0))
+		}
+		if st := w.Stats(); st.Running != 0 || st.Classes[0].Finished != 2 {
+			t.Errorf("stats %+v after the left-behind Shutdown, want 2 finished, 0 running", st)
+		}
+	})
+}
+
+// TestWorkersConcurrentShutdownWaitsForHandBack: while one Shutdown hands the
+// backlog back (OnUnstarted still running), another Shutdown does not return:
+// a program that exits when it returns would lose the jobs not yet put back.
+func TestWorkersConcurrentShutdownWaitsForHandBack(t *testing.T) {
+	for _, handBack := range []bool{true, false} {
+		t.Run(fmt.Sprint("HandBack=", handBack), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				release := make(chan struct{})
+				var back atomic.Int64
+				w := bulkhead.NewWorkers(1, bulkhead.WorkersConfig{
+					HandBack: handBack,
+					OnUnstarted: func(string, func(context.Context) error, error) {
+						<-release
+						back.Add(1)
+					},
+				})
+				block := make(chan struct{})
+				mustSubmit(t, w, bulkhead.DefaultClass, func(ctx context.Context) error {
+					select {
+					case <-block:
+					case <-ctx.Done():
+					}
+					return nil
+				})
+				for range 3 {
+					mustSubmit(t, w, bulkhead.DefaultClass, func(context.Context) error { return nil })
+				}
+				synctest.Wait()
+				first := make(chan error, 1)
+				if handBack {
+					go func() { first <- w.Shutdown(context.Background()) }()
+				} else {
+					go func() { first <- w.Shutdown(canceled()) }() // hands back at once
+				}
+				synctest.Wait() // the first Shutdown is in OnUnstarted
+				close(block)
+				second := make(chan error, 1)
+				go func() { second <- w.Shutdown(context.Background()) }()
+				synctest.Wait()
+				select {
+				case err := <-second:
+					t.Errorf("HandBack %v: second Shutdown = %v while the backlog was being handed back (%d of 3 back)", handBack, err, back.Load())
+					second <- err
+				default:
+				}
+				close(release)
+				<-first
+				<-second
+				if back.Load() != 3 {
+					t.Errorf("%d handed back, want 3", back.Load())
+				}
+			})
 		})
 	}
 }
