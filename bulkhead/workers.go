@@ -44,6 +44,18 @@ type Pacer interface {
 	Wait(ctx context.Context, n int64) error
 }
 
+// A Job is what Submit queues: the function to run, and the value it is
+// for, which the Workers hands back as is if the job never runs.
+type Job struct {
+	// Run is the job. Required.
+	Run func(context.Context) error
+
+	// Value, if set, tells the submitter which job this is: the broker
+	// message to put back, a task id. The Workers never reads it; it is
+	// handed back, in the Job, to WorkersConfig.OnUnstarted.
+	Value any
+}
+
 // A Class is a priority class of jobs.
 type Class struct {
 	// Name names the class in Submit, Do and Stats. Required, unique.
@@ -93,14 +105,15 @@ type WorkersConfig struct {
 	// schedule.
 	HandBack bool
 
-	// OnUnstarted, if non-nil, receives every job given to Submit that will
-	// never run, with the reason: ErrClosed when Shutdown hands it back, or the
+	// OnUnstarted, if non-nil, receives every Job given to Submit that will
+	// never run, as it was submitted (its Value says which message to put
+	// back), with the reason: ErrClosed when Shutdown hands it back, or the
 	// Pace's or the Gate's error when its start failed. A job given to Do is
 	// not passed here: Do returns the error. It is called without locks held,
 	// on the goroutine of Shutdown or of the throttle's dispatcher, and may
 	// call Stats (Submit after Shutdown returns ErrClosed). It must not call
 	// Shutdown: Shutdown waits for it to return.
-	OnUnstarted func(class string, job func(context.Context) error, err error)
+	OnUnstarted func(class string, job Job, err error)
 
 	// OnStart, if non-nil, is called with the class and the time the job
 	// spent queued (from Submit or Do to its start, the delay ClassStats
@@ -124,12 +137,15 @@ type WorkersConfig struct {
 //			{Name: "background", MaxQueue: 1000},
 //		},
 //		Pace: shaper.NewQueue(shaper.PerSecond(5), shaper.QueueConfig{}),
-//		OnUnstarted: func(class string, job func(context.Context) error, err error) {
-//			// put the message back on the broker
+//		OnUnstarted: func(class string, job bulkhead.Job, err error) {
+//			job.Value.(broker.Message).Nack(0) // never ran: put it back
 //		},
 //	})
 //	for msg := range broker.Messages(ctx) {
-//		err := w.Submit(ctx, "background", func(ctx context.Context) error { return export(ctx, msg) })
+//		err := w.Submit(ctx, "background", bulkhead.Job{
+//			Run:   func(ctx context.Context) error { return export(ctx, msg) },
+//			Value: msg,
+//		})
 //		if re, ok := errors.AsType[*bulkhead.RejectError](err); ok {
 //			msg.Nack(re.RetryAfter()) // backlog full: let the broker keep it
 //		} else if err != nil {
@@ -204,7 +220,7 @@ type Workers struct {
 	pace        Pacer
 	gate        Gate
 	handBack    bool
-	onUnstarted func(string, func(context.Context) error, error)
+	onUnstarted func(string, Job, error)
 	onStart     func(string, time.Duration)
 
 	// runCtx is the parent of every job's context; abort cancels it when
@@ -246,7 +262,7 @@ type entry struct {
 	// ctx is the submitter's context, kept only to derive the job's context
 	// from: for Submit without its cancellation.
 	ctx    context.Context
-	job    func(context.Context) error
+	job    Job
 	c      *class
 	queued time.Time
 	delay  time.Duration // from queued to the start; set when it starts
@@ -326,17 +342,21 @@ func NewWorkers(limit int64, cfg WorkersConfig) *Workers {
 	return w
 }
 
-// Submit queues job in class and returns nil; job runs later on a goroutine
-// of the Workers (see the type's doc for its context). Submit never waits. It
-// returns without queueing anything:
+// Submit queues job in class and returns nil; job.Run runs later on a
+// goroutine of the Workers (see the type's doc for its context), or, if it
+// never runs, OnUnstarted receives job. Submit never waits. It returns
+// without queueing anything:
 //   - ctx.Err() if ctx is already done;
 //   - ErrClosed after Shutdown began (and from a zero Workers);
 //   - an error matching ErrUnknownClass if class is not configured;
 //   - a *RejectError matching ErrQueueFull, with a RetryAfter estimate, if
 //     the class's backlog is full.
 //
-// A nil job panics.
-func (w *Workers) Submit(ctx context.Context, class string, job func(context.Context) error) error {
+// A Job without Run panics.
+func (w *Workers) Submit(ctx context.Context, class string, job Job) error {
+	if job.Run == nil {
+		panic("bulkhead: Workers: Job without Run")
+	}
 	_, err := w.enqueue(ctx, class, job, false)
 	return err
 }
@@ -349,7 +369,10 @@ func (w *Workers) Submit(ctx context.Context, class string, job func(context.Con
 // Pace's or the Gate's error; if Shutdown hands it back, ErrClosed. The job
 // runs on a goroutine of the Workers, not Do's. A nil job panics.
 func (w *Workers) Do(ctx context.Context, class string, job func(context.Context) error) error {
-	e, err := w.enqueue(ctx, class, job, true)
+	if job == nil {
+		panic("bulkhead: Workers: nil job")
+	}
+	e, err := w.enqueue(ctx, class, Job{Run: job}, true)
 	if err != nil {
 		return err
 	}
@@ -370,10 +393,7 @@ func (w *Workers) Do(ctx context.Context, class string, job func(context.Context
 	return <-e.res
 }
 
-func (w *Workers) enqueue(ctx context.Context, name string, job func(context.Context) error, wait bool) (*entry, error) {
-	if job == nil {
-		panic("bulkhead: Workers: nil job")
-	}
+func (w *Workers) enqueue(ctx context.Context, name string, job Job, wait bool) (*entry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -676,7 +696,7 @@ func (w *Workers) run(parent context.Context, e *entry) {
 	if w.onStart != nil {
 		w.onStart(e.c.name, e.delay)
 	}
-	err = e.job(ctx)
+	err = e.job.Run(ctx)
 }
 
 // exitLocked records that a goroutine of w ends.

@@ -67,7 +67,7 @@ func pace(perSecond int64) *shaper.Queue {
 
 func mustSubmit(t *testing.T, w *bulkhead.Workers, class string, job func(context.Context) error) {
 	t.Helper()
-	if err := w.Submit(t.Context(), class, job); err != nil {
+	if err := w.Submit(t.Context(), class, bulkhead.Job{Run: job}); err != nil {
 		t.Fatalf("Submit(%q) = %v, want nil", class, err)
 	}
 }
@@ -318,7 +318,7 @@ func TestWorkersQueueFull(t *testing.T) {
 			for w.Stats().Classes[0].Queued < 2 {
 				mustSubmit(t, w, "bg", job)
 			}
-			err := w.Submit(t.Context(), "bg", job)
+			err := w.Submit(t.Context(), "bg", bulkhead.Job{Run: job})
 			re, ok := errors.AsType[*bulkhead.RejectError](err)
 			if !errors.Is(err, bulkhead.ErrQueueFull) || !ok {
 				t.Fatalf("Submit on a full backlog = %v, want a *RejectError matching ErrQueueFull", err)
@@ -352,7 +352,7 @@ func TestWorkersShutdownDrains(t *testing.T) {
 		var unstarted atomic.Int64
 		w := bulkhead.NewWorkers(2, bulkhead.WorkersConfig{
 			Pace:        pace(5),
-			OnUnstarted: func(string, func(context.Context) error, error) { unstarted.Add(1) },
+			OnUnstarted: func(string, bulkhead.Job, error) { unstarted.Add(1) },
 		})
 		for i := range 20 {
 			mustSubmit(t, w, bulkhead.DefaultClass, r.job(fmt.Sprint(i), time.Second))
@@ -361,7 +361,7 @@ func TestWorkersShutdownDrains(t *testing.T) {
 		done := make(chan error)
 		go func() { done <- w.Shutdown(context.Background()) }()
 		synctest.Wait()
-		if err := w.Submit(t.Context(), bulkhead.DefaultClass, r.job("late", 0)); err != bulkhead.ErrClosed {
+		if err := w.Submit(t.Context(), bulkhead.DefaultClass, bulkhead.Job{Run: r.job("late", 0)}); err != bulkhead.ErrClosed {
 			t.Errorf("Submit during Shutdown = %v, want ErrClosed", err)
 		}
 		if err := w.Do(t.Context(), bulkhead.DefaultClass, r.job("late", 0)); err != bulkhead.ErrClosed {
@@ -392,7 +392,7 @@ func TestWorkersShutdownHandsBack(t *testing.T) {
 		w := bulkhead.NewWorkers(2, bulkhead.WorkersConfig{
 			Pace:     pace(5),
 			HandBack: true,
-			OnUnstarted: func(class string, job func(context.Context) error, err error) {
+			OnUnstarted: func(class string, job bulkhead.Job, err error) {
 				mu.Lock()
 				back = append(back, err)
 				mu.Unlock()
@@ -425,7 +425,7 @@ func TestWorkersShutdownHandsBack(t *testing.T) {
 		}
 
 		// Nothing queued: nothing to hand back, Shutdown returns at once.
-		w = bulkhead.NewWorkers(2, bulkhead.WorkersConfig{HandBack: true, OnUnstarted: func(string, func(context.Context) error, error) {}})
+		w = bulkhead.NewWorkers(2, bulkhead.WorkersConfig{HandBack: true, OnUnstarted: func(string, bulkhead.Job, error) {}})
 		mustSubmit(t, w, bulkhead.DefaultClass, r.job("one", time.Second))
 		synctest.Wait()
 		t0 := time.Now()
@@ -444,7 +444,7 @@ func TestWorkersShutdownDeadline(t *testing.T) {
 		var r recorder
 		var back atomic.Int64
 		w := bulkhead.NewWorkers(3, bulkhead.WorkersConfig{
-			OnUnstarted: func(string, func(context.Context) error, error) { back.Add(1) },
+			OnUnstarted: func(string, bulkhead.Job, error) { back.Add(1) },
 		})
 		for i := range 10 {
 			mustSubmit(t, w, bulkhead.DefaultClass, r.job(fmt.Sprint(i), time.Hour))
@@ -558,7 +558,7 @@ func TestWorkersStartErrors(t *testing.T) {
 	for _, cfg := range []bulkhead.WorkersConfig{{Pace: failing{refusal}}, {Gate: failing{refusal}}} {
 		synctest.Test(t, func(t *testing.T) {
 			var back atomic.Int64
-			cfg.OnUnstarted = func(_ string, _ func(context.Context) error, err error) {
+			cfg.OnUnstarted = func(_ string, _ bulkhead.Job, err error) {
 				if err == refusal {
 					back.Add(1)
 				}
@@ -584,14 +584,14 @@ func TestWorkersStartErrors(t *testing.T) {
 // nil job and an impossible configuration panic with a prefixed message.
 func TestWorkersBadInput(t *testing.T) {
 	w := bulkhead.NewWorkers(2, bulkhead.WorkersConfig{})
-	err := w.Submit(t.Context(), "nope", func(context.Context) error { return nil })
+	err := w.Submit(t.Context(), "nope", bulkhead.Job{Run: func(context.Context) error { return nil }})
 	if !errors.Is(err, bulkhead.ErrUnknownClass) || err.Error() != `bulkhead: unknown class "nope"` {
 		t.Errorf("Submit(unknown class) = %v", err)
 	}
 	if err := w.Do(t.Context(), "nope", func(context.Context) error { return nil }); !errors.Is(err, bulkhead.ErrUnknownClass) {
 		t.Errorf("Do(unknown class) = %v", err)
 	}
-	if err := w.Submit(canceled(), bulkhead.DefaultClass, func(context.Context) error { return nil }); err != context.Canceled {
+	if err := w.Submit(canceled(), bulkhead.DefaultClass, bulkhead.Job{Run: func(context.Context) error { return nil }}); err != context.Canceled {
 		t.Errorf("Submit(done ctx) = %v, want context.Canceled", err)
 	}
 	if st := w.Stats().Classes[0]; st != (bulkhead.ClassStats{Name: bulkhead.DefaultClass}) {
@@ -603,7 +603,7 @@ func TestWorkersBadInput(t *testing.T) {
 		name, want string
 		f          func()
 	}{
-		{"nil job", "bulkhead: Workers: nil job", func() { w.Submit(t.Context(), bulkhead.DefaultClass, nil) }},
+		{"job without Run", "bulkhead: Workers: Job without Run", func() { w.Submit(t.Context(), bulkhead.DefaultClass, bulkhead.Job{Value: 1}) }},
 		{"nil job Do", "bulkhead: Workers: nil job", func() { w.Do(t.Context(), bulkhead.DefaultClass, nil) }},
 		{"limit 0", "bulkhead: NewWorkers: limit < 1", func() { bulkhead.NewWorkers(0, bulkhead.WorkersConfig{}) }},
 		{"reserved > limit", "bulkhead: NewWorkers: Reserved adds up to more than limit", func() {
@@ -642,7 +642,7 @@ func TestWorkersBadInput(t *testing.T) {
 // TestWorkersZero: a zero Workers refuses every job and shuts down at once.
 func TestWorkersZero(t *testing.T) {
 	var w bulkhead.Workers
-	if err := w.Submit(t.Context(), bulkhead.DefaultClass, func(context.Context) error { return nil }); err != bulkhead.ErrClosed {
+	if err := w.Submit(t.Context(), bulkhead.DefaultClass, bulkhead.Job{Run: func(context.Context) error { return nil }}); err != bulkhead.ErrClosed {
 		t.Errorf("Submit = %v, want ErrClosed", err)
 	}
 	if err := w.Do(t.Context(), "x", func(context.Context) error { return nil }); err != bulkhead.ErrClosed {
@@ -881,7 +881,7 @@ func TestWorkersConcurrentShutdownWaitsForHandBack(t *testing.T) {
 				var back atomic.Int64
 				w := bulkhead.NewWorkers(1, bulkhead.WorkersConfig{
 					HandBack: handBack,
-					OnUnstarted: func(string, func(context.Context) error, error) {
+					OnUnstarted: func(string, bulkhead.Job, error) {
 						<-release
 						back.Add(1)
 					},
@@ -920,6 +920,83 @@ func TestWorkersConcurrentShutdownWaitsForHandBack(t *testing.T) {
 				<-second
 				if back.Load() != 3 {
 					t.Errorf("%d handed back, want 3", back.Load())
+				}
+			})
+		})
+	}
+}
+
+// TestWorkersOnUnstartedGetsTheJob: every job that never runs comes back to
+// OnUnstarted as it was submitted, its Value and its Run, whatever the reason:
+// HandBack, Shutdown's context ending, the Pace or the Gate failing.
+func TestWorkersOnUnstartedGetsTheJob(t *testing.T) {
+	refusal := errors.New("store unavailable")
+	for _, tc := range []struct {
+		name     string
+		cfg      bulkhead.WorkersConfig
+		shutdown func() context.Context
+		want     error
+	}{
+		{"hand back", bulkhead.WorkersConfig{HandBack: true}, context.Background, bulkhead.ErrClosed},
+		{"deadline", bulkhead.WorkersConfig{}, canceled, bulkhead.ErrClosed},
+		{"pace", bulkhead.WorkersConfig{Pace: failing{refusal}}, context.Background, refusal},
+		{"gate", bulkhead.WorkersConfig{Gate: failing{refusal}}, context.Background, refusal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				type msg struct{ id int }
+				block := make(chan struct{})
+				var mu sync.Mutex
+				ran := map[int]bool{}
+				back := map[int]error{}
+				cfg := tc.cfg
+				cfg.OnUnstarted = func(class string, job bulkhead.Job, err error) {
+					m, ok := job.Value.(*msg)
+					if !ok || class != bulkhead.DefaultClass {
+						t.Errorf("OnUnstarted(%q, Value %#v): want the default class and a *msg", class, job.Value)
+						return
+					}
+					mu.Lock()
+					back[m.id] = err
+					if len(back) == 5 {
+						close(block) // the running job may return now
+					}
+					mu.Unlock()
+					job.Run(context.Background()) // the Run submitted with it
+				}
+				w := bulkhead.NewWorkers(1, cfg)
+				if tc.cfg.Pace == nil && tc.cfg.Gate == nil {
+					mustSubmit(t, w, bulkhead.DefaultClass, func(ctx context.Context) error {
+						select {
+						case <-block:
+						case <-ctx.Done():
+						}
+						return nil
+					})
+					synctest.Wait()
+				}
+				for id := range 5 {
+					err := w.Submit(t.Context(), bulkhead.DefaultClass, bulkhead.Job{
+						Run: func(context.Context) error {
+							mu.Lock()
+							ran[id] = true
+							mu.Unlock()
+							return nil
+						},
+						Value: &msg{id},
+					})
+					if err != nil {
+						t.Fatalf("Submit %d = %v", id, err)
+					}
+				}
+				synctest.Wait()
+				if err := w.Shutdown(tc.shutdown()); (err != nil) != (tc.name == "deadline") {
+					t.Errorf("Shutdown = %v", err)
+				}
+				for id := range 5 {
+					if err, ok := back[id]; !ok || err != tc.want || !ran[id] {
+						t.Errorf("job %d: handed back %v with %v, its Run called %v; want true, %v, true", id, ok, err, ran[id], tc.want)
+					}
 				}
 			})
 		})
