@@ -205,8 +205,12 @@ type WorkersConfig struct {
 // its context ends first, it hands back what is still queued, cancels the
 // running jobs (cause ErrAborted), waits for them to return, and reports the
 // counts. No submitted job is dropped silently: each one runs, or Do returns
-// its error, or OnUnstarted receives it (and Stats counts it). When Shutdown
-// returns, no goroutine of the Workers is left.
+// its error, or OnUnstarted receives the Job (Stats counts it in any case;
+// without OnUnstarted, counting is all that happens, so set it when a job
+// stands for a message that must go back to its broker). When a Shutdown
+// called from outside the jobs returns, no goroutine of the Workers is left;
+// a job may call Shutdown too, with its own context (see [Workers.Shutdown]).
+// OnUnstarted must not call Shutdown.
 //
 // Use NewWorkers; a zero Workers refuses every job with ErrClosed. A Workers
 // is safe for simultaneous use by multiple goroutines. NewWorkers starts no
