@@ -275,6 +275,22 @@ type entry struct {
 	// shutdowns counts the calls of Shutdown made with the job's context
 	// that are under way; guarded by Workers.mu.
 	shutdowns int
+	// vctx is the parent of the job's context, e.ctx with e under jobKey
+	// (a field, so that the job's start allocates no context for it).
+	vctx jobValueCtx
+}
+
+// jobValueCtx is a context that holds its entry under jobKey.
+type jobValueCtx struct {
+	context.Context
+	e *entry
+}
+
+func (c *jobValueCtx) Value(key any) any {
+	if key == (jobKey{}) {
+		return c.e
+	}
+	return c.Context.Value(key)
 }
 
 const (
@@ -669,7 +685,8 @@ func (w *Workers) acquire() (*worker, error) {
 // run runs e's job with a context derived from e.ctx and parent, and records
 // its end.
 func (w *Workers) run(parent context.Context, e *entry) {
-	ctx, cancel := context.WithCancelCause(context.WithValue(e.ctx, jobKey{}, e))
+	e.vctx = jobValueCtx{e.ctx, e}
+	ctx, cancel := context.WithCancelCause(&e.vctx)
 	stop := context.AfterFunc(parent, func() { cancel(context.Cause(parent)) })
 	var err error
 	defer func() {
@@ -706,7 +723,9 @@ func (w *Workers) run(parent context.Context, e *entry) {
 // exitLocked records that a goroutine of w ends.
 func (w *Workers) exitLocked() {
 	w.goroutines--
-	w.changedLocked()
+	if w.goroutines <= w.inShutdown { // else no Shutdown can be done yet
+		w.changedLocked()
+	}
 }
 
 // changedLocked wakes every Shutdown waiting for w to be done.
