@@ -71,7 +71,7 @@ func BenchmarkWorkers(b *testing.B) {
 			ctx := context.Background()
 			b.ResetTimer()
 			for range b.N {
-				if err := w.Submit(ctx, bulkhead.DefaultClass, job); err != nil {
+				if err := w.Submit(ctx, bulkhead.DefaultClass, bulkhead.Job{Run: job}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -136,10 +136,11 @@
 // most 5/s fleet-wide, smoothly; at most 8 run at once; interactive exports
 // are never starved by background ones; shutdown drains". [NewWorkers] takes
 // how many jobs may run at once in this process and a [WorkersConfig]:
-// priority classes ([Class]) with reserved capacity and a bounded backlog, a
-// [Pacer] that spaces out starts (a shaper.Queue, or the fleet-wide Redis
-// queue) and a [Gate] shared beyond the process (a distsem.Semaphore for the
-// fleet). [Workers.Submit] queues a job and returns at once, refusing with
+// priority classes ([Class]) with reserved capacity (what a reservation
+// protects, and from whom, is said once, in [Class.Reserved]) and a bounded
+// backlog, a [Pacer] that spaces out starts (a shaper.Queue, or the
+// fleet-wide Redis queue) and a [Gate] shared beyond the process (a
+// distsem.Semaphore for the fleet). [Workers.Submit] queues a job and returns at once, refusing with
 // [ErrQueueFull] and a RetryAfter when the class's backlog is full, so the
 // loop can leave the message on its broker; [Workers.Do] queues a job and
 // waits for its result. [Workers.Shutdown] stops intake and runs (or hands

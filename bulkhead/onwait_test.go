@@ -81,10 +81,10 @@ func TestWorkersOnStart(t *testing.T) {
 			OnStart: func(class string, queued time.Duration) { calls <- call{class, queued} },
 		})
 		block := make(chan struct{})
-		if err := w.Submit(t.Context(), "fg", func(context.Context) error { <-block; return nil }); err != nil {
+		if err := w.Submit(t.Context(), "fg", bulkhead.Job{Run: func(context.Context) error { <-block; return nil }}); err != nil {
 			t.Fatal(err)
 		}
-		if err := w.Submit(t.Context(), "bg", func(context.Context) error { return nil }); err != nil {
+		if err := w.Submit(t.Context(), "bg", bulkhead.Job{Run: func(context.Context) error { return nil }}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Second)

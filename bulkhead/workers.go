@@ -44,17 +44,33 @@ type Pacer interface {
 	Wait(ctx context.Context, n int64) error
 }
 
+// A Job is what Submit queues: the function to run, and the value it is
+// for, which the Workers hands back as is if the job never runs.
+type Job struct {
+	// Run is the job. Required.
+	Run func(context.Context) error
+
+	// Value, if set, tells the submitter which job this is: the broker
+	// message to put back, a task id. The Workers never reads it; it is
+	// handed back, in the Job, to WorkersConfig.OnUnstarted.
+	Value any
+}
+
 // A Class is a priority class of jobs.
 type Class struct {
 	// Name names the class in Submit, Do and Stats. Required, unique.
 	Name string
 
-	// Reserved is how many of the Workers' limit only this class and the
-	// classes before it in WorkersConfig.Classes may use: classes after it
-	// start a job only while, after starting it, the unused reservations of
-	// every class before them are still free. The classes before it may use
-	// all of it. If zero, nothing is reserved. The Reserved of all classes
-	// together may not exceed the limit.
+	// Reserved is how many of the Workers' limit are kept for this class
+	// alone, whatever the priority of the others: a job of any other class,
+	// higher or lower, starts only while, after starting it, the unused
+	// reservations of every other class are still free. So a flood of a
+	// higher class cannot take a lower class's reservation, and a flood of a
+	// lower class cannot take a higher class's. Beyond its reservation, a
+	// class competes for the rest of the limit by priority. If zero, nothing
+	// is reserved. The Reserved of all classes together may not exceed the
+	// limit, and must leave room for one job of every class with no Reserved
+	// of its own (a class that could never start a job is refused).
 	Reserved int64
 
 	// MaxQueue bounds the class's backlog: a job submitted while MaxQueue jobs
@@ -89,13 +105,15 @@ type WorkersConfig struct {
 	// schedule.
 	HandBack bool
 
-	// OnUnstarted, if non-nil, receives every job given to Submit that will
-	// never run, with the reason: ErrClosed when Shutdown hands it back, or the
+	// OnUnstarted, if non-nil, receives every Job given to Submit that will
+	// never run, as it was submitted (its Value says which message to put
+	// back), with the reason: ErrClosed when Shutdown hands it back, or the
 	// Pace's or the Gate's error when its start failed. A job given to Do is
 	// not passed here: Do returns the error. It is called without locks held,
 	// on the goroutine of Shutdown or of the throttle's dispatcher, and may
-	// call Stats (Submit after Shutdown returns ErrClosed).
-	OnUnstarted func(class string, job func(context.Context) error, err error)
+	// call Stats (Submit after Shutdown returns ErrClosed). It must not call
+	// Shutdown: Shutdown waits for it to return.
+	OnUnstarted func(class string, job Job, err error)
 
 	// OnStart, if non-nil, is called with the class and the time the job
 	// spent queued (from Submit or Do to its start, the delay ClassStats
@@ -119,12 +137,15 @@ type WorkersConfig struct {
 //			{Name: "background", MaxQueue: 1000},
 //		},
 //		Pace: shaper.NewQueue(shaper.PerSecond(5), shaper.QueueConfig{}),
-//		OnUnstarted: func(class string, job func(context.Context) error, err error) {
-//			// put the message back on the broker
+//		OnUnstarted: func(class string, job bulkhead.Job, err error) {
+//			job.Value.(broker.Message).Nack(0) // never ran: put it back
 //		},
 //	})
 //	for msg := range broker.Messages(ctx) {
-//		err := w.Submit(ctx, "background", func(ctx context.Context) error { return export(ctx, msg) })
+//		err := w.Submit(ctx, "background", bulkhead.Job{
+//			Run:   func(ctx context.Context) error { return export(ctx, msg) },
+//			Value: msg,
+//		})
 //		if re, ok := errors.AsType[*bulkhead.RejectError](err); ok {
 //			msg.Nack(re.RetryAfter()) // backlog full: let the broker keep it
 //		} else if err != nil {
@@ -155,8 +176,9 @@ type WorkersConfig struct {
 // before the slot so that starts stay smooth when the Gate is the bottleneck;
 // the price is a permit held for up to one start interval before its job
 // starts. Priority is strict: a higher class with queued jobs and room always
-// goes first, so a steady flood of a higher class can starve lower ones (that
-// is what the reservation of the lower class is for). Reservations and
+// goes first, so a steady flood of a higher class can starve lower ones of
+// everything but their reservations (see [Class.Reserved]: a reservation is
+// kept for its class alone, against higher and lower classes alike). Reservations and
 // priorities are decided in this process: a Gate shared by the fleet knows
 // nothing of classes, so one process's background jobs can fill a fleet-wide
 // Gate that another process's interactive jobs then wait for.
@@ -183,8 +205,12 @@ type WorkersConfig struct {
 // its context ends first, it hands back what is still queued, cancels the
 // running jobs (cause ErrAborted), waits for them to return, and reports the
 // counts. No submitted job is dropped silently: each one runs, or Do returns
-// its error, or OnUnstarted receives it (and Stats counts it). When Shutdown
-// returns, no goroutine of the Workers is left.
+// its error, or OnUnstarted receives the Job (Stats counts it in any case;
+// without OnUnstarted, counting is all that happens, so set it when a job
+// stands for a message that must go back to its broker). When a Shutdown
+// called from outside the jobs returns, no goroutine of the Workers is left;
+// a job may call Shutdown too, with its own context (see [Workers.Shutdown]).
+// OnUnstarted must not call Shutdown.
 //
 // Use NewWorkers; a zero Workers refuses every job with ErrClosed. A Workers
 // is safe for simultaneous use by multiple goroutines. NewWorkers starts no
@@ -198,7 +224,7 @@ type Workers struct {
 	pace        Pacer
 	gate        Gate
 	handBack    bool
-	onUnstarted func(string, func(context.Context) error, error)
+	onUnstarted func(string, Job, error)
 	onStart     func(string, time.Duration)
 
 	// runCtx is the parent of every job's context; abort cancels it when
@@ -212,13 +238,15 @@ type Workers struct {
 
 	mu sync.Mutex
 	// mu guards:
-	running     int64 // jobs running, all classes
-	goroutines  int   // dispatcher and job goroutines alive
-	dispatching bool  // the dispatcher is alive
-	closed      bool  // Shutdown began: no intake
-	stopped     bool  // no more dispatching (HandBack, or Shutdown's ctx ended)
-	done        chan struct{}
-	doneClosed  bool
+	running     int64         // jobs running, all classes
+	goroutines  int           // dispatcher and job goroutines alive
+	dispatching bool          // the dispatcher is alive
+	closed      bool          // Shutdown began: no intake
+	stopped     bool          // no more dispatching (HandBack, or Shutdown's ctx ended)
+	handing     int           // batches of jobs taken from the queues, not yet all handed back
+	inShutdown  int           // running jobs that are calling Shutdown themselves
+	drained     bool          // closed, nothing queued, and every job left running called Shutdown
+	changed     chan struct{} // closed (and cleared) when what Shutdown waits for changes; nil if no one waits
 }
 
 type class struct {
@@ -238,24 +266,50 @@ type entry struct {
 	// ctx is the submitter's context, kept only to derive the job's context
 	// from: for Submit without its cancellation.
 	ctx    context.Context
-	job    func(context.Context) error
+	job    Job
 	c      *class
 	queued time.Time
 	delay  time.Duration // from queued to the start; set when it starts
 	res    chan error    // Do only; buffered
 	state  int           // guarded by Workers.mu
+	// shutdowns counts the calls of Shutdown made with the job's context
+	// that are under way; guarded by Workers.mu.
+	shutdowns int
+	// vctx is the parent of the job's context, e.ctx with e under jobKey
+	// (a field, so that the job's start allocates no context for it).
+	vctx jobValueCtx
+}
+
+// jobValueCtx is a context that holds its entry under jobKey.
+type jobValueCtx struct {
+	context.Context
+	e *entry
+}
+
+func (c *jobValueCtx) Value(key any) any {
+	if key == (jobKey{}) {
+		return c.e
+	}
+	return c.Context.Value(key)
 }
 
 const (
 	queuedState = iota
 	startedState
 	removedState
+	finishedState
 )
+
+// jobKey is the context key under which a job's context holds its entry, so
+// that Shutdown can tell that it is called from that job.
+type jobKey struct{}
 
 // NewWorkers returns a Workers that runs at most limit jobs at once. It panics
 // on a programmer error: limit < 1, a class without a Name or with a duplicate
 // one, a negative Reserved or MaxQueue, Reserved adding up to more than limit,
-// or HandBack without OnUnstarted. It starts no goroutine.
+// a class without Reserved that the others' Reserved leave no room (it could
+// never start a job), or HandBack without OnUnstarted. It starts no
+// goroutine.
 func NewWorkers(limit int64, cfg WorkersConfig) *Workers {
 	if limit < 1 {
 		panic("bulkhead: NewWorkers: limit < 1")
@@ -275,7 +329,6 @@ func NewWorkers(limit int64, cfg WorkersConfig) *Workers {
 		handBack:    cfg.HandBack,
 		onUnstarted: cfg.OnUnstarted,
 		onStart:     cfg.OnStart,
-		done:        make(chan struct{}),
 	}
 	var reserved int64
 	for _, c := range classes {
@@ -297,22 +350,33 @@ func NewWorkers(limit int64, cfg WorkersConfig) *Workers {
 		w.classes = append(w.classes, cl)
 		w.byName[c.Name] = cl
 	}
+	// A class with a reservation can always start a job in it; one without
+	// starts its first job only if the others' reservations leave room.
+	for _, c := range w.classes {
+		if c.reserved == 0 && reserved >= limit {
+			panic(fmt.Sprintf("bulkhead: NewWorkers: class %s: the Reserved of the other classes take the whole limit (%d)", c.name, limit))
+		}
+	}
 	w.runCtx, w.abort = context.WithCancelCause(context.Background())
 	w.dispatchCtx, w.stopDispatch = context.WithCancelCause(w.runCtx)
 	return w
 }
 
-// Submit queues job in class and returns nil; job runs later on a goroutine
-// of the Workers (see the type's doc for its context). Submit never waits. It
-// returns without queueing anything:
+// Submit queues job in class and returns nil; job.Run runs later on a
+// goroutine of the Workers (see the type's doc for its context), or, if it
+// never runs, OnUnstarted receives job. Submit never waits. It returns
+// without queueing anything:
 //   - ctx.Err() if ctx is already done;
 //   - ErrClosed after Shutdown began (and from a zero Workers);
 //   - an error matching ErrUnknownClass if class is not configured;
 //   - a *RejectError matching ErrQueueFull, with a RetryAfter estimate, if
 //     the class's backlog is full.
 //
-// A nil job panics.
-func (w *Workers) Submit(ctx context.Context, class string, job func(context.Context) error) error {
+// A Job without Run panics.
+func (w *Workers) Submit(ctx context.Context, class string, job Job) error {
+	if job.Run == nil {
+		panic("bulkhead: Workers: Job without Run")
+	}
 	_, err := w.enqueue(ctx, class, job, false)
 	return err
 }
@@ -325,7 +389,10 @@ func (w *Workers) Submit(ctx context.Context, class string, job func(context.Con
 // Pace's or the Gate's error; if Shutdown hands it back, ErrClosed. The job
 // runs on a goroutine of the Workers, not Do's. A nil job panics.
 func (w *Workers) Do(ctx context.Context, class string, job func(context.Context) error) error {
-	e, err := w.enqueue(ctx, class, job, true)
+	if job == nil {
+		panic("bulkhead: Workers: nil job")
+	}
+	e, err := w.enqueue(ctx, class, Job{Run: job}, true)
 	if err != nil {
 		return err
 	}
@@ -338,7 +405,7 @@ func (w *Workers) Do(ctx context.Context, class string, job func(context.Context
 	if e.state == queuedState {
 		w.removeLocked(e)
 		e.c.stats.Canceled++
-		w.checkDoneLocked()
+		w.changedLocked()
 		w.mu.Unlock()
 		return ctx.Err()
 	}
@@ -346,10 +413,7 @@ func (w *Workers) Do(ctx context.Context, class string, job func(context.Context
 	return <-e.res
 }
 
-func (w *Workers) enqueue(ctx context.Context, name string, job func(context.Context) error, wait bool) (*entry, error) {
-	if job == nil {
-		panic("bulkhead: Workers: nil job")
-	}
+func (w *Workers) enqueue(ctx context.Context, name string, job Job, wait bool) (*entry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -398,14 +462,19 @@ func (w *Workers) kickLocked() {
 }
 
 // pickableLocked returns the highest class that has a queued job and room to
-// start it, or nil.
+// start it, or nil. A class has room while it runs fewer jobs than it
+// reserves, or while starting one leaves the unused reservations of every
+// other class free (see Class.Reserved). Every start keeps running plus the
+// unused reservations of all classes at most the limit.
 func (w *Workers) pickableLocked() *class {
-	var held int64 // unused reservations of the classes before c
+	var unused int64 // of all classes
 	for _, c := range w.classes {
-		if len(c.queue) > 0 && w.running+1+held <= w.limit {
+		unused += max(0, c.reserved-c.running)
+	}
+	for _, c := range w.classes {
+		if len(c.queue) > 0 && (c.running < c.reserved || w.running+1+unused <= w.limit) {
 			return c
 		}
-		held += max(0, c.reserved-c.running)
 	}
 	return nil
 }
@@ -616,7 +685,8 @@ func (w *Workers) acquire() (*worker, error) {
 // run runs e's job with a context derived from e.ctx and parent, and records
 // its end.
 func (w *Workers) run(parent context.Context, e *entry) {
-	ctx, cancel := context.WithCancelCause(e.ctx)
+	e.vctx = jobValueCtx{e.ctx, e}
+	ctx, cancel := context.WithCancelCause(&e.vctx)
 	stop := context.AfterFunc(parent, func() { cancel(context.Cause(parent)) })
 	var err error
 	defer func() {
@@ -630,6 +700,14 @@ func (w *Workers) run(parent context.Context, e *entry) {
 		if err != nil {
 			c.stats.Failed++
 		}
+		e.state = finishedState
+		if e.shutdowns > 0 {
+			// Left behind by the job (say, on a goroutine of its own), those
+			// calls now wait as any other caller does.
+			e.shutdowns = 0
+			w.inShutdown--
+			w.changedLocked()
+		}
 		w.kickLocked()
 		w.mu.Unlock()
 		if e.res != nil {
@@ -639,32 +717,94 @@ func (w *Workers) run(parent context.Context, e *entry) {
 	if w.onStart != nil {
 		w.onStart(e.c.name, e.delay)
 	}
-	err = e.job(ctx)
+	err = e.job.Run(ctx)
 }
 
 // exitLocked records that a goroutine of w ends.
 func (w *Workers) exitLocked() {
 	w.goroutines--
-	w.checkDoneLocked()
+	if w.goroutines <= w.inShutdown { // else no Shutdown can be done yet
+		w.changedLocked()
+	}
 }
 
-// checkDoneLocked closes done once Shutdown began and nothing is left.
-func (w *Workers) checkDoneLocked() {
-	if !w.closed || w.doneClosed || w.goroutines > 0 {
-		return
+// changedLocked wakes every Shutdown waiting for w to be done.
+func (w *Workers) changedLocked() {
+	if w.changed != nil {
+		close(w.changed)
+		w.changed = nil
 	}
+}
+
+// doneLocked reports whether Shutdown, called from the job self (nil: from
+// outside every job), has nothing left to wait for: no job queued, none being
+// handed back, and no goroutine of w alive but those of the jobs that are
+// themselves calling Shutdown (for a call from outside, none at all).
+func (w *Workers) doneLocked(self *entry) bool {
+	if w.handing > 0 {
+		return false
+	}
+	if self == nil || self.shutdowns == 0 { // from outside, or its job has returned
+		return w.goroutines == 0 && w.queuedLocked() == 0
+	}
+	// Once every job still running is one calling Shutdown, nothing else
+	// can start (intake is closed, the queues are empty): each of those
+	// calls returns, even after another of them returned and its job runs
+	// on.
+	if !w.drained && w.goroutines == w.inShutdown && w.queuedLocked() == 0 {
+		w.drained = true
+	}
+	return w.drained
+}
+
+// queuedLocked returns how many jobs are queued, all classes.
+func (w *Workers) queuedLocked() int {
+	n := 0
 	for _, c := range w.classes {
-		if len(c.queue) > 0 {
-			return
+		n += len(c.queue)
+	}
+	return n
+}
+
+// wait waits until Shutdown, called from the job self or from outside (nil),
+// has nothing left to wait for, and returns nil, or until ctx ends, and
+// returns ctx.Err().
+func (w *Workers) wait(ctx context.Context, self *entry) error {
+	for {
+		w.mu.Lock()
+		if w.doneLocked(self) {
+			w.mu.Unlock()
+			return nil
+		}
+		if w.changed == nil {
+			w.changed = make(chan struct{})
+		}
+		changed := w.changed
+		w.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
-	w.doneClosed = true
-	close(w.done)
+}
+
+// handBackAll gives back the jobs that takeAllLocked took, then records that
+// this batch is handed back.
+func (w *Workers) handBackAll(back []*entry) {
+	for _, e := range back {
+		w.giveBack(e, ErrClosed)
+	}
+	w.mu.Lock()
+	w.handing--
+	w.changedLocked()
+	w.mu.Unlock()
 }
 
 // takeAllLocked stops dispatching and empties every queue, returning the jobs
-// in priority order.
+// in priority order. The caller must pass them to handBackAll.
 func (w *Workers) takeAllLocked(cause error) []*entry {
+	w.handing++
 	w.stopped = true
 	w.stopDispatch(cause)
 	var all []*entry
@@ -688,39 +828,65 @@ func (w *Workers) takeAllLocked(cause error) []*entry {
 // cancels the contexts of the running jobs with a cause matching ErrAborted,
 // waits for them to return, and returns an error that counts them and
 // matches ctx.Err(). A job that ignores its context therefore delays
-// Shutdown: it returns only when every goroutine of the Workers has ended.
-// Shutdown may be called more than once and concurrently; every call waits.
+// Shutdown: it returns only when every goroutine of the Workers has ended
+// and every job taken from the queues has been handed back.
+//
+// Shutdown may be called more than once and concurrently; every call waits as
+// the first does. A job may call Shutdown itself, with its own context or
+// one derived from it (Shutdown recognises the job by it): it cannot wait
+// for itself, so it waits for everything else (the backlog, the other jobs,
+// other jobs calling Shutdown excepted) and returns while the calling job
+// still runs; a Shutdown from outside the jobs still waits for that job to
+// return. A job that calls Shutdown with some other context is not
+// recognised, and Shutdown then waits for it as for any job, that is for
+// ever, since it is the job: give it the job's context.
 func (w *Workers) Shutdown(ctx context.Context) error {
 	if w.limit == 0 {
 		return nil
 	}
+	self, _ := ctx.Value(jobKey{}).(*entry)
 	w.mu.Lock()
+	if self != nil && (self.state != startedState || !slices.Contains(w.classes, self.c)) {
+		self = nil // a job of another Workers, or one that has returned
+	}
+	if self != nil {
+		self.shutdowns++
+		if self.shutdowns == 1 {
+			w.inShutdown++
+			w.changedLocked()
+		}
+		defer func() {
+			w.mu.Lock()
+			if self.shutdowns > 0 {
+				self.shutdowns--
+				if self.shutdowns == 0 {
+					w.inShutdown--
+				}
+			}
+			w.mu.Unlock()
+		}()
+	}
 	w.closed = true
+	took := w.handBack && !w.stopped
 	var back []*entry
-	if w.handBack && !w.stopped {
+	if took {
 		back = w.takeAllLocked(ErrClosed)
 	}
-	w.checkDoneLocked()
 	w.mu.Unlock()
-	for _, e := range back {
-		w.giveBack(e, ErrClosed)
+	if took {
+		w.handBackAll(back)
 	}
-	select {
-	case <-w.done:
+	if w.wait(ctx, self) == nil {
 		return nil
-	case <-ctx.Done():
 	}
 	cause := fmt.Errorf("%w (%w)", ErrAborted, context.Cause(ctx))
 	w.mu.Lock()
 	back = w.takeAllLocked(ErrClosed)
 	aborted := w.running
 	w.abort(cause)
-	w.checkDoneLocked()
 	w.mu.Unlock()
-	for _, e := range back {
-		w.giveBack(e, ErrClosed)
-	}
-	<-w.done
+	w.handBackAll(back)
+	w.wait(context.Background(), self)
 	return fmt.Errorf("bulkhead: shutdown: %d queued jobs handed back, %d running jobs cancelled: %w", len(back), aborted, ctx.Err())
 }
 

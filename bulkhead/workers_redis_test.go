@@ -75,7 +75,7 @@ func testWorkersFleet(t *testing.T, job time.Duration) {
 		w := bulkhead.NewWorkers(4, bulkhead.WorkersConfig{Pace: q, Gate: sem})
 		groups = append(groups, w)
 		for i := range perGrp {
-			if err := w.Submit(t.Context(), bulkhead.DefaultClass, work); err != nil {
+			if err := w.Submit(t.Context(), bulkhead.DefaultClass, bulkhead.Job{Run: work}); err != nil {
 				t.Fatalf("group %d: Submit %d = %v", g, i, err)
 			}
 		}

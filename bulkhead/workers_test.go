@@ -67,7 +67,7 @@ func pace(perSecond int64) *shaper.Queue {
 
 func mustSubmit(t *testing.T, w *bulkhead.Workers, class string, job func(context.Context) error) {
 	t.Helper()
-	if err := w.Submit(t.Context(), class, job); err != nil {
+	if err := w.Submit(t.Context(), class, bulkhead.Job{Run: job}); err != nil {
 		t.Fatalf("Submit(%q) = %v, want nil", class, err)
 	}
 }
@@ -195,7 +195,7 @@ func canceled() context.Context {
 
 // TestWorkersReservation: with limit 4 and classes a (1 reserved), b (1
 // reserved), c: a flood of c takes 2, b then takes 1 (a's reservation stays
-// free), a takes the last one; a may use all 4 when nothing else runs.
+// free), a takes the last one.
 func TestWorkersReservation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := bulkhead.NewWorkers(4, bulkhead.WorkersConfig{Classes: []bulkhead.Class{
@@ -226,7 +226,7 @@ func TestWorkersReservation(t *testing.T) {
 		if a, b, c := running(); a != 1 || b != 1 || c != 2 {
 			t.Errorf("after a flood: running a=%d b=%d c=%d, want 1 1 2", a, b, c)
 		}
-		close(block) // every job returns at once; a drains first with all 4
+		close(block) // every job returns at once; a drains first with 3, b beside it with its 1
 		shutdown(t, w)
 		for _, cs := range w.Stats().Classes {
 			if cs.Started != 10 || cs.Finished != 10 {
@@ -236,20 +236,36 @@ func TestWorkersReservation(t *testing.T) {
 	})
 }
 
-// TestWorkersHigherClassUsesAll: a class may use the reservations of the
-// classes after it.
-func TestWorkersHigherClassUsesAll(t *testing.T) {
+// TestWorkersClassUsesUnreserved: a class may use all of the limit that no
+// other class reserves, but not another class's unused reservation, even a
+// lower class's (until 85c20e6 a higher class took lower reservations).
+func TestWorkersClassUsesUnreserved(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := bulkhead.NewWorkers(4, bulkhead.WorkersConfig{Classes: []bulkhead.Class{
-			{Name: "hi"}, {Name: "lo", Reserved: 3},
+			{Name: "hi"}, {Name: "lo", Reserved: 3}, {Name: "none"},
 		}})
 		block := make(chan struct{})
+		job := func(ctx context.Context) error { <-block; return nil }
 		for range 6 {
-			mustSubmit(t, w, "hi", func(ctx context.Context) error { <-block; return nil })
+			mustSubmit(t, w, "hi", job)
+		}
+		synctest.Wait()
+		if st := w.Stats(); st.Running != 1 {
+			t.Errorf("hi alone: Running = %d, want 1 (lo reserves 3)", st.Running)
+		}
+		close(block)
+		shutdown(t, w)
+
+		w = bulkhead.NewWorkers(4, bulkhead.WorkersConfig{Classes: []bulkhead.Class{
+			{Name: "hi"}, {Name: "lo", Reserved: 3},
+		}})
+		block = make(chan struct{})
+		for range 6 {
+			mustSubmit(t, w, "lo", job)
 		}
 		synctest.Wait()
 		if st := w.Stats(); st.Running != 4 {
-			t.Errorf("Running = %d, want 4", st.Running)
+			t.Errorf("lo alone: Running = %d, want 4 (its 3 and the unreserved 1)", st.Running)
 		}
 		close(block)
 		shutdown(t, w)
@@ -302,7 +318,7 @@ func TestWorkersQueueFull(t *testing.T) {
 			for w.Stats().Classes[0].Queued < 2 {
 				mustSubmit(t, w, "bg", job)
 			}
-			err := w.Submit(t.Context(), "bg", job)
+			err := w.Submit(t.Context(), "bg", bulkhead.Job{Run: job})
 			re, ok := errors.AsType[*bulkhead.RejectError](err)
 			if !errors.Is(err, bulkhead.ErrQueueFull) || !ok {
 				t.Fatalf("Submit on a full backlog = %v, want a *RejectError matching ErrQueueFull", err)
@@ -336,7 +352,7 @@ func TestWorkersShutdownDrains(t *testing.T) {
 		var unstarted atomic.Int64
 		w := bulkhead.NewWorkers(2, bulkhead.WorkersConfig{
 			Pace:        pace(5),
-			OnUnstarted: func(string, func(context.Context) error, error) { unstarted.Add(1) },
+			OnUnstarted: func(string, bulkhead.Job, error) { unstarted.Add(1) },
 		})
 		for i := range 20 {
 			mustSubmit(t, w, bulkhead.DefaultClass, r.job(fmt.Sprint(i), time.Second))
@@ -345,7 +361,7 @@ func TestWorkersShutdownDrains(t *testing.T) {
 		done := make(chan error)
 		go func() { done <- w.Shutdown(context.Background()) }()
 		synctest.Wait()
-		if err := w.Submit(t.Context(), bulkhead.DefaultClass, r.job("late", 0)); err != bulkhead.ErrClosed {
+		if err := w.Submit(t.Context(), bulkhead.DefaultClass, bulkhead.Job{Run: r.job("late", 0)}); err != bulkhead.ErrClosed {
 			t.Errorf("Submit during Shutdown = %v, want ErrClosed", err)
 		}
 		if err := w.Do(t.Context(), bulkhead.DefaultClass, r.job("late", 0)); err != bulkhead.ErrClosed {
@@ -376,7 +392,7 @@ func TestWorkersShutdownHandsBack(t *testing.T) {
 		w := bulkhead.NewWorkers(2, bulkhead.WorkersConfig{
 			Pace:     pace(5),
 			HandBack: true,
-			OnUnstarted: func(class string, job func(context.Context) error, err error) {
+			OnUnstarted: func(class string, job bulkhead.Job, err error) {
 				mu.Lock()
 				back = append(back, err)
 				mu.Unlock()
@@ -407,6 +423,16 @@ func TestWorkersShutdownHandsBack(t *testing.T) {
 		if st.Submitted != 21 || st.Finished != 2 || st.HandedBack != 19 {
 			t.Errorf("stats %+v: want 21 submitted, 2 finished, 19 handed back", st)
 		}
+
+		// Nothing queued: nothing to hand back, Shutdown returns at once.
+		w = bulkhead.NewWorkers(2, bulkhead.WorkersConfig{HandBack: true, OnUnstarted: func(string, bulkhead.Job, error) {}})
+		mustSubmit(t, w, bulkhead.DefaultClass, r.job("one", time.Second))
+		synctest.Wait()
+		t0 := time.Now()
+		shutdown(t, w)
+		if time.Since(t0) != time.Second {
+			t.Errorf("Shutdown with nothing queued took %v, want 1s (the running job)", time.Since(t0))
+		}
 	})
 }
 
@@ -418,7 +444,7 @@ func TestWorkersShutdownDeadline(t *testing.T) {
 		var r recorder
 		var back atomic.Int64
 		w := bulkhead.NewWorkers(3, bulkhead.WorkersConfig{
-			OnUnstarted: func(string, func(context.Context) error, error) { back.Add(1) },
+			OnUnstarted: func(string, bulkhead.Job, error) { back.Add(1) },
 		})
 		for i := range 10 {
 			mustSubmit(t, w, bulkhead.DefaultClass, r.job(fmt.Sprint(i), time.Hour))
@@ -532,7 +558,7 @@ func TestWorkersStartErrors(t *testing.T) {
 	for _, cfg := range []bulkhead.WorkersConfig{{Pace: failing{refusal}}, {Gate: failing{refusal}}} {
 		synctest.Test(t, func(t *testing.T) {
 			var back atomic.Int64
-			cfg.OnUnstarted = func(_ string, _ func(context.Context) error, err error) {
+			cfg.OnUnstarted = func(_ string, _ bulkhead.Job, err error) {
 				if err == refusal {
 					back.Add(1)
 				}
@@ -558,14 +584,14 @@ func TestWorkersStartErrors(t *testing.T) {
 // nil job and an impossible configuration panic with a prefixed message.
 func TestWorkersBadInput(t *testing.T) {
 	w := bulkhead.NewWorkers(2, bulkhead.WorkersConfig{})
-	err := w.Submit(t.Context(), "nope", func(context.Context) error { return nil })
+	err := w.Submit(t.Context(), "nope", bulkhead.Job{Run: func(context.Context) error { return nil }})
 	if !errors.Is(err, bulkhead.ErrUnknownClass) || err.Error() != `bulkhead: unknown class "nope"` {
 		t.Errorf("Submit(unknown class) = %v", err)
 	}
 	if err := w.Do(t.Context(), "nope", func(context.Context) error { return nil }); !errors.Is(err, bulkhead.ErrUnknownClass) {
 		t.Errorf("Do(unknown class) = %v", err)
 	}
-	if err := w.Submit(canceled(), bulkhead.DefaultClass, func(context.Context) error { return nil }); err != context.Canceled {
+	if err := w.Submit(canceled(), bulkhead.DefaultClass, bulkhead.Job{Run: func(context.Context) error { return nil }}); err != context.Canceled {
 		t.Errorf("Submit(done ctx) = %v, want context.Canceled", err)
 	}
 	if st := w.Stats().Classes[0]; st != (bulkhead.ClassStats{Name: bulkhead.DefaultClass}) {
@@ -577,7 +603,7 @@ func TestWorkersBadInput(t *testing.T) {
 		name, want string
 		f          func()
 	}{
-		{"nil job", "bulkhead: Workers: nil job", func() { w.Submit(t.Context(), bulkhead.DefaultClass, nil) }},
+		{"job without Run", "bulkhead: Workers: Job without Run", func() { w.Submit(t.Context(), bulkhead.DefaultClass, bulkhead.Job{Value: 1}) }},
 		{"nil job Do", "bulkhead: Workers: nil job", func() { w.Do(t.Context(), bulkhead.DefaultClass, nil) }},
 		{"limit 0", "bulkhead: NewWorkers: limit < 1", func() { bulkhead.NewWorkers(0, bulkhead.WorkersConfig{}) }},
 		{"reserved > limit", "bulkhead: NewWorkers: Reserved adds up to more than limit", func() {
@@ -616,7 +642,7 @@ func TestWorkersBadInput(t *testing.T) {
 // TestWorkersZero: a zero Workers refuses every job and shuts down at once.
 func TestWorkersZero(t *testing.T) {
 	var w bulkhead.Workers
-	if err := w.Submit(t.Context(), bulkhead.DefaultClass, func(context.Context) error { return nil }); err != bulkhead.ErrClosed {
+	if err := w.Submit(t.Context(), bulkhead.DefaultClass, bulkhead.Job{Run: func(context.Context) error { return nil }}); err != bulkhead.ErrClosed {
 		t.Errorf("Submit = %v, want ErrClosed", err)
 	}
 	if err := w.Do(t.Context(), "x", func(context.Context) error { return nil }); err != bulkhead.ErrClosed {
@@ -627,5 +653,352 @@ func TestWorkersZero(t *testing.T) {
 	}
 	if st := w.Stats(); st.Limit != 0 || len(st.Classes) != 0 {
 		t.Errorf("Stats = %+v", st)
+	}
+}
+
+// TestWorkersEveryClassCanStart: NewWorkers refuses a configuration in which
+// some class can never start a job (the other classes' reservations take
+// the whole limit), and accepts every one in which each class can start one.
+func TestWorkersEveryClassCanStart(t *testing.T) {
+	cls := func(reserved ...int64) []bulkhead.Class {
+		var cs []bulkhead.Class
+		for i, r := range reserved {
+			cs = append(cs, bulkhead.Class{Name: string(rune('a' + i)), Reserved: r})
+		}
+		return cs
+	}
+	for _, tc := range []struct {
+		limit    int64
+		reserved []int64
+		want     string // the panic, or "" if accepted
+	}{
+		{4, []int64{4, 0}, "bulkhead: NewWorkers: class b: the Reserved of the other classes take the whole limit (4)"},
+		{4, []int64{0, 4}, "bulkhead: NewWorkers: class a: the Reserved of the other classes take the whole limit (4)"},
+		{4, []int64{2, 2, 0}, "bulkhead: NewWorkers: class c: the Reserved of the other classes take the whole limit (4)"},
+		{1, []int64{1, 0}, "bulkhead: NewWorkers: class b: the Reserved of the other classes take the whole limit (1)"},
+		{4, []int64{2, 2}, ""},
+		{4, []int64{4}, ""},
+		{4, []int64{3, 0}, ""},
+		{4, []int64{0, 3}, ""},
+		{4, []int64{1, 1, 1, 1}, ""},
+		{4, []int64{1, 1, 1, 0, 0}, ""},
+		{1, []int64{0, 0}, ""},
+	} {
+		t.Run(fmt.Sprint(tc.limit, tc.reserved), func(t *testing.T) {
+			var got any
+			var w *bulkhead.Workers
+			func() {
+				defer func() { got = recover() }()
+				w = bulkhead.NewWorkers(tc.limit, bulkhead.WorkersConfig{Classes: cls(tc.reserved...)})
+			}()
+			if tc.want != "" {
+				if got != tc.want {
+					t.Errorf("panic %v, want %q", got, tc.want)
+				}
+				return
+			}
+			if got != nil {
+				t.Fatalf("panic %v, want none", got)
+			}
+			shutdown(t, w)
+			// Accepted: each class, alone, starts a job.
+			synctest.Test(t, func(t *testing.T) {
+				w := bulkhead.NewWorkers(tc.limit, bulkhead.WorkersConfig{Classes: cls(tc.reserved...)})
+				defer shutdown(t, w)
+				for _, c := range cls(tc.reserved...) {
+					ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+					if err := w.Do(ctx, c.Name, func(context.Context) error { return nil }); err != nil {
+						t.Errorf("class %s: Do = %v, want nil", c.Name, err)
+					}
+					cancel()
+				}
+			})
+		})
+	}
+}
+
+// TestWorkersReservationIsOwn: a class's reservation is for that class alone,
+// whatever the priority of the others: a flood of the higher class leaves
+// the lower class's reservation free, and a flood of the lower class leaves
+// the higher class's free. Both with jobs started as soon as there is room
+// and through the Pace.
+func TestWorkersReservationIsOwn(t *testing.T) {
+	for _, paced := range []bool{false, true} {
+		t.Run(fmt.Sprint("paced=", paced), func(t *testing.T) {
+			for _, tc := range []struct {
+				flood, other         string
+				floodMost, otherMost int64
+			}{
+				{"hi", "lo", 5, 3}, // hi flood: lo's 3 stay free
+				{"lo", "hi", 6, 2}, // lo flood: hi's 2 stay free
+			} {
+				synctest.Test(t, func(t *testing.T) {
+					cfg := bulkhead.WorkersConfig{Classes: []bulkhead.Class{
+						{Name: "hi", Reserved: 2}, {Name: "lo", Reserved: 3},
+					}}
+					if paced {
+						cfg.Pace = pace(100)
+					}
+					w := bulkhead.NewWorkers(8, cfg)
+					block := make(chan struct{})
+					job := func(context.Context) error { <-block; return nil }
+					for range 20 {
+						mustSubmit(t, w, tc.flood, job)
+					}
+					time.Sleep(time.Second)
+					synctest.Wait()
+					if st, _ := w.Stats().Class(tc.flood); st.Running != tc.floodMost {
+						t.Errorf("%s flood: %d running, want %d", tc.flood, st.Running, tc.floodMost)
+					}
+					for range 20 {
+						mustSubmit(t, w, tc.other, job)
+					}
+					time.Sleep(time.Second)
+					synctest.Wait()
+					st := w.Stats()
+					f, _ := st.Class(tc.flood)
+					o, _ := st.Class(tc.other)
+					if f.Running != tc.floodMost || o.Running != tc.otherMost || st.Running != 8 {
+						t.Errorf("then %s: running %s=%d %s=%d, want %d and %d", tc.other, tc.flood, f.Running, tc.other, o.Running, tc.floodMost, tc.otherMost)
+					}
+					close(block)
+					shutdown(t, w)
+				})
+			}
+		})
+	}
+}
+
+// TestWorkersShutdownFromJob: a job that calls Shutdown with its own context
+// does not wait for itself: Shutdown returns nil once everything else has
+// run, and, if its context ends first, an error matching ctx.Err() once the
+// other jobs returned. An outside Shutdown still waits for that job too.
+func TestWorkersShutdownFromJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := bulkhead.NewWorkers(2, bulkhead.WorkersConfig{})
+		var r recorder
+		for i := range 4 {
+			mustSubmit(t, w, bulkhead.DefaultClass, r.job(fmt.Sprint(i), time.Second))
+		}
+		inner := make(chan error, 1)
+		t0 := time.Now()
+		mustSubmit(t, w, bulkhead.DefaultClass, func(ctx context.Context) error {
+			inner <- w.Shutdown(ctx)
+			time.Sleep(time.Second)
+			return nil
+		})
+		if err := <-inner; err != nil || time.Since(t0) != 2*time.Second {
+			t.Errorf("Shutdown from a job = %v after %v, want nil after 2s (the 4 others ran)", err, time.Since(t0))
+		}
+		if starts, _, _ := r.snapshot(); len(starts) != 4 {
+			t.Errorf("%d others ran, want 4", len(starts))
+		}
+		shutdown(t, w)
+		if time.Since(t0) != 3*time.Second || w.Stats().Running != 0 {
+			t.Errorf("outside Shutdown returned after %v with %d running, want 3s and 0", time.Since(t0), w.Stats().Running)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		w := bulkhead.NewWorkers(2, bulkhead.WorkersConfig{})
+		var r recorder
+		mustSubmit(t, w, bulkhead.DefaultClass, r.job("long", time.Hour))
+		inner := make(chan error, 1)
+		t0 := time.Now()
+		mustSubmit(t, w, bulkhead.DefaultClass, func(ctx context.Context) error {
+			sctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			inner <- w.Shutdown(sctx)
+			return nil
+		})
+		if err := <-inner; !errors.Is(err, context.DeadlineExceeded) || time.Since(t0) != time.Minute {
+			t.Errorf("Shutdown from a job = %v after %v, want DeadlineExceeded after 1m", err, time.Since(t0))
+		}
+		shutdown(t, w)
+		if st := w.Stats(); st.Running != 0 || st.Classes[0].Finished != 2 {
+			t.Errorf("stats %+v, want 2 finished, none running", st)
+		}
+	})
+	// Two jobs, under a Gate, each calling Shutdown: neither waits for the
+	// other.
+	synctest.Test(t, func(t *testing.T) {
+		w := bulkhead.NewWorkers(3, bulkhead.WorkersConfig{Gate: semaphore.New(3, semaphore.Config{})})
+		start := make(chan struct{})
+		inner := make(chan error, 2)
+		for range 2 {
+			mustSubmit(t, w, bulkhead.DefaultClass, func(ctx context.Context) error {
+				<-start
+				inner <- w.Shutdown(ctx)
+				time.Sleep(time.Second)
+				return nil
+			})
+		}
+		synctest.Wait()
+		t0 := time.Now()
+		close(start)
+		for range 2 {
+			if err := <-inner; err != nil || time.Since(t0) != 0 {
+				t.Errorf("Shutdown from one of two jobs = %v after %v, want nil at once", err, time.Since(t0))
+			}
+		}
+		shutdown(t, w)
+	})
+	// A job leaves its Shutdown on a goroutine of its own and returns: that
+	// Shutdown's context (the job's) has ended, so it cancels the other job
+	// and returns ctx.Err() once that one returned.
+	synctest.Test(t, func(t *testing.T) {
+		w := bulkhead.NewWorkers(3, bulkhead.WorkersConfig{})
+		mustSubmit(t, w, bulkhead.DefaultClass, func(ctx context.Context) error {
+			time.Sleep(time.Second) // ignoring ctx
+			return nil
+		})
+		left := make(chan error, 1)
+		leave := make(chan struct{})
+		mustSubmit(t, w, bulkhead.DefaultClass, func(ctx context.Context) error {
+			go func() { left <- w.Shutdown(ctx) }()
+			<-leave
+			return nil
+		})
+		synctest.Wait()
+		t0 := time.Now()
+		close(leave)
+		if err := <-left; !errors.Is(err, context.Canceled) || time.Since(t0) != time.Second {
+			t.Errorf("Shutdown left behind by its job = %v after %v, want context.Canceled after 1s", err, time.Since(t0))
+		}
+		if st := w.Stats(); st.Running != 0 || st.Classes[0].Finished != 2 {
+			t.Errorf("stats %+v after the left-behind Shutdown, want 2 finished, 0 running", st)
+		}
+	})
+}
+
+// TestWorkersConcurrentShutdownWaitsForHandBack: while one Shutdown hands the
+// backlog back (OnUnstarted still running), another Shutdown does not return:
+// a program that exits when it returns would lose the jobs not yet put back.
+func TestWorkersConcurrentShutdownWaitsForHandBack(t *testing.T) {
+	for _, handBack := range []bool{true, false} {
+		t.Run(fmt.Sprint("HandBack=", handBack), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				release := make(chan struct{})
+				var back atomic.Int64
+				w := bulkhead.NewWorkers(1, bulkhead.WorkersConfig{
+					HandBack: handBack,
+					OnUnstarted: func(string, bulkhead.Job, error) {
+						<-release
+						back.Add(1)
+					},
+				})
+				block := make(chan struct{})
+				mustSubmit(t, w, bulkhead.DefaultClass, func(ctx context.Context) error {
+					select {
+					case <-block:
+					case <-ctx.Done():
+					}
+					return nil
+				})
+				for range 3 {
+					mustSubmit(t, w, bulkhead.DefaultClass, func(context.Context) error { return nil })
+				}
+				synctest.Wait()
+				first := make(chan error, 1)
+				if handBack {
+					go func() { first <- w.Shutdown(context.Background()) }()
+				} else {
+					go func() { first <- w.Shutdown(canceled()) }() // hands back at once
+				}
+				synctest.Wait() // the first Shutdown is in OnUnstarted
+				close(block)
+				second := make(chan error, 1)
+				go func() { second <- w.Shutdown(context.Background()) }()
+				synctest.Wait()
+				select {
+				case err := <-second:
+					t.Errorf("HandBack %v: second Shutdown = %v while the backlog was being handed back (%d of 3 back)", handBack, err, back.Load())
+					second <- err
+				default:
+				}
+				close(release)
+				<-first
+				<-second
+				if back.Load() != 3 {
+					t.Errorf("%d handed back, want 3", back.Load())
+				}
+			})
+		})
+	}
+}
+
+// TestWorkersOnUnstartedGetsTheJob: every job that never runs comes back to
+// OnUnstarted as it was submitted, its Value and its Run, whatever the reason:
+// HandBack, Shutdown's context ending, the Pace or the Gate failing.
+func TestWorkersOnUnstartedGetsTheJob(t *testing.T) {
+	refusal := errors.New("store unavailable")
+	for _, tc := range []struct {
+		name     string
+		cfg      bulkhead.WorkersConfig
+		shutdown func() context.Context
+		want     error
+	}{
+		{"hand back", bulkhead.WorkersConfig{HandBack: true}, context.Background, bulkhead.ErrClosed},
+		{"deadline", bulkhead.WorkersConfig{}, canceled, bulkhead.ErrClosed},
+		{"pace", bulkhead.WorkersConfig{Pace: failing{refusal}}, context.Background, refusal},
+		{"gate", bulkhead.WorkersConfig{Gate: failing{refusal}}, context.Background, refusal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				type msg struct{ id int }
+				block := make(chan struct{})
+				var mu sync.Mutex
+				ran := map[int]bool{}
+				back := map[int]error{}
+				cfg := tc.cfg
+				cfg.OnUnstarted = func(class string, job bulkhead.Job, err error) {
+					m, ok := job.Value.(*msg)
+					if !ok || class != bulkhead.DefaultClass {
+						t.Errorf("OnUnstarted(%q, Value %#v): want the default class and a *msg", class, job.Value)
+						return
+					}
+					mu.Lock()
+					back[m.id] = err
+					if len(back) == 5 {
+						close(block) // the running job may return now
+					}
+					mu.Unlock()
+					job.Run(context.Background()) // the Run submitted with it
+				}
+				w := bulkhead.NewWorkers(1, cfg)
+				if tc.cfg.Pace == nil && tc.cfg.Gate == nil {
+					mustSubmit(t, w, bulkhead.DefaultClass, func(ctx context.Context) error {
+						select {
+						case <-block:
+						case <-ctx.Done():
+						}
+						return nil
+					})
+					synctest.Wait()
+				}
+				for id := range 5 {
+					err := w.Submit(t.Context(), bulkhead.DefaultClass, bulkhead.Job{
+						Run: func(context.Context) error {
+							mu.Lock()
+							ran[id] = true
+							mu.Unlock()
+							return nil
+						},
+						Value: &msg{id},
+					})
+					if err != nil {
+						t.Fatalf("Submit %d = %v", id, err)
+					}
+				}
+				synctest.Wait()
+				if err := w.Shutdown(tc.shutdown()); (err != nil) != (tc.name == "deadline") {
+					t.Errorf("Shutdown = %v", err)
+				}
+				for id := range 5 {
+					if err, ok := back[id]; !ok || err != tc.want || !ran[id] {
+						t.Errorf("job %d: handed back %v with %v, its Run called %v; want true, %v, true", id, ok, err, ran[id], tc.want)
+					}
+				}
+			})
+		})
 	}
 }

@@ -120,13 +120,13 @@ func TestWorkers(t *testing.T) {
 		}
 		ctx := t.Context()
 		block := make(chan struct{})
-		if err := w.Submit(ctx, "fg", func(context.Context) error { <-block; return nil }); err != nil {
+		if err := w.Submit(ctx, "fg", bulkhead.Job{Run: func(context.Context) error { <-block; return nil }}); err != nil {
 			t.Fatal(err)
 		}
-		if err := w.Submit(ctx, "bg", func(context.Context) error { return nil }); err != nil {
+		if err := w.Submit(ctx, "bg", bulkhead.Job{Run: func(context.Context) error { return nil }}); err != nil {
 			t.Fatal(err)
 		}
-		if err := w.Submit(ctx, "bg", func(context.Context) error { return nil }); !errors.Is(err, bulkhead.ErrQueueFull) {
+		if err := w.Submit(ctx, "bg", bulkhead.Job{Run: func(context.Context) error { return nil }}); !errors.Is(err, bulkhead.ErrQueueFull) {
 			t.Fatalf("Submit on a full backlog = %v, want ErrQueueFull", err)
 		}
 		synctest.Wait()
@@ -157,7 +157,7 @@ func TestWorkers(t *testing.T) {
 		if err := w.Shutdown(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := w.Submit(ctx, "fg", func(context.Context) error { return nil }); !errors.Is(err, bulkhead.ErrClosed) {
+		if err := w.Submit(ctx, "fg", bulkhead.Job{Run: func(context.Context) error { return nil }}); !errors.Is(err, bulkhead.ErrClosed) {
 			t.Fatalf("Submit after Shutdown = %v, want ErrClosed", err)
 		}
 		set("fg", 1, 0, 0, 0, 1, 1)

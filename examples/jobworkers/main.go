@@ -105,7 +105,7 @@ func worker(ctx context.Context) error {
 	end := time.After(*dur)
 loop:
 	for {
-		err := w.Submit(ctx, "export", func(ctx context.Context) error {
+		err := w.Submit(ctx, "export", bulkhead.Job{Run: func(ctx context.Context) error {
 			now := time.Now().UnixNano()
 			first.CompareAndSwap(0, now)
 			last.Store(now)
@@ -115,7 +115,7 @@ loop:
 			case <-ctx.Done():
 			}
 			return nil
-		})
+		}})
 		var wait time.Duration
 		if re, ok := errors.AsType[*bulkhead.RejectError](err); ok {
 			wait = re.RetryAfter() // backlog full: come back when a slot is due

@@ -117,13 +117,13 @@ func workersJob(ctx context.Context, cfg config, bs []*backend, p *progress) (*t
 		pod := i % cfg.Pods
 		for ci, col := range cols {
 			t0 := time.Now()
-			err := pools[ci][pod].Submit(ctx, "exports", func(ctx context.Context) error {
+			err := pools[ci][pod].Submit(ctx, "exports", bulkhead.Job{Run: func(ctx context.Context) error {
 				col.started(pod, time.Since(t0))
 				col.peak.enter()
 				sleep(ctx, work)
 				col.peak.leave()
 				return nil
-			})
+			}})
 			if err != nil {
 				col.rejected.Add(1)
 			}
