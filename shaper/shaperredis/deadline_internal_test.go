@@ -54,8 +54,8 @@ func TestScriptsSpendNothingPastDeadline(t *testing.T) {
 					t.Errorf("deadline %d: reply %v, %v, want allowed with %d remaining", dl, v, err, want)
 				}
 			}
-			if _, err := single.EvalInts(ctx, db.Client, new(evalBuf).fill(key, rl, 1, -1)); err == nil {
-				t.Errorf("deadline -1 accepted")
+			if err := single.Run(ctx, db.Client, []string{key}, rl.args[0], rl.args[1], rl.args[2], 1, "soon").Err(); err == nil {
+				t.Errorf("deadline \"soon\" accepted")
 			}
 
 			// A batch of three calls of one key: the second is past its

@@ -497,7 +497,7 @@ func evalKey(ctx context.Context, c redis.UniversalClient, sc *redisscript.Scrip
 // evalBefore is evalKey for a script that takes the call's deadline as its
 // last argument (after argv) and, once it has passed in Redis, replies
 // expiredReply then Redis's time and does nothing (lease.lua, reserve.lua: see
-// expired in common.lua). ctx is the call's context; clock turns its deadline
+// real in common.lua). ctx is the call's context; clock turns its deadline
 // into Redis time. An expired reply while ctx still has time means Redis's
 // clock is ahead of ours: clock learns by how much and the call is sent once
 // more; otherwise it returns context.DeadlineExceeded, the timeout that the

@@ -56,15 +56,15 @@ func decideFunc(body string) string {
 }
 
 // newMeterScript returns a meter script: the prelude, decide, and one call of
-// it, unless the call's deadline (ARGV[5]) has passed (see expired in
+// it, unless the call's deadline (ARGV[5]) has passed (see real in
 // common.lua).
 func newMeterScript(body string) *redisscript.Script {
 	return newScript(5, decideFunc(body)+meterCall)
 }
 
-const meterCall = `local late = expired(ARGV[5])
-if late == nil then return redis.error_reply('ERR shaper: invalid arguments') end
-if late then return {-2, now, 0, 0} end
+const meterCall = `local dl = tonumber(ARGV[5])
+if not dl then return redis.error_reply('ERR shaper: invalid arguments') end
+if real and dl > 0 and now > dl then return {-2, now, 0, 0} end
 return {decide(KEYS[1], n)}
 `
 

@@ -6,7 +6,7 @@
 -- KEYS[i] = the state key of the i-th decision (keys may repeat: the decisions
 --           are made in order, each seeing the ones before it)
 -- ARGV    = P, C, B, then the cost n of each decision in turn, then the
---           deadline of each decision in turn (see expired in common.lua)
+--           deadline of each decision in turn (see real in common.lua)
 --           [, now]
 -- Returns the replies of the decisions, flattened: allowed, remaining,
 -- retry_after_us, reset_after_us for each key in turn, all at one time (now);
@@ -24,10 +24,10 @@ for i = 1, #KEYS do
   local c = tonumber(ARGV[3 + i])
   local j = 4 * (i - 1)
   local ok, a, r, ra, rs = false
-  local late = expired(ARGV[3 + #KEYS + i])
-  if late then
+  local dl = tonumber(ARGV[3 + #KEYS + i])
+  if dl and real and dl > 0 and now > dl then
     ok, a, r, ra, rs = true, -2, now, 0, 0
-  elseif late == false and c and c >= 0 and c <= B and c % 1 == 0 then
+  elseif dl and c and c >= 0 and c <= B and c % 1 == 0 then
     ok, a, r, ra, rs = pcall(decide, KEYS[i], c)
   end
   if ok then

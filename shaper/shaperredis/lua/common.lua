@@ -6,7 +6,7 @@
 -- ARGV[4] = n, the cost of this call             (integer, 0 ≤ n ≤ B; 0 = peek)
 -- ARGV[5..NARGS] = the script's own arguments, if any; for a script that
 --           spends on a caller's behalf, the last is the call's deadline (see
---           expired below)
+--           real below)
 -- ARGV[NARGS+1] = (tests only) the time in Unix µs to use instead of TIME, an
 --           integer in [0, 2^53) (shaper.ErrTimeRange's range); when given, keys
 --           get a TTL of at least one hour, as test time is not real
@@ -46,17 +46,15 @@ else
   ttlfloor = 1
   real = true
 end
--- expired reports whether dl, a call's deadline in Redis time (Unix µs, 0 for
--- none: see storecall.Clock), has passed: the client has answered its caller
--- with a timeout, so the call must spend nothing. A script that spends on a
--- caller's behalf takes its deadline as its last own argument (ARGV[NARGS])
--- and replies -2 first, with now second, when it has passed. Under a test time
--- no deadline passes. nil if dl is not an integer ≥ 0.
-local function expired(dl)
-  dl = tonumber(dl)
-  if not dl or dl < 0 or dl % 1 ~= 0 then return nil end
-  return real == true and dl > 0 and now > dl
-end
+-- real is true when now is Redis TIME (not a test time). A script that spends
+-- on a caller's behalf takes the call's deadline, in Redis time (Unix µs, 0
+-- for none: see storecall.Clock), as its last own argument (ARGV[NARGS]), and
+-- once now is past it, does nothing and replies -2 first and now second: the
+-- client has answered its caller with a timeout (the call sat in the socket of
+-- a frozen Redis, say). Under a test time no deadline passes. The check is
+-- written out in each script, as "local dl = tonumber(ARGV[i])", nil an
+-- error, "if real and dl > 0 and now > dl": a helper function would cost
+-- every call its closure.
 -- idiv is Go's integer division (truncated toward zero).
 local function idiv(a, b)
   local q = a / b
