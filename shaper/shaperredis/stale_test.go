@@ -107,3 +107,37 @@ func connectedClients(info string) int {
 	}
 	return -1
 }
+
+// TestTimedOutReservationTakesNoSlot: a Queue reservation that timed out
+// while Redis was frozen takes no slot when Redis runs it late: after SIGCONT
+// the one slot of the hour is still free for a call that will not wait.
+func TestTimedOutReservationTakesNoSlot(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	rdb := redis.NewClient(redistest.Options(srv.Addr))
+	defer rdb.Close()
+	brk := breaker.New("stale", breaker.Config{CallTimeout: 100 * time.Millisecond, ConsecutiveFailures: 1000})
+	r := shaper.Rate{Count: 1, Period: time.Hour}
+	q := shaperredis.NewQueue(rdb, "q", r, shaperredis.QueueConfig{}, shaperredis.Config{Breaker: brk})
+	defer q.Close()
+	warm := shaperredis.NewQueue(rdb, "warm", r, shaperredis.QueueConfig{}, shaperredis.Config{Breaker: brk})
+	defer warm.Close()
+	if err := warm.Wait(ctx, 1); err != nil { // the script cached, a connection open
+		t.Fatal(err)
+	}
+	srv.Pause()
+	if err := q.Wait(ctx, 1); !errors.Is(err, breaker.ErrUnavailable) {
+		srv.Resume()
+		t.Fatalf("Wait with Redis frozen: %v, want ErrUnavailable", err)
+	}
+	rdb.Close()
+	time.Sleep(100 * time.Millisecond) // frozen past storecall.Slack
+	srv.Resume()
+	check := srv.Client()
+	waitAlone(t, check)
+	fresh := shaperredis.NewQueue(check, "q", r, shaperredis.QueueConfig{MaxWait: -1}, shaperredis.Config{})
+	defer fresh.Close()
+	if err := fresh.Wait(ctx, 1); err != nil {
+		t.Errorf("Wait after the frozen reservation: %v, want the free slot", err)
+	}
+}
