@@ -95,6 +95,38 @@ func (s *Semaphore) call(ctx context.Context, p breaker.Policy, sc *redisscript.
 	return r, src, ran, err
 }
 
+// callBefore is call for a script that takes the call's deadline as its last
+// argument and does nothing once it has passed (acquire.lua: it replies
+// stExpired with Redis's time at index 6), so that a call that timed out here
+// but still runs in Redis (it sat in the socket of a frozen Redis) spends
+// nothing. The deadline comes from the call's context (bounded by the
+// breaker's CallTimeout) through the Store's Clock; an expired reply while the
+// call's context still has time means Redis's clock is ahead: the Clock learns
+// it and the call is sent once more.
+func (s *Semaphore) callBefore(ctx context.Context, p breaker.Policy, sc *redisscript.Script, tok any, extra ...any) (r []int64, src breaker.Source, ran bool, err error) {
+	args := s.command(tok, append(extra, nil)...)
+	dl := len(args) - 1
+	clock := s.fail.st.Clock
+	r, src, err = storecall.Do(ctx, &s.fail.st, p,
+		func(ctx context.Context, client redis.UniversalClient) ([]int64, error) {
+			ran = true
+			args[dl] = clock.Deadline(ctx)
+			r, err := run(ctx, client, sc, args)
+			if err == nil && r[0] == stExpired && len(r) > 6 {
+				if !clock.Expired(ctx, r[6]) {
+					return nil, context.DeadlineExceeded
+				}
+				args[dl] = clock.Deadline(ctx)
+				if r, err = run(ctx, client, sc, args); err == nil && r[0] == stExpired {
+					return nil, context.DeadlineExceeded
+				}
+			}
+			return r, err
+		},
+		func(context.Context) ([]int64, error) { return nil, nil })
+	return r, src, ran, err
+}
+
 // open reports whether the breaker is open: calls would not reach Redis.
 func (f *failure) open() bool { return f.st.Breaker.State() == breaker.StateOpen }
 

@@ -526,7 +526,7 @@ func (a *attempt) send(ctx context.Context) ([]int64, error) {
 	a.start = time.Now()
 	// Through the breaker with FailClosed: the policy is applied by failed, so
 	// that a queued waiter can ride out a blip before falling back.
-	r, _, ran, err := s.call(ctx, breaker.FailClosed, acquireScript, a.tok, a.n, s.leaseArg, b2i(a.wait), s.waitArg, s.idArg)
+	r, _, ran, err := s.callBefore(ctx, breaker.FailClosed, acquireScript, a.tok, a.n, s.leaseArg, b2i(a.wait), s.waitArg, s.idArg)
 	a.sent = a.sent || ran
 	if ran {
 		a.calls++

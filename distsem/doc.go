@@ -37,14 +37,28 @@
 //
 // The weight held at the store never exceeds the limit: every decision is one
 // Lua script (acquire, renew or release) that checks and writes atomically, with
-// time taken only from Redis TIME, so client clocks never matter. Every script
+// time taken only from Redis TIME, so client clocks never matter to a grant
+// (they only decide, through an acquire's deadline, below, whether a late
+// acquire still runs). Every script
 // is idempotent per client-generated token, because go-redis retries and a call
 // that timed out at the client may still run later: a repeated acquire returns
 // the same grant, and the release of a token whose acquire failed or was
 // cancelled leaves a tombstone (Config.TombstoneTTL) that refuses an acquire of
 // the same token arriving after it. An Acquire that fails or is cancelled
 // releases its token in the background, detached from the caller's context, so
-// it leaves no orphan permit even if its call ran late. (Permit.Release of a
+// it leaves no orphan permit even if its call ran late. Nor does a late call
+// hold the permit meanwhile: an acquire carries its call's deadline (the
+// context's, CallTimeout at most, in this host's clock plus 10ms, plus how far
+// Redis's clock has been seen ahead: an acquire refused as late while its
+// caller still waits proves Redis is ahead and is sent once more with the
+// difference learned), and does nothing if Redis runs it after that, as when
+// it sat in the socket of a frozen Redis. Without it, the only permit of a
+// semaphore stayed held for no one for the breaker's open period (1.17s
+// measured) after Redis woke, until the release got through. The bound: a
+// late acquire still takes a permit, until its release runs, only if Redis
+// starts it within 10ms, plus however far this host's clock runs ahead of
+// Redis's, after its deadline. Releases and renewals carry no deadline: they
+// always run. (Permit.Release of a
 // grant made by the token's only acquire call writes no tombstone, unless
 // Config.Readopt is set: no acquire of that token can still be pending, and it
 // saves a write and memory per release. A token sent more than once, by a

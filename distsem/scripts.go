@@ -56,6 +56,7 @@ const (
 	stBusy     = 2
 	stTomb     = -1
 	stTooHeavy = -2
+	stExpired  = -3
 
 	stRenewed   = 1
 	stReadopted = 2

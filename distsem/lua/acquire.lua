@@ -4,7 +4,8 @@
 -- KEYS, ARGV[1..5]: see head.lua.
 -- ARGV[6] = weight (1..), ARGV[7] = lease ms, ARGV[8] = 1 to queue when not
 -- granted, 0 to only try, ARGV[9] = waiter heartbeat TTL ms, ARGV[10] = notify
--- id of the calling process.
+-- id of the calling process, ARGV[11] = the call's deadline in Redis time (µs;
+-- 0 or absent for none: see storecall.Clock).
 -- Returns {status, fence, limit, used, position, next[, now_us]}:
 --   status  1 granted (fence set), 0 queued (position = waiters ahead, next = ms
 --           until the earliest holder lease expires, -1 if none: the head waiter
@@ -15,7 +16,15 @@
 --           grant came after this call, so the waiter can tell a fresh hand-off
 --           message from a stale one for an earlier grant of its token,
 --          -1 token tombstoned (released or cancelled before this call ran),
---          -2 weight exceeds the stored limit (removed from the queue).
+--          -2 weight exceeds the stored limit (removed from the queue),
+--          -3 the call's deadline had passed (now_us at index 7): nothing was
+--           done, as its caller was answered with a timeout (the call sat in
+--           the socket of a frozen Redis, say).
+-- A call past its deadline does nothing, before anything else.
+local dl = tonumber(ARGV[11])
+if dl and dl > 0 and now_us > dl then
+  return {-3, 0, 0, 0, 0, 0, now_us}
+end
 -- Fast path: a new grant with the queue empty (so tok is not queued), no
 -- tombstone for tok, and the weight fits (so it is not too heavy), as below.
 if fast and (tn0 == -1 or not redis.call('ZSCORE', T, tok)) then

@@ -9,6 +9,8 @@ package storecall
 import (
 	"context"
 	"reflect"
+	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -20,6 +22,7 @@ import (
 type Store struct {
 	Client  redis.UniversalClient
 	Breaker *breaker.Breaker
+	Clock   *Clock // the deadlines of the scripts run through the Store
 }
 
 // New returns the Store of client guarded by brk, or, if brk is nil, by a
@@ -37,7 +40,7 @@ func New(pkg string, client redis.UniversalClient, brk *breaker.Breaker, name st
 	if brk == nil {
 		brk = breaker.New(name, breaker.Config{Policy: p})
 	}
-	return Store{Client: client, Breaker: brk}
+	return Store{Client: client, Breaker: brk, Clock: new(Clock)}
 }
 
 // Check panics as New does if client is nil, a typed nil, or a go-redis
@@ -72,4 +75,68 @@ func Check(pkg string, client redis.UniversalClient) {
 // matching breaker.ErrTimeout, the caller's context ending returns ctx.Err()).
 func Do[T any](ctx context.Context, s *Store, p breaker.Policy, call func(context.Context, redis.UniversalClient) (T, error), fallback func(context.Context) (T, error)) (T, breaker.Source, error) {
 	return breaker.Do(ctx, s.Breaker, p, func(ctx context.Context) (T, error) { return call(ctx, s.Client) }, fallback)
+}
+
+// Slack is added to every script deadline (see [Clock.Deadline]): the margin
+// by which this host's clock may run behind Redis's before a call still
+// within its budget reaches Redis after its deadline, as Redis sees it, and
+// is not run.
+const Slack = 10 * time.Millisecond
+
+// A Clock turns the deadline of a call into the deadline of its script, in
+// Redis time: a script that spends something on behalf of its caller (a meter
+// decision, a reservation, a semaphore acquire) receives it, compares it with
+// Redis TIME, and does nothing once it has passed, because the caller was
+// then already answered with a timeout (a call that sat in a frozen Redis's
+// socket runs when Redis wakes). The client's clock and Redis's may differ:
+// the Clock starts from this host's clock plus [Slack], and learns how far
+// Redis is ahead from the replies of scripts that found their deadline
+// passed while the caller was still waiting (proof that Redis's clock is
+// ahead by at least the difference), so that skew costs one extra round trip
+// when it is learned, never an outage. A Clock never learns that Redis is
+// behind: a stale call then still runs if Redis starts it within Slack plus
+// that skew after the call's deadline. The zero Clock is ready to use and
+// safe for concurrent use; a nil *Clock is a zero Clock that never learns.
+type Clock struct {
+	ahead atomic.Int64 // µs by which Redis's clock is known to be ahead of ours, ≥ 0
+}
+
+// Deadline returns the script deadline of a call made with ctx (the call's
+// context from Do, bounded by the breaker's CallTimeout): ctx's deadline in
+// Unix µs, plus what c has learned of Redis's clock and Slack; 0 (none) if ctx
+// has no deadline.
+func (c *Clock) Deadline(ctx context.Context) int64 {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	var ahead int64
+	if c != nil {
+		ahead = c.ahead.Load()
+	}
+	return d.UnixMicro() + int64(Slack/time.Microsecond) + ahead
+}
+
+// Expired takes the reply of a script that found its deadline passed, with
+// redisNow, the Redis time (Unix µs) at which it ran, and reports whether the
+// call may be sent again with a new Deadline: ctx (the call's context) is not
+// done yet, so Redis's clock was ahead of ours by more than c knew, which c
+// has now learned. If it returns false, the call's budget is spent: return
+// context.DeadlineExceeded, which Do reports as the timeout it is.
+func (c *Clock) Expired(ctx context.Context, redisNow int64) bool {
+	now := time.Now()
+	// Redis ran the script at Redis time redisNow, before now on our clock.
+	if ahead := redisNow - now.UnixMicro(); ahead > 0 && c != nil {
+		for {
+			old := c.ahead.Load()
+			if ahead <= old || c.ahead.CompareAndSwap(old, ahead) {
+				break
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	d, ok := ctx.Deadline()
+	return ok && now.Before(d)
 }

@@ -14,10 +14,10 @@ import (
 
 // fillAt is evalBuf.fill with the time now (Unix µs) appended.
 func fillAt(buf *evalBuf, key string, rl *redisLimit, n, now int64) []any {
-	args := buf.fill(key, rl, n)
+	args := buf.fill(key, rl, n, 0)
 	buf.now = now
-	buf.args[8] = &buf.now
-	return args[:9]
+	buf.args[9] = &buf.now
+	return args[:10]
 }
 
 // allowAt decides n for key on m at the time now (Unix µs), as AllowN does
@@ -41,7 +41,7 @@ func leaseAt(ctx context.Context, l *Lease, now, want, least, giveback int64) ([
 	rl := l.m.lim.Load()
 	want = min(want, rl.max)
 	var out [4]int64
-	err := evalKey(ctx, l.m.st.Client, leaseScript, l.m.Key(l.key), out[:], rl.args[0], rl.args[1], rl.args[2], want, giveback, least, now)
+	err := evalKey(ctx, l.m.st.Client, leaseScript, l.m.Key(l.key), out[:], rl.args[0], rl.args[1], rl.args[2], want, giveback, least, 0, now)
 	if err == nil && (out[0] < 0 || out[0] > want || out[2] < 0) {
 		err = errors.New("shaperredis: unexpected lease reply")
 	}

@@ -77,7 +77,7 @@ func TestBatchOneFailedDecisionFailsOnlyItself(t *testing.T) {
 	}
 	var batch []*bcall
 	for _, key := range []string{"good1", "bad", "good2"} {
-		batch = append(batch, &bcall{args: new(evalBuf).fill(db.Prefix+"{"+key+"}", rl, 1)})
+		batch = append(batch, &bcall{args: new(evalBuf).fill(db.Prefix+"{"+key+"}", rl, 1, 0)})
 	}
 	if !newBatcher(db.Client, 0, single, multi).execMulti(ctx, batch) {
 		t.Fatal("the batch was not sent as one batch-script call")

@@ -30,6 +30,20 @@
 // Decision.Degraded set. With Config.Batch, the decisions that goroutines ask
 // for at once share one round trip.
 //
+// A call that timed out may still sit in the socket of a frozen or overloaded
+// Redis and run when Redis gets to it. It spends nothing then: every script
+// that spends on a caller's behalf (a decision, a lease refill, a queue
+// reservation) carries the call's deadline, and does nothing once Redis TIME
+// has passed it. The deadline is the client's (the call's context deadline,
+// CallTimeout at most) plus 10ms, plus how far Redis's clock has been seen
+// ahead of this host's: a call refused as late while its caller still waits
+// proves Redis is ahead, and is sent once more with the difference learned,
+// so a skewed clock costs one extra round trip, never an outage. The bound: a
+// caller answered with a timeout is still charged only if Redis starts the
+// call within 10ms, plus however far this host's clock runs ahead of Redis's,
+// after the call's deadline. Give-backs (a Lease's Close, a Queue's unused
+// slot) carry no deadline: a refund always runs.
+//
 // # Bad input
 //
 // A cost above the burst (ErrTooLarge) and a key longer than Config.MaxKeyLen

@@ -373,7 +373,16 @@ func (l *Lease) leaseCall(ctx context.Context, want, least, giveback int64) ([4]
 	args := []any{rl.args[0], rl.args[1], rl.args[2], want, giveback, least}
 	r, _, err := storecall.Do(ctx, &m.st, breaker.FailClosed, func(ctx context.Context, client redis.UniversalClient) ([4]int64, error) {
 		var out [4]int64
-		if err := evalKey(ctx, client, leaseScript, m.Key(l.key), out[:], args...); err != nil {
+		var err error
+		if want == 0 {
+			// A give-back only (Close): a refund, which runs however late
+			// (deadline 0).
+			err = evalKey(ctx, client, leaseScript, m.Key(l.key), out[:], append(args, 0)...)
+		} else {
+			// Tokens taken for a call that timed out would be lost quota.
+			err = evalBefore(ctx, m.st.Clock, client, leaseScript, m.Key(l.key), out[:], args...)
+		}
+		if err != nil {
 			return out, err
 		}
 		if out[0] < 0 || out[0] > want || out[2] < 0 {

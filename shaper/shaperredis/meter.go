@@ -391,8 +391,9 @@ type call struct {
 type result struct{ d shaper.Decision }
 
 // evalBuf holds the command of one script call: "evalsha", the script's SHA-1
-// (both written by redisscript.Script.Cmd), 1 (numkeys), the key, P, C, B, n
-// [, now (tests only: see fillAt in the tests)]. The constants are boxed once
+// (both written by redisscript.Script.Cmd), 1 (numkeys), the key, P, C, B, n,
+// the call's deadline (storecall.Clock.Deadline) [, now (tests only: see
+// fillAt in the tests)]. The constants are boxed once
 // per script and limit (redisLimit.args); the key and n are passed by pointer
 // (go-redis writes *string and *int64 arguments, and Cluster reads the key
 // through them), so filling the command allocates nothing (the prefixed key
@@ -400,29 +401,34 @@ type result struct{ d shaper.Decision }
 // evalPool) once its call has returned: go-redis is done with the arguments
 // when Process returns.
 type evalBuf struct {
-	args   [9]any
-	key    string
-	n, now int64
+	args       [10]any
+	key        string
+	n, dl, now int64
 }
 
 var evalPool = sync.Pool{New: func() any { return new(evalBuf) }}
 
 var oneKey any = 1
 
-// fill sets buf's arguments for a call of n for key under rl, and returns them
-// (the command of a meter script; see redisscript.Script.EvalInts).
-func (buf *evalBuf) fill(key string, rl *redisLimit, n int64) []any {
-	buf.key, buf.n = key, n
+// fill sets buf's arguments for a call of n for key under rl with deadline
+// dl, and returns them (the command of a meter script; see
+// redisscript.Script.EvalInts).
+func (buf *evalBuf) fill(key string, rl *redisLimit, n, dl int64) []any {
+	buf.key, buf.n, buf.dl = key, n, dl
 	a := &buf.args
 	a[2], a[3] = oneKey, &buf.key
-	a[4], a[5], a[6], a[7] = rl.args[0], rl.args[1], rl.args[2], &buf.n
-	return a[:8]
+	a[4], a[5], a[6], a[7], a[8] = rl.args[0], rl.args[1], rl.args[2], &buf.n, &buf.dl
+	return a[:9]
 }
+
+// expiredReply is the first integer of a script's reply when the call's
+// deadline had passed in Redis, which then did nothing (see storecall.Clock).
+const expiredReply = -2
 
 func (c call) run(ctx context.Context, client redis.UniversalClient) (result, error) {
 	m := c.m
 	buf := evalPool.Get().(*evalBuf)
-	args := buf.fill(m.Key(c.key), c.rl, c.n)
+	args := buf.fill(m.Key(c.key), c.rl, c.n, m.st.Clock.Deadline(ctx))
 	var v []int64
 	var err error
 	abandoned := false
@@ -430,6 +436,18 @@ func (c call) run(ctx context.Context, client redis.UniversalClient) (result, er
 		v, err, abandoned = m.batch.run(ctx, args)
 	} else {
 		v, err = m.script.EvalInts(ctx, client, args)
+	}
+	if err == nil && len(v) == 4 && v[0] == expiredReply {
+		// Redis's clock is ahead of ours (or the reply is late): once more,
+		// alone, with what the Clock has learned, if the budget allows.
+		again := m.st.Clock.Expired(ctx, v[1])
+		v, err = nil, context.DeadlineExceeded
+		if again {
+			buf.dl = m.st.Clock.Deadline(ctx)
+			if v, err = m.script.EvalInts(ctx, client, args); err == nil && len(v) == 4 && v[0] == expiredReply {
+				v, err = nil, context.DeadlineExceeded
+			}
+		}
 	}
 	if !abandoned { // else its batch may still read it: left to the GC
 		*buf = evalBuf{}
@@ -491,6 +509,31 @@ func evalKey(ctx context.Context, c redis.UniversalClient, sc *redisscript.Scrip
 	}
 	copy(dst, v)
 	return nil
+}
+
+// evalBefore is evalKey for a script that takes the call's deadline as its
+// last argument (after argv) and, once it has passed in Redis, replies
+// expiredReply then Redis's time and does nothing (lease.lua, reserve.lua: see
+// real in common.lua). ctx is the call's context; clock turns its deadline
+// into Redis time. An expired reply while ctx still has time means Redis's
+// clock is ahead of ours: clock learns by how much and the call is sent once
+// more; otherwise it returns context.DeadlineExceeded, the timeout that the
+// caller has been (or is being) answered.
+func evalBefore(ctx context.Context, clock *storecall.Clock, c redis.UniversalClient, sc *redisscript.Script, key string, dst []int64, argv ...any) error {
+	argv = append(argv, clock.Deadline(ctx))
+	dl := len(argv) - 1
+	for try := 0; ; try++ {
+		if err := evalKey(ctx, c, sc, key, dst, argv...); err != nil {
+			return err
+		}
+		if dst[0] != expiredReply {
+			return nil
+		}
+		if try > 0 || !clock.Expired(ctx, dst[1]) {
+			return context.DeadlineExceeded
+		}
+		argv[dl] = clock.Deadline(ctx)
+	}
 }
 
 // maxExact is 2^53: every number crossing into Lua stays below it.

@@ -205,7 +205,7 @@ func (q *Queue) wait(ctx context.Context, n int64, from *breaker.Source) error {
 	}
 	r, src, err := storecall.Do(ctx, &q.st, q.policy, func(ctx context.Context, client redis.UniversalClient) ([7]int64, error) {
 		var out [7]int64
-		if err := evalKey(ctx, client, reserveScript, q.key, out[:], args...); err != nil {
+		if err := evalBefore(ctx, q.st.Clock, client, reserveScript, q.key, out[:], args...); err != nil {
 			return out, err
 		}
 		if out[0] != 0 && out[0] != 1 || out[1] < 0 {

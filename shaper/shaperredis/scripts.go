@@ -55,14 +55,22 @@ func decideFunc(body string) string {
 	return "local function decide(key, n)\nlocal now = now\n" + body + "\nend\n"
 }
 
-// newMeterScript returns a meter script: the prelude, decide, and one call of it.
+// newMeterScript returns a meter script: the prelude, decide, and one call of
+// it, unless the call's deadline (ARGV[5]) has passed (see real in
+// common.lua).
 func newMeterScript(body string) *redisscript.Script {
-	return newScript(4, decideFunc(body)+"return {decide(KEYS[1], n)}\n")
+	return newScript(5, decideFunc(body)+meterCall)
 }
+
+const meterCall = `local dl = tonumber(ARGV[5])
+if not dl then return redis.error_reply('ERR shaper: invalid arguments') end
+if real and dl > 0 and now > dl then return {-2, now, 0, 0} end
+return {decide(KEYS[1], n)}
+`
 
 // newBatchScript returns the batch form of a meter script (see batch.lua).
 func newBatchScript(body string) *redisscript.Script {
-	return redisscript.New("local NARGS = 3 + #KEYS\n" + commonLua + decideFunc(body) + batchLua)
+	return redisscript.New("local NARGS = 3 + 2 * #KEYS\n" + commonLua + decideFunc(body) + batchLua)
 }
 
 var (
@@ -71,9 +79,9 @@ var (
 	fixedWindowScript    = newMeterScript(fixedWindowLua)
 	slidingCounterScript = newMeterScript(slidingCounterLua)
 	slidingLogScript     = newMeterScript(slidingLogLua)
-	reserveScript        = newScript(5, reserveLua)
+	reserveScript        = newScript(6, reserveLua)
 	unreserveScript      = newScript(8, unreserveLua)
-	leaseScript          = newScript(6, leaseLua)
+	leaseScript          = newScript(7, leaseLua)
 
 	gcraBatchScript           = newBatchScript(gcraLua)
 	tokenBucketBatchScript    = newBatchScript(tokenBucketLua)

@@ -296,7 +296,7 @@ func TestReserveScriptContract(t *testing.T) {
 	ctx := context.Background()
 	reserve := func(n, maxwait int64) [3]int64 {
 		var out [7]int64
-		if err := evalKey(ctx, db.Client, reserveScript, q.Key(), out[:], q.rl.args[0], q.rl.args[1], q.rl.args[2], n, maxwait, now); err != nil {
+		if err := evalKey(ctx, db.Client, reserveScript, q.Key(), out[:], q.rl.args[0], q.rl.args[1], q.rl.args[2], n, maxwait, 0, now); err != nil {
 			t.Fatal(err)
 		}
 		return [3]int64(out[:3])
@@ -340,7 +340,7 @@ func TestMeterRejectsBadReply(t *testing.T) {
 		src := tc.src + " -- " + t.Name()
 		h := redisscript.New(src)
 		buf := new(evalBuf)
-		args := buf.fill(db.Prefix+"{k}", newRedisLimit("t", shaper.Limit{Rate: shaper.PerSecond(1)}, false), 1)
+		args := buf.fill(db.Prefix+"{k}", newRedisLimit("t", shaper.Limit{Rate: shaper.PerSecond(1)}, false), 1, 0)
 		v, err := h.EvalInts(ctx, db.Client, args) // a fresh script: NOSCRIPT, then EVAL
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: EvalInts = %v, %v", tc.src, v, err)
@@ -394,8 +394,8 @@ func TestBatchScriptMatchesSingle(t *testing.T) {
 				}
 			}
 			bad := []*bcall{
-				{args: new(evalBuf).fill(db.Prefix+kindNames[kind]+":x:{a}", rl, 1)},
-				{args: new(evalBuf).fill(db.Prefix+kindNames[kind]+":x:{b}", rl, rl.max+1)},
+				{args: new(evalBuf).fill(db.Prefix+kindNames[kind]+":x:{a}", rl, 1, 0)},
+				{args: new(evalBuf).fill(db.Prefix+kindNames[kind]+":x:{b}", rl, rl.max+1, 0)},
 			}
 			newBatcher(db.Client, 0, single, multi).execMulti(ctx, bad)
 			if err := bad[1].err; err == nil || !strings.Contains(err.Error(), "invalid arguments") {

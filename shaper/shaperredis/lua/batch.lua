@@ -5,9 +5,13 @@
 -- TIME and checks P, C, B and the first cost once, and decide runs once per key.
 -- KEYS[i] = the state key of the i-th decision (keys may repeat: the decisions
 --           are made in order, each seeing the ones before it)
--- ARGV    = P, C, B, then the cost n of each decision in turn [, now]
+-- ARGV    = P, C, B, then the cost n of each decision in turn, then the
+--           deadline of each decision in turn (see real in common.lua)
+--           [, now]
 -- Returns the replies of the decisions, flattened: allowed, remaining,
--- retry_after_us, reset_after_us for each key in turn, all at one time (now).
+-- retry_after_us, reset_after_us for each key in turn, all at one time (now);
+-- -2, now, 0, 0 for a decision whose deadline has passed (nothing decided or
+-- written: its caller has been answered with a timeout).
 -- A decision that fails (a cost out of range, which the Go side never sends as
 -- it validates every call first, or an error from Redis such as WRONGTYPE on a
 -- key used by something else) replies -1, 0, 0, 0 and the others stand: the Go
@@ -20,7 +24,10 @@ for i = 1, #KEYS do
   local c = tonumber(ARGV[3 + i])
   local j = 4 * (i - 1)
   local ok, a, r, ra, rs = false
-  if c and c >= 0 and c <= B and c % 1 == 0 then
+  local dl = tonumber(ARGV[3 + #KEYS + i])
+  if dl and real and dl > 0 and now > dl then
+    ok, a, r, ra, rs = true, -2, now, 0, 0
+  elseif dl and c and c >= 0 and c <= B and c % 1 == 0 then
     ok, a, r, ra, rs = pcall(decide, KEYS[i], c)
   end
   if ok then

@@ -4,7 +4,9 @@
 -- ARGV[2] = C, the rate's count per period       (integer ≥ 1)
 -- ARGV[3] = B, the burst / capacity / count      (integer ≥ 1)
 -- ARGV[4] = n, the cost of this call             (integer, 0 ≤ n ≤ B; 0 = peek)
--- ARGV[5..NARGS] = the script's own arguments, if any
+-- ARGV[5..NARGS] = the script's own arguments, if any; for a script that
+--           spends on a caller's behalf, the last is the call's deadline (see
+--           real below)
 -- ARGV[NARGS+1] = (tests only) the time in Unix µs to use instead of TIME, an
 --           integer in [0, 2^53) (shaper.ErrTimeRange's range); when given, keys
 --           get a TTL of at least one hour, as test time is not real
@@ -16,8 +18,9 @@
 -- decision for the state key key at cost n and returns its four integers. The
 -- batch form (batch.lua) calls decide once per key instead.
 -- A single-key script replies {allowed (0|1), remaining, retry_after µs,
--- reset_after µs}; a batch script those four per key (-1 first for a failed
--- decision: see batch.lua).
+-- reset_after µs}, or {-2, now, 0, 0} without deciding once the call's
+-- deadline (ARGV[5], Unix µs in Redis time, 0 for none) has passed; a batch
+-- script those four per key (-1 first for a failed decision: see batch.lua).
 -- All arithmetic is on integers below 2^53, so Lua's doubles are exact; the Go
 -- side (shaper/*.go) runs the same lines and must give the same answers.
 local P = tonumber(ARGV[1])
@@ -30,7 +33,7 @@ if not (P and C and B and n) or P < 1 or C < 1 or B < 1 or n < 0 or n > B
   or B > EXACT / P or C > EXACT / P then
   return redis.error_reply('ERR shaper: invalid arguments')
 end
-local now, ttlfloor
+local now, ttlfloor, real
 if #ARGV > NARGS then
   now = tonumber(ARGV[NARGS + 1])
   if not now or now < 0 or now >= EXACT or now % 1 ~= 0 then
@@ -41,7 +44,17 @@ else
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
   ttlfloor = 1
+  real = true
 end
+-- real is true when now is Redis TIME (not a test time). A script that spends
+-- on a caller's behalf takes the call's deadline, in Redis time (Unix µs, 0
+-- for none: see storecall.Clock), as its last own argument (ARGV[NARGS]), and
+-- once now is past it, does nothing and replies -2 first and now second: the
+-- client has answered its caller with a timeout (the call sat in the socket of
+-- a frozen Redis, say). Under a test time no deadline passes. The check is
+-- written out in each script, as "local dl = tonumber(ARGV[i])", nil an
+-- error, "if real and dl > 0 and now > dl": a helper function would cost
+-- every call its closure.
 -- idiv is Go's integer division (truncated toward zero).
 local function idiv(a, b)
   local q = a / b
