@@ -20,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/floodgate-go/floodgate/examples/internal/examplekit"
+	"github.com/floodgate-go/floodgate/examples/internal/examplemetrics"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -72,7 +73,7 @@ func worker(ctx context.Context) error {
 		return err
 	}
 	defer rdb.Close()
-	m, stopMetrics, err := examplekit.ServeMetrics(*metrics, os.Stderr)
+	m, stopMetrics, err := examplemetrics.Serve(*metrics, os.Stderr)
 	if err != nil {
 		return err
 	}

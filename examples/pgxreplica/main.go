@@ -17,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/floodgate-go/floodgate/examples/internal/examplekit"
+	"github.com/floodgate-go/floodgate/examples/internal/examplemetrics"
 	"io"
 	"os"
 	"os/signal"
@@ -77,7 +78,7 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 		return fmt.Errorf("PostgreSQL at %s is unreachable (%s); set DATABASE_URL or -db", pcfg.ConnConfig.Host, strings.Join(strings.Fields(err.Error()), " "))
 	}
 
-	m, stopMetrics, err := examplekit.ServeMetrics(cfg.Metrics, w)
+	m, stopMetrics, err := examplemetrics.Serve(cfg.Metrics, w)
 	if err != nil {
 		return err
 	}
