@@ -168,7 +168,7 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 					// caller comes back after it, as a client would.
 					var re *bulkheadpgx.RejectError
 					if errors.As(err, &re) {
-						sleep(rctx, re.RetryAfter())
+						examplekit.Sleep(rctx, re.RetryAfter())
 					}
 				case ctx.Err() != nil:
 					return
@@ -185,7 +185,7 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 			if err := db.QueryRow(ctx, "SELECT 1").Scan(&one); err == nil {
 				cheap.Add(1)
 			}
-			sleep(rctx, 10*time.Millisecond)
+			examplekit.Sleep(rctx, 10*time.Millisecond)
 		}
 	})
 	wg.Wait()
@@ -248,14 +248,4 @@ func reportsGate(ctx context.Context, cfg config, m *otelfloodgate.Metrics) (gat
 	}
 	where = fmt.Sprintf("fleet-wide through Redis at %s as %q; %d in this process while Redis is down", cfg.Redis, cfg.Name, cfg.Share)
 	return sem, where, closeGate, nil
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

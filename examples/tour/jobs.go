@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/bulkhead"
+	"github.com/floodgate-go/floodgate/examples/internal/examplekit"
 	"github.com/floodgate-go/floodgate/shaper"
 )
 
@@ -25,16 +26,6 @@ var jobs = []job{
 	{"report queries: at most 4 at once, a caller waits at most 100ms", poolJob},
 	{"export workers: start 20/s smoothly, 4 at once, backlog of 10", workersJob},
 	{"PDF export handler: 5/min and 2 at once per tenant, 429 over that", httpJob},
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // poolJob is job 1, wrapping a database pool: 16 callers run a fake 50ms
@@ -69,7 +60,7 @@ func poolJob(ctx context.Context, cfg config, bs []*backend, p *progress) (*tabl
 					if err != nil && ctx.Err() == nil {
 						col.rejected.Add(1)
 					}
-					sleep(ctx, think)
+					examplekit.Sleep(ctx, think)
 				}
 			})
 		}
@@ -120,7 +111,7 @@ func workersJob(ctx context.Context, cfg config, bs []*backend, p *progress) (*t
 			err := pools[ci][pod].Submit(ctx, "exports", func(ctx context.Context) error {
 				col.started(pod, time.Since(t0))
 				col.peak.enter()
-				sleep(ctx, work)
+				examplekit.Sleep(ctx, work)
 				col.peak.leave()
 				return nil
 			})
@@ -251,7 +242,7 @@ func httpJob(ctx context.Context, cfg config, bs []*backend, p *progress) (*tabl
 								resp.Proto, resp.Status, resp.Header.Get("Retry-After"), resp.Header.Get("Content-Type"), strings.TrimSpace(string(body)))
 							sample.CompareAndSwap(nil, &s)
 						}
-						sleep(ctx, every)
+						examplekit.Sleep(ctx, every)
 					}
 				})
 			}

@@ -8,6 +8,7 @@ package examplekit
 import (
 	"context"
 	"os"
+	"time"
 )
 
 // EnvOr returns the environment variable k, or def if it is unset or empty.
@@ -24,3 +25,13 @@ type Quiet struct{}
 
 // Printf does nothing.
 func (Quiet) Printf(context.Context, string, ...any) {}
+
+// Sleep waits d or until ctx ends.
+func Sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
