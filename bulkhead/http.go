@@ -111,7 +111,8 @@ func (b *Bulkhead) writeFields(w http.ResponseWriter, p *plan, rerr *RejectError
 	}
 }
 
-// writeBody writes the default JSON rejection body: the seed's shape, with a
+// writeBody writes the default JSON rejection body ({"error", "message",
+// "retry_after_seconds"}), with a
 // code and a message chosen from the status, never from the error's text.
 func writeBody(w http.ResponseWriter, e *RejectError) {
 	code, msg := "error", http.StatusText(e.Status)
