@@ -5,8 +5,9 @@ import "time"
 // TokenBucket is a keyed token bucket with the semantics of the usual Redis
 // Lua token-bucket script (refill on every call, then take): a bucket holds at
 // most Burst tokens, earns Rate tokens over time up to that capacity, starts
-// full, and admits a call of cost n only if n tokens are there; the clock never moves backwards (a call dated before the last one is taken
-// at the last one's time).
+// full, and admits a call of cost n only if n tokens are there; the clock
+// never moves backwards (a call dated before the last one is taken at the
+// last one's time).
 //
 // Policy it answers: "bursts up to the capacity are fine, but average use is limited
 // to Rate". Bursts are allowed up to Burst, then rejected; quiet time refills the
