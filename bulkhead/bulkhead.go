@@ -168,7 +168,7 @@ const maxInline = 12
 // identified request (no layers).
 type Config struct {
 	// Layers are checked in order; a request passes each layer that applies to
-	// it. Order them from coarse to fine, as in the seed: global cap, tenant
+	// it. Order them from coarse to fine, for defense in depth: global cap, tenant
 	// tier quota, route rates, route-per-tenant concurrency.
 	Layers []Layer
 

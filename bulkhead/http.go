@@ -160,7 +160,8 @@ func rateItem(s *step, rerr *RejectError) (q, w, r, t int64, ok bool) {
 	return q, w, r, retrySeconds(s.d.ResetAfter), true
 }
 
-// writeBody writes the default JSON rejection body: the seed's shape, with a
+// writeBody writes the default JSON rejection body ({"error", "message",
+// "retry_after_seconds"}), with a
 // code and a message chosen from the status, never from the error's text.
 func writeBody(w http.ResponseWriter, e *RejectError) {
 	code, msg := "error", http.StatusText(e.Status)

@@ -2,7 +2,7 @@
 // steady rate (the leaky bucket as a shaper), and meters that admit or reject each
 // call at once with an honest retry-after: [Meter] (GCRA, the leaky bucket as a
 // meter), [TokenBucket], [FixedWindow], [SlidingLog] and [SlidingCounter], the five
-// algorithms of the seed document, and [Limiter], GCRA for a single limit.
+// classic rate-limiting algorithms, and [Limiter], GCRA for a single limit.
 //
 // # Which one
 //

@@ -12,8 +12,8 @@ import "time"
 // microseconds holding admitted events in the window, at most Rate.Count (events at
 // the same microsecond share one 16-byte entry). A key's log never holds more than
 // Rate.Count entries, so memory per key is bounded by 16·Count bytes plus a constant;
-// choose it only where Count per key is small (the seed: "traffic volume small
-// enough to store individual timestamps").
+// choose it only where Count per key is small (traffic small
+// enough to store individual timestamps).
 //
 // Arithmetic (integer µs): entries (ts, n), oldest first; sum = Σn.
 //

@@ -2,20 +2,21 @@ package shaper
 
 import "time"
 
-// TokenBucket is a keyed token bucket with the semantics of the seed document's
-// Redis Lua script: a bucket holds at most Burst tokens, earns Rate tokens over time
-// up to that capacity, starts full, and admits a call of cost n only if n tokens are
-// there; the clock never moves backwards (a call dated before the last one is taken
-// at the last one's time).
+// TokenBucket is a keyed token bucket with the semantics of the usual Redis
+// Lua token-bucket script (refill on every call, then take): a bucket holds at
+// most Burst tokens, earns Rate tokens over time up to that capacity, starts
+// full, and admits a call of cost n only if n tokens are there; the clock
+// never moves backwards (a call dated before the last one is taken at the
+// last one's time).
 //
 // Policy it answers: "bursts up to the capacity are fine, but average use is limited
 // to Rate". Bursts are allowed up to Burst, then rejected; quiet time refills the
 // bucket but never above Burst. This is not a strict rolling-window limit: over a
 // period P a key can get Burst + Rate·P. Memory is O(1) per key (three int64s). It
 // admits exactly what [Meter] admits; it exists for users who think in tokens and
-// for parity with the seed's Lua.
+// for parity with that script.
 //
-// Arithmetic (integer µs, exact; no floats, unlike the seed's refill_rate_ms):
+// Arithmetic (integer µs, exact; no floats, unlike that script's refill_rate_ms):
 //
 //	P = Rate.Period in µs, C = Rate.Count, K = Burst (capacity).
 //	Tokens are scaled by P: one token = P units; refill = C units per µs.
@@ -29,7 +30,7 @@ import "time"
 //	retry (when denied) = late + ⌈(n·P − tokens)/C⌉
 //	where late = last − now if the call's now was before last, else 0
 //
-// The refill is written on a denial too, as the seed's script does, so a denial
+// The refill is written on a denial too, as that script does, so a denial
 // moves the key's time forward; a zero-cost peek writes nothing, not even its
 // time. retry and reset count from the call's own time, so a call dated before
 // the last one is told the whole wait.

@@ -7,7 +7,7 @@ import "time"
 //
 // Policy it answers: "Count per calendar-like window; simplicity over precision".
 // Bursts are allowed up to Count and then rejected until the window ends. It is not
-// a rolling limit: as the seed document says, a client can use the whole quota at
+// a rolling limit: as with any fixed window, a client can use the whole quota at
 // the end of one window and again at the start of the next, so up to 2×Count can
 // pass in a short span around a boundary. Memory is O(1) per key (two int64s).
 //
@@ -117,9 +117,9 @@ func (a *fwAlgo) report(s *fwState, now, _ int64, ok bool) (remaining, retryUS, 
 	return max(a.n-s.count, 0), retryUS, resetUS
 }
 
-// SlidingCounter is a keyed sliding-window counter (the seed's weighted window): it
-// keeps the counts of the current and the previous fixed window and estimates the
-// count over the rolling window as
+// SlidingCounter is a keyed sliding-window counter (a weighted window, which
+// approximates a rolling one): it keeps the counts of the current and the
+// previous fixed window and estimates the count over the rolling window as
 //
 //	C_estimated = C_current + C_previous · (1 − (t − t_window_start) / window_size)
 //

@@ -1,14 +1,27 @@
 // Command pgxreplica caps expensive report queries against PostgreSQL with
-// bulkheadpgx: at most -cap report queries at once (each caller waits at most
-// 2s for a slot, then fails fast), while cheap queries are not limited. It
+// bulkheadpgx, as the README's job 1: at most -cap report queries at once
+// (50 by default), each waiting at most 2s for a slot and failing fast after
+// (ErrMaxWait, with a RetryAfter), while cheap queries are not limited. It
 // runs a burst of both for -d and prints what happened.
 //
+// With -redis (or REDIS_ADDR) the cap is the fleet's: a distsem semaphore in
+// Redis named -name, shared by every pgxreplica that uses it (run two in two
+// terminals: together they stay within -cap). If Redis goes away, each
+// process admits through a local share of -share (breaker.FailLocal; the
+// README's 4, about 50 / 12 pods). Without -redis the cap is this process's
+// (a semaphore.Weighted).
+//
 //	DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres go run ./examples/pgxreplica
+//	go run ./examples/pgxreplica -redis 127.0.0.1:6379 -callers 30
 //	go run ./examples/pgxreplica -metrics 127.0.0.1:9464 -d 1m
+//
+// A refused caller does what a request handler would do with the refusal's
+// RetryAfter (answer 503 with Retry-After): it comes back after that delay,
+// not at once.
 //
 // With -metrics it serves GET /metrics through OpenTelemetry's Prometheus
 // exporter (docs/metrics.md): the DB's classes (floodgate_limiter="db", per
-// floodgate_class) and the reports' semaphore (floodgate_limiter="reports").
+// floodgate_class) and the reports' gate (floodgate_limiter="reports").
 package main
 
 import (
@@ -16,7 +29,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/floodgate-go/floodgate/examples/internal/examplekit"
 	"io"
 	"os"
 	"os/signal"
@@ -26,9 +38,23 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/bulkhead/bulkheadpgx"
+	"github.com/floodgate-go/floodgate/distsem"
+	"github.com/floodgate-go/floodgate/examples/internal/examplekit"
+	"github.com/floodgate-go/floodgate/examples/internal/examplemetrics"
+	"github.com/floodgate-go/floodgate/otelfloodgate"
 	"github.com/floodgate-go/floodgate/semaphore"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+)
+
+// The README's job 1: 50 report queries at once across the fleet, a wait of
+// at most 2 s, a local share of 4 per pod while Redis is down.
+const (
+	defaultCap   = 50
+	maxWait      = 2 * time.Second
+	defaultShare = 4
 )
 
 type config struct {
@@ -38,6 +64,9 @@ type config struct {
 	Query    time.Duration // how long one report query takes (pg_sleep)
 	Duration time.Duration
 	Metrics  string // serve GET /metrics on this address; "" for none
+	Redis    string // Redis address for the fleet-wide cap; "" for this process's
+	Name     string // the cap's name in Redis
+	Share    int64  // the local share under FailLocal, with Redis
 }
 
 // Marker is in every report query, to find them in pg_stat_activity.
@@ -46,12 +75,16 @@ const Marker = "/* pgxreplica report */"
 func main() {
 	cfg := config{}
 	flag.StringVar(&cfg.URL, "db", examplekit.EnvOr("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "PostgreSQL URL (env DATABASE_URL)")
-	flag.Int64Var(&cfg.Cap, "cap", 4, "report queries at once")
-	flag.IntVar(&cfg.Callers, "callers", 12, "callers running report queries")
-	flag.DurationVar(&cfg.Query, "query", 500*time.Millisecond, "duration of one report query")
+	flag.Int64Var(&cfg.Cap, "cap", defaultCap, "report queries at once (with -redis: across every process sharing -name)")
+	flag.IntVar(&cfg.Callers, "callers", 200, "callers running report queries")
+	flag.DurationVar(&cfg.Query, "query", time.Second, "duration of one report query")
+	flag.StringVar(&cfg.Redis, "redis", os.Getenv("REDIS_ADDR"), "Redis address for a fleet-wide cap (env REDIS_ADDR); empty: a cap for this process")
+	flag.StringVar(&cfg.Name, "name", "replica-reports", "name of the fleet-wide cap in Redis")
+	flag.Int64Var(&cfg.Share, "share", defaultShare, "with -redis: report queries this process may run while Redis is down (FailLocal)")
 	flag.DurationVar(&cfg.Duration, "d", 5*time.Second, "how long to run")
 	flag.StringVar(&cfg.Metrics, "metrics", "", "serve GET /metrics (Prometheus) on this address while running, e.g. 127.0.0.1:9464")
 	flag.Parse()
+	redis.SetLogger(examplekit.Quiet{}) // a missing Redis is reported once, by run
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg, os.Stdout); err != nil {
@@ -77,42 +110,41 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 		return fmt.Errorf("PostgreSQL at %s is unreachable (%s); set DATABASE_URL or -db", pcfg.ConnConfig.Host, strings.Join(strings.Fields(err.Error()), " "))
 	}
 
-	m, stopMetrics, err := examplekit.ServeMetrics(cfg.Metrics, w)
+	m, stopMetrics, err := examplemetrics.Serve(cfg.Metrics, w)
 	if err != nil {
 		return err
 	}
 	defer stopMetrics()
-	scfg := semaphore.Config{}
-	if m != nil {
-		scfg = m.SemaphoreConfig("reports", scfg)
+	gate, where, closeGate, err := reportsGate(ctx, cfg, m)
+	if err != nil {
+		return err
 	}
-	sem := semaphore.New(cfg.Cap, scfg)
+	defer closeGate()
 	dcfg := bulkheadpgx.Config{Classes: []bulkheadpgx.Class{
-		{Name: "reports", Gate: sem, MaxWait: 2 * time.Second},
+		{Name: "reports", Gate: gate, MaxWait: maxWait},
 	}}
 	if m != nil {
 		dcfg = m.DBConfig("db", dcfg)
 	}
 	db := bulkheadpgx.New(pool, dcfg)
 	if m != nil {
-		_, err1 := m.Semaphore("reports", sem)
-		_, err2 := m.DB("db", db)
-		if err := errors.Join(err1, err2); err != nil {
+		if _, err := m.DB("db", db); err != nil {
 			return err
 		}
 	}
 	reports := db.Class("reports")
-	var inFlight, peak, done, refused, cheap atomic.Int64
+	var inFlight, peak, done, refusedAtOnce, refusedWaited, cheap atomic.Int64
 	var firstErr error
 	var once sync.Once
-	fmt.Fprintf(w, "pgxreplica: %d callers run %v report queries for %v, at most %d at once, each waiting at most 2s\n",
-		cfg.Callers, cfg.Query, cfg.Duration, cfg.Cap)
+	fmt.Fprintf(w, "pgxreplica: %d callers run %v report queries for %v, at most %d at once (%s), each waiting at most %v\n",
+		cfg.Callers, cfg.Query, cfg.Duration, cfg.Cap, where, maxWait)
 	rctx, stop := context.WithTimeout(ctx, cfg.Duration)
 	defer stop()
 	var wg sync.WaitGroup
 	for range cfg.Callers {
 		wg.Go(func() {
 			for rctx.Err() == nil {
+				t0 := time.Now()
 				err := reports.AcquireFunc(ctx, func(c *pgxpool.Conn) error {
 					n := inFlight.Add(1)
 					defer inFlight.Add(-1)
@@ -125,7 +157,19 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 				case err == nil:
 					done.Add(1)
 				case errors.Is(err, bulkheadpgx.ErrMaxWait):
-					refused.Add(1)
+					// No slot within 2s: at once when the gate's estimate
+					// says the wait would be longer, else after waiting.
+					if time.Since(t0) >= maxWait-maxWait/10 {
+						refusedWaited.Add(1)
+					} else {
+						refusedAtOnce.Add(1)
+					}
+					// A handler would answer 503 with Retry-After; this
+					// caller comes back after it, as a client would.
+					var re *bulkheadpgx.RejectError
+					if errors.As(err, &re) {
+						examplekit.Sleep(rctx, re.RetryAfter())
+					}
 				case ctx.Err() != nil:
 					return
 				default:
@@ -141,7 +185,7 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 			if err := db.QueryRow(ctx, "SELECT 1").Scan(&one); err == nil {
 				cheap.Add(1)
 			}
-			time.Sleep(10 * time.Millisecond)
+			examplekit.Sleep(rctx, 10*time.Millisecond)
 		}
 	})
 	wg.Wait()
@@ -149,11 +193,59 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 		return firstErr
 	}
 	st := reports.Stats()
-	fmt.Fprintf(w, "reports: %d done, %d refused after waiting 2s (ErrMaxWait), peak %d / cap %d in flight\n", done.Load(), refused.Load(), peak.Load(), cfg.Cap)
-	fmt.Fprintf(w, "reports: %d calls, %d admitted, %d waited for a slot\n", st.Calls, st.Admitted, st.Wait.Count)
+	fmt.Fprintf(w, "reports: %d done, %d refused (ErrMaxWait: %d at once, the wait being estimated past %v; %d after waiting %v), peak %d / cap %d in flight\n",
+		done.Load(), refusedAtOnce.Load()+refusedWaited.Load(), refusedAtOnce.Load(), maxWait, refusedWaited.Load(), maxWait, peak.Load(), cfg.Cap)
+	fmt.Fprintf(w, "reports: %d calls, %d admitted, %d refused (the class's Stats)\n", st.Calls, st.Admitted, st.RejectedMaxWait)
 	fmt.Fprintf(w, "cheap:   %d queries, never waited for the report cap\n", cheap.Load())
 	if ctx.Err() != nil {
 		fmt.Fprintln(w, "interrupted: stopped cleanly")
 	}
 	return nil
+}
+
+// reportsGate returns the cap of the report queries: with cfg.Redis, a
+// distsem semaphore that every process using cfg.Name shares (FailLocal with a
+// local share of cfg.Share while Redis is down), else a semaphore.Weighted of
+// this process. The gate's metrics are attached to m when m is not nil.
+func reportsGate(ctx context.Context, cfg config, m *otelfloodgate.Metrics) (gate bulkheadpgx.Gate, where string, closeGate func(), err error) {
+	if cfg.Redis == "" {
+		scfg := semaphore.Config{}
+		if m != nil {
+			scfg = m.SemaphoreConfig("reports", scfg)
+		}
+		sem := semaphore.New(cfg.Cap, scfg)
+		if m != nil {
+			if _, err := m.Semaphore("reports", sem); err != nil {
+				return nil, "", nil, err
+			}
+		}
+		return sem, "this process", func() {}, nil
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis, ContextTimeoutEnabled: true, DialTimeout: 2 * time.Second})
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		rdb.Close()
+		return nil, "", nil, fmt.Errorf("redis at %s is unreachable (%v); start one, or run without -redis / REDIS_ADDR for a cap of this process", cfg.Redis, err)
+	}
+	dcfg := distsem.Config{
+		Policy:     breaker.FailLocal, // Redis down: this process admits through a local share
+		LocalShare: cfg.Share,
+	}
+	if m != nil {
+		dcfg = m.DistsemConfig("reports", dcfg)
+	}
+	sem := distsem.New(rdb, cfg.Name, cfg.Cap, dcfg)
+	closeGate = func() {
+		sem.Close()
+		rdb.Close()
+	}
+	if m != nil {
+		if _, err := m.Distsem("reports", sem); err != nil {
+			closeGate()
+			return nil, "", nil, err
+		}
+	}
+	where = fmt.Sprintf("fleet-wide through Redis at %s as %q; %d in this process while Redis is down", cfg.Redis, cfg.Name, cfg.Share)
+	return sem, where, closeGate, nil
 }

@@ -1,9 +1,13 @@
 // Command reportexport is an HTTP API guarded by a bulkhead, with the
-// seed's policies: a global cap, tenant tiers (free 100/min, gold 1000/min),
-// GET /items at 5000/min per tenant, and POST /reports/export-pdf at 5/min
-// and 2 at once per tenant (a third waits up to 10s for its turn), answered
-// over the rate with 429 and an honest Retry-After. With -redis (or REDIS_ADDR) the limits are shared by every
-// process using that Redis; without it they hold in this process.
+// README's job 3 policies: a global cap (200 at once), tenant tiers (free
+// 100/min, gold 1000/min), GET /items at 5000/min per tenant, and POST
+// /reports/export-pdf at 5/min and 2 at once per tenant (a third at once is
+// refused, never queued), answered over the limits with 429 and an honest
+// Retry-After. With -redis (or REDIS_ADDR) the limits are shared by every
+// process using that Redis; without it they hold in this process. If Redis
+// goes away, every limit falls back to this process's share of it
+// (breaker.FailLocal: the limit divided by -pods), so the API stays available
+// and the fleet stays within the limits.
 //
 //	go run ./examples/reportexport -redis 127.0.0.1:6379
 //	curl -i -H 'X-API-Key: demo-free' -X POST localhost:8080/reports/export-pdf
@@ -43,7 +47,19 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
+// The README's job 3: global 200 at once (waiting up to 1s, then 503), tiers
+// free 100/min and gold 1000/min, exports 5/min and 2 at once per tenant,
+// never queued.
+const (
+	globalCap                                 = 200
+	globalWait                                = time.Second
+	freePerMin, goldPerMin                    = 100, 1000
+	exportPerMin, exportRunning               = 5, 2
+	exportWait                  time.Duration = -1
+)
+
 type config struct {
+	Pods   int           // processes sharing the limits: each one's share while Redis is down (0: 1)
 	Addr   string        // listen address
 	Redis  string        // Redis address; "" for local limits
 	Prefix string        // Redis key prefix of the limits
@@ -51,11 +67,12 @@ type config struct {
 }
 
 func main() {
-	cfg := config{Export: 2 * time.Second}
+	cfg := config{Export: 2 * time.Second, Pods: 2}
 	flag.StringVar(&cfg.Addr, "addr", examplekit.EnvOr("ADDR", "127.0.0.1:8080"), "listen address (env ADDR)")
 	flag.StringVar(&cfg.Redis, "redis", os.Getenv("REDIS_ADDR"), "Redis address for fleet-wide limits (env REDIS_ADDR); empty: limits of this process only")
 	flag.StringVar(&cfg.Prefix, "prefix", "reportexport:", "Redis key prefix of the limits")
 	flag.DurationVar(&cfg.Export, "render", cfg.Export, "how long rendering one PDF takes")
+	flag.IntVar(&cfg.Pods, "pods", cfg.Pods, "with -redis: processes sharing the limits; while Redis is down each enforces 1/pods of every limit")
 	flag.Parse()
 	redis.SetLogger(examplekit.Quiet{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -80,22 +97,25 @@ func run(ctx context.Context, cfg config, log io.Writer, ready func(addr string)
 	if err != nil {
 		return err
 	}
-	lim, closeLim, err := limiters(ctx, cfg.Redis, cfg.Prefix, m)
+	if cfg.Pods < 0 {
+		return fmt.Errorf("-pods must be at least 1, got %d", cfg.Pods)
+	}
+	lim, closeLim, err := limiters(ctx, cfg.Redis, cfg.Prefix, max(cfg.Pods, 1), m)
 	if err != nil {
 		return err
 	}
 	defer closeLim()
 	b := bulkhead.New(m.BulkheadConfig("api", bulkhead.Config{Layers: []bulkhead.Layer{
-		{Name: "global", Gate: lim.gate("global", 200), MaxWait: time.Second},
-		{Name: "tier", Key: bulkhead.ByTenant, Tiers: map[string]bulkhead.Rate{
-			"free": lim.rate("tier-free", shaper.Limit{Rate: shaper.PerMinute(100)}),
-			"gold": lim.rate("tier-gold", shaper.Limit{Rate: shaper.PerMinute(1000)}),
+		{Name: "global", Gate: lim.gate("global", globalCap), MaxWait: globalWait}, // 503
+		{Name: "tier", Key: bulkhead.ByTenant, Tiers: map[string]bulkhead.Rate{ // 429
+			"free": lim.rate("tier-free", shaper.Limit{Rate: shaper.PerMinute(freePerMin), Burst: freePerMin}),
+			"gold": lim.rate("tier-gold", shaper.Limit{Rate: shaper.PerMinute(goldPerMin), Burst: goldPerMin}),
 		}},
 		{Name: "items", Route: "GET /items", Key: bulkhead.ByTenant,
 			Rate: lim.rate("items", shaper.Limit{Rate: shaper.PerMinute(5000)})},
-		{Name: "export-pdf", Route: "POST /reports/export-pdf", Key: bulkhead.ByTenant,
-			Rate:      lim.rate("export", shaper.Limit{Rate: shaper.PerMinute(5), Burst: 5}),
-			KeyedGate: lim.keyed("export-running", 2), MaxWait: 10 * time.Second},
+		{Name: "export-pdf", Route: "POST /reports/export-pdf", Key: bulkhead.ByTenant, MaxWait: exportWait, // never queue
+			Rate:      lim.rate("export", shaper.Limit{Rate: shaper.PerMinute(exportPerMin), Burst: exportPerMin}),
+			KeyedGate: lim.keyed("export-running", exportRunning)},
 	}}))
 	if _, err := m.Bulkhead("api", b); err != nil {
 		return err
@@ -185,7 +205,7 @@ type limiterSet struct {
 // limiters returns the leaves, each with its metrics attached to m under its
 // name. (Keyed gates have no adapter yet: the bulkhead's "export-pdf" layer
 // reports their waits and refusals.)
-func limiters(ctx context.Context, addr, prefix string, m *otelfloodgate.Metrics) (limiterSet, func(), error) {
+func limiters(ctx context.Context, addr, prefix string, pods int, m *otelfloodgate.Metrics) (limiterSet, func(), error) {
 	var errs []error
 	attach := func(_ any, err error) { errs = append(errs, err) }
 	firstErr := func() error { return errors.Join(errs...) }
@@ -212,26 +232,35 @@ func limiters(ctx context.Context, addr, prefix string, m *otelfloodgate.Metrics
 		rdb.Close()
 		return limiterSet{}, nil, fmt.Errorf("redis at %s is unreachable (%v); start one or run without -redis for local limits", addr, err)
 	}
-	// One breaker for the one Redis. Rates fail open (a dead Redis costs
-	// protection, not availability), concurrency caps fail closed (503).
+	// One breaker for the one Redis. Every limit fails over to this
+	// process's share of it (FailLocal): a dead Redis costs neither
+	// availability (FailClosed would answer 503 to every request, through
+	// the global cap) nor protection (FailOpen would drop every limit).
 	brk := breaker.New(addr, m.BreakerConfig(addr, breaker.Config{}))
+	share := func(n int64) int64 { return max(1, n/int64(pods)) }
 	attach(m.Breaker(brk))
 	var closers []func() error
 	closers = append(closers, rdb.Close)
 	return limiterSet{
 			gate: func(name string, n int64) bulkhead.Gate {
-				s := distsem.New(rdb, prefix+name, n, m.DistsemConfig(name, distsem.Config{Breaker: brk}))
+				s := distsem.New(rdb, prefix+name, n, m.DistsemConfig(name, distsem.Config{Breaker: brk,
+					Policy: breaker.FailLocal, LocalShare: share(n)}))
 				closers = append(closers, s.Close)
 				attach(m.Distsem(name, s))
 				return s
 			},
 			keyed: func(name string, n int64) bulkhead.KeyedGate {
-				k := distsem.NewKeyed(rdb, prefix+name+":", n, distsem.KeyedConfig{Config: distsem.Config{Breaker: brk}})
+				k := distsem.NewKeyed(rdb, prefix+name+":", n, distsem.KeyedConfig{Config: distsem.Config{Breaker: brk,
+					Policy: breaker.FailLocal, LocalShare: share(n)}})
 				closers = append(closers, k.Close)
 				return k
 			},
 			rate: func(name string, l shaper.Limit) bulkhead.Rate {
-				mt := shaperredis.NewMeter(rdb, l, shaperredis.Config{Prefix: prefix + name + ":", Breaker: brk, Policy: breaker.FailOpen})
+				// The local meter admits 1/pods of the rate: the same count
+				// over pods times the period, with a burst of 1/pods.
+				local := shaper.Limit{Rate: shaper.Rate{Count: l.Rate.Count, Period: l.Rate.Period * time.Duration(pods)}, Burst: share(max(l.Burst, l.Rate.Count))}
+				mt := shaperredis.NewMeter(rdb, l, shaperredis.Config{Prefix: prefix + name + ":", Breaker: brk,
+					Policy: breaker.FailLocal, LocalLimit: local})
 				attach(m.RedisMeter(name, mt))
 				return mt
 			},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/bulkhead"
+	"github.com/floodgate-go/floodgate/examples/internal/examplekit"
 	"github.com/floodgate-go/floodgate/shaper"
 )
 
@@ -21,27 +23,44 @@ type job struct {
 	run   func(ctx context.Context, cfg config, bs []*backend, p *progress) (*table, error)
 }
 
+// The README's three jobs, with its numbers (readme_test.go checks them
+// against README.md).
+const (
+	// Job 1: at most 50 report queries at once; one that cannot start within
+	// 2 s fails fast.
+	reportsCap     = 50
+	reportsMaxWait = 2 * time.Second
+
+	// Job 2: exports start at most 5/s, 8 at once; interactive has 2 of the 8
+	// reserved and a backlog of 100, background a backlog of 1000.
+	exportRate        = 5
+	exportCap         = 8
+	interactiveRsv    = 2
+	interactiveQueue  = 100
+	backgroundQueue   = 1000
+	exportJobDuration = 2 * time.Second
+
+	// Job 3: global 200 at once (waiting up to 1 s); tiers free 100/min and
+	// gold 1000/min; exports 5/min and 2 at once per tenant, never queued.
+	globalCap                            = 200
+	globalMaxWait                        = time.Second
+	freePerMin, goldPerMin               = 100, 1000
+	pdfPerMin, pdfRunning                = 5, 2
+	pdfMaxWait             time.Duration = -1
+)
+
 var jobs = []job{
-	{"report queries: at most 4 at once, a caller waits at most 100ms", poolJob},
-	{"export workers: start 20/s smoothly, 4 at once, backlog of 10", workersJob},
-	{"PDF export handler: 5/min and 2 at once per tenant, 429 over that", httpJob},
+	{fmt.Sprintf("report queries: at most %d at once, a query that cannot start within %v fails fast", reportsCap, reportsMaxWait), poolJob},
+	{fmt.Sprintf("export workers: start %d/s smoothly, %d at once, %d reserved for interactive jobs", exportRate, exportCap, interactiveRsv), workersJob},
+	{fmt.Sprintf("PDF export handler: %d/min and %d at once per tenant, 429 over that", pdfPerMin, pdfRunning), httpJob},
 }
 
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
-
-// poolJob is job 1, wrapping a database pool: 16 callers run a fake 50ms
-// "expensive query" (a sleep) behind a gate of 4, each waiting at most 150ms
-// for a slot; who waits longer fails fast instead of piling up.
+// poolJob is job 1, wrapping a database pool: 160 callers run a fake 1s
+// "expensive query" (a sleep) behind a gate of 50, each waiting at most 2s
+// for a slot; who would wait longer fails fast instead of piling up, and
+// comes back after the refusal's RetryAfter, as a client answered 503 would.
 func poolJob(ctx context.Context, cfg config, bs []*backend, p *progress) (*table, error) {
-	const limit, callers, query, maxWait, think = 4, 10, 50 * time.Millisecond, 100 * time.Millisecond, 10 * time.Millisecond
+	const callers, query, think = 160, time.Second, 10 * time.Millisecond
 	cols := make([]*column, len(bs))
 	var wg sync.WaitGroup
 	end := time.Now().Add(cfg.Duration)
@@ -50,14 +69,17 @@ func poolJob(ctx context.Context, cfg config, bs []*backend, p *progress) (*tabl
 		cols[ci] = col
 		gates := make([]bulkhead.Gate, cfg.Pods)
 		for pod := range gates {
-			gates[pod] = b.gate(pod, "reports", limit)
+			gates[pod] = b.gate(pod, "reports", reportsCap)
 		}
 		for i := range callers {
 			pod := i % cfg.Pods
 			wg.Go(func() {
+				// Callers arrive over 160ms, as requests do, rather than
+				// in one instant.
+				examplekit.Sleep(ctx, time.Duration(i)*time.Millisecond)
 				for time.Now().Before(end) && ctx.Err() == nil {
 					t0 := time.Now()
-					actx, cancel := context.WithTimeout(ctx, maxWait)
+					actx, cancel := context.WithTimeout(ctx, reportsMaxWait)
 					err := gates[pod].Do(actx, 1, func(context.Context) error {
 						col.started(pod, time.Since(t0))
 						col.peak.enter()
@@ -66,10 +88,15 @@ func poolJob(ctx context.Context, cfg config, bs []*backend, p *progress) (*tabl
 						return nil
 					})
 					cancel()
+					wait := think
 					if err != nil && ctx.Err() == nil {
 						col.rejected.Add(1)
+						var ra interface{ RetryAfter() time.Duration }
+						if errors.As(err, &ra) {
+							wait = max(wait, ra.RetryAfter())
+						}
 					}
-					sleep(ctx, think)
+					examplekit.Sleep(ctx, wait)
 				}
 			})
 		}
@@ -77,16 +104,18 @@ func poolJob(ctx context.Context, cfg config, bs []*backend, p *progress) (*tabl
 	p.watch(cols)
 	wg.Wait()
 	var t table
-	t.note = (fmt.Sprintf("%d at once, max wait %v, %d callers, 50ms queries", limit, maxWait, callers))
-	t.standard(cols, limit)
+	t.note = fmt.Sprintf("%d at once, max wait %v, %d callers, %v queries", reportsCap, reportsMaxWait, callers, query)
+	t.standard(cols, reportsCap)
 	return &t, nil
 }
 
-// workersJob is job 2, throttling job workers: export jobs (150ms each) are
-// submitted at 30/s, above the 20/s start rate, into bulkhead.Workers whose
-// backlog holds 10; the rest is refused with a RetryAfter.
+// workersJob is job 2, throttling job workers: background export jobs (2s
+// each) are submitted at 4/s and interactive ones at 1/s, as fast as the 5/s
+// start rate but more than 8 at once can run, into bulkhead.Workers with the README's two classes; interactive jobs
+// start ahead of the background backlog, and background jobs never take a
+// pod's last 2 slots. Shutdown drains the backlog.
 func workersJob(ctx context.Context, cfg config, bs []*backend, p *progress) (*table, error) {
-	const rate, limit, maxQueue, work, submitRate = 20, 4, 10, 150 * time.Millisecond, 30
+	const bgRate, iaEvery = 4, 4 // every 5th submission is interactive: 1/s of 5/s
 	cols := make([]*column, len(bs))
 	pools := make([][]*bulkhead.Workers, len(bs))
 	var closers []func()
@@ -98,29 +127,36 @@ func workersJob(ctx context.Context, cfg config, bs []*backend, p *progress) (*t
 	for ci, b := range bs {
 		cols[ci] = newColumn(b.name, cfg.Pods)
 		for pod := range cfg.Pods {
-			pace, closePace := b.pacer(pod, "exports", shaper.PerSecond(rate))
+			pace, closePace := b.pacer(pod, "exports", shaper.PerSecond(exportRate))
 			closers = append(closers, closePace)
 			wc := bulkhead.WorkersConfig{
-				Classes: []bulkhead.Class{{Name: "exports", MaxQueue: maxQueue}},
-				Pace:    pace,
+				Classes: []bulkhead.Class{
+					{Name: "interactive", Reserved: interactiveRsv, MaxQueue: interactiveQueue},
+					{Name: "background", MaxQueue: backgroundQueue},
+				},
+				Pace: pace,
 			}
 			if b.shared {
-				wc.Gate = b.gate(pod, "export-workers", limit) // the cap for the fleet
+				wc.Gate = b.gate(pod, "export-workers", exportCap) // the cap for the fleet
 			}
-			pools[ci] = append(pools[ci], bulkhead.NewWorkers(limit, wc))
+			pools[ci] = append(pools[ci], bulkhead.NewWorkers(exportCap, wc))
 		}
 	}
 	p.watch(cols)
-	tick := time.NewTicker(time.Second / submitRate)
+	tick := time.NewTicker(time.Second / (bgRate + 1))
 	end := time.Now().Add(cfg.Duration)
 	for i := 0; time.Now().Before(end) && ctx.Err() == nil; i++ {
 		pod := i % cfg.Pods
+		class := "background"
+		if i%(iaEvery+1) == iaEvery {
+			class = "interactive"
+		}
 		for ci, col := range cols {
 			t0 := time.Now()
-			err := pools[ci][pod].Submit(ctx, "exports", bulkhead.Job{Run: func(ctx context.Context) error {
+			err := pools[ci][pod].Submit(ctx, class, bulkhead.Job{Run: func(ctx context.Context) error {
 				col.started(pod, time.Since(t0))
 				col.peak.enter()
-				sleep(ctx, work)
+				examplekit.Sleep(ctx, exportJobDuration)
 				col.peak.leave()
 				return nil
 			}})
@@ -134,7 +170,7 @@ func workersJob(ctx context.Context, cfg config, bs []*backend, p *progress) (*t
 		}
 	}
 	tick.Stop()
-	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for _, ws := range pools {
 		for _, w := range ws {
@@ -144,25 +180,38 @@ func workersJob(ctx context.Context, cfg config, bs []*backend, p *progress) (*t
 		}
 	}
 	var t table
-	t.note = (fmt.Sprintf("%d/s starts, %d at once, backlog %d per process, %d jobs/s submitted", rate, limit, maxQueue, submitRate))
-	t.standard(cols, limit)
-	t.addCols("start rate", cols, func(c *column) string { return fmt.Sprintf("%.1f/s (limit %d/s)", c.startRate(), rate) })
+	t.note = fmt.Sprintf("%d/s starts, %d at once (%d reserved for interactive), %v jobs; %d/s background and 1/s interactive submitted",
+		exportRate, exportCap, interactiveRsv, exportJobDuration, bgRate)
+	t.standard(cols, exportCap)
+	t.addCols("start rate", cols, func(c *column) string { return fmt.Sprintf("%.1f/s (limit %d/s)", c.startRate(), exportRate) })
+	for _, class := range []string{"interactive", "background"} {
+		t.addEach(class+" started, longest wait", cols, func(i int, _ *column) string {
+			var n uint64
+			var longest time.Duration
+			for _, w := range pools[i] {
+				st, _ := w.Stats().Class(class)
+				n += st.Started
+				longest = max(longest, st.MaxQueueDelay)
+			}
+			return fmt.Sprintf("%d, %s", n, ms(longest))
+		})
+	}
 	return &t, nil
 }
 
 // A tenant of job 3, with the demo API key its clients send.
 type tenant struct{ name, tier, key string }
 
-var tenants = []tenant{{"acme", "gold", "key-acme"}, {"globex", "free", "key-globex"}}
+var tenants = []tenant{{"acme", "free", "key-acme"}, {"globex", "gold", "key-globex"}} // as in examples/reportexport
 
 // httpJob is job 3, guarding an expensive HTTP handler: 3 clients per tenant
 // each POST /reports/export-pdf every 50ms to a bulkhead in front of a 300ms
 // handler (a real in-process HTTP server per pod), through layers: a global
-// cap (8, 503), the tenant's tier (free 100/min, gold 1000/min) and the
-// export route (5/min, 2 at once per tenant).
+// cap (200 at once, 503), the tenant's tier (free 100/min, gold 1000/min) and
+// the export route (5/min, 2 at once per tenant, never queued).
 func httpJob(ctx context.Context, cfg config, bs []*backend, p *progress) (*table, error) {
-	const perTenant, clientsPerTenant, every, work = 2, 3, 50 * time.Millisecond, 300 * time.Millisecond
-	exportLimit := shaper.Limit{Rate: shaper.PerMinute(5), Burst: 5}
+	const perTenant, clientsPerTenant, every, work = pdfRunning, 3, 50 * time.Millisecond, 300 * time.Millisecond
+	exportLimit := shaper.Limit{Rate: shaper.PerMinute(pdfPerMin), Burst: pdfPerMin}
 	type result struct {
 		col      *column
 		heads    []*bulkhead.Bulkhead
@@ -170,7 +219,9 @@ func httpJob(ctx context.Context, cfg config, bs []*backend, p *progress) (*tabl
 		admitted map[string]*atomic.Int64
 		servers  []*httptest.Server
 	}
-	var sample atomic.Pointer[string]
+	var sampleMu sync.Mutex
+	var sample *string // the 429 to show, with the longest Retry-After
+	var sampleRA int
 	res := make([]*result, len(bs))
 	defer func() {
 		for _, r := range res {
@@ -189,13 +240,13 @@ func httpJob(ctx context.Context, cfg config, bs []*backend, p *progress) (*tabl
 		}
 		for pod := range cfg.Pods {
 			bh := bulkhead.New(bulkhead.Config{Layers: []bulkhead.Layer{
-				{Name: "global", Gate: b.gate(pod, "global", 8), MaxWait: 100 * time.Millisecond},
+				{Name: "global", Gate: b.gate(pod, "global", globalCap), MaxWait: globalMaxWait},
 				{Name: "tier", Key: bulkhead.ByTenant, Tiers: map[string]bulkhead.Rate{
-					"free": b.rate(pod, "tier-free", shaper.Limit{Rate: shaper.PerMinute(100)}),
-					"gold": b.rate(pod, "tier-gold", shaper.Limit{Rate: shaper.PerMinute(1000)}),
+					"free": b.rate(pod, "tier-free", shaper.Limit{Rate: shaper.PerMinute(freePerMin), Burst: freePerMin}),
+					"gold": b.rate(pod, "tier-gold", shaper.Limit{Rate: shaper.PerMinute(goldPerMin), Burst: goldPerMin}),
 				}},
-				{Name: "export", Route: "POST /reports/export-pdf", Key: bulkhead.ByTenant,
-					Rate: b.rate(pod, "export", exportLimit), KeyedGate: b.keyed(pod, "export-running", perTenant), MaxWait: 2 * time.Second},
+				{Name: "export", Route: "POST /reports/export-pdf", Key: bulkhead.ByTenant, MaxWait: pdfMaxWait, // never queue
+					Rate: b.rate(pod, "export", exportLimit), KeyedGate: b.keyed(pod, "export-running", perTenant)},
 			}})
 			r.heads = append(r.heads, bh)
 			export := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -246,12 +297,19 @@ func httpJob(ctx context.Context, cfg config, bs []*backend, p *progress) (*tabl
 						if resp.StatusCode != http.StatusOK {
 							r.col.rejected.Add(1)
 						}
-						if resp.StatusCode == http.StatusTooManyRequests && sample.Load() == nil {
-							s := fmt.Sprintf("%s %s\nRetry-After: %s\nContent-Type: %s\n\n%s",
-								resp.Proto, resp.Status, resp.Header.Get("Retry-After"), resp.Header.Get("Content-Type"), strings.TrimSpace(string(body)))
-							sample.CompareAndSwap(nil, &s)
+						if resp.StatusCode == http.StatusTooManyRequests {
+							// Keep the 429 with the longest Retry-After: the
+							// export rate's (12s at 5/min), as in the README.
+							ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+							s := fmt.Sprintf("%s %s\nRetry-After: %d\nContent-Type: %s\n\n%s",
+								resp.Proto, resp.Status, ra, resp.Header.Get("Content-Type"), strings.TrimSpace(string(body)))
+							sampleMu.Lock()
+							if ra > sampleRA {
+								sample, sampleRA = &s, ra
+							}
+							sampleMu.Unlock()
 						}
-						sleep(ctx, every)
+						examplekit.Sleep(ctx, every)
 					}
 				})
 			}
@@ -262,7 +320,8 @@ func httpJob(ctx context.Context, cfg config, bs []*backend, p *progress) (*tabl
 		return nil, clientErr
 	}
 	var t table
-	t.note = "export 5/min and 2 at once per tenant; tiers free 100/min, gold 1000/min; global 8 at once"
+	t.note = fmt.Sprintf("export %d/min and %d at once per tenant, never queued; tiers free %d/min, gold %d/min; global %d at once (%d tenants × %d at once reach at most %d of it)",
+		pdfPerMin, pdfRunning, freePerMin, goldPerMin, globalCap, len(tenants), pdfRunning, pdfRunning*len(tenants))
 	t.standard(cols, perTenant*int64(len(tenants)))
 	t.addEach("per tenant admitted", cols, func(i int, _ *column) string {
 		r := res[i]
@@ -290,7 +349,7 @@ func httpJob(ctx context.Context, cfg config, bs []*backend, p *progress) (*tabl
 		}
 		return fmt.Sprintf("global %d, tier %d, export %d", by["global"], by["tier"], by["export"])
 	})
-	if s := sample.Load(); s != nil {
+	if s := sample; s != nil {
 		t.trailer = append(t.trailer, "sample 429 response ("+res[len(res)-1].col.name+"):")
 		for line := range strings.Lines(*s) {
 			t.trailer = append(t.trailer, "  "+strings.TrimRight(line, "\n"))

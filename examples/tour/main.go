@@ -8,19 +8,19 @@
 // the shared limit holds.
 //
 //	go run ./examples/tour
-//	go run ./examples/tour -redis 127.0.0.1:6379
+//	go run ./examples/tour -redis 127.0.0.1:6379   # or REDIS_ADDR=127.0.0.1:6379
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/floodgate-go/floodgate/examples/internal/examplekit"
 	"io"
 	"os"
 	"os/signal"
 	"time"
 
+	"github.com/floodgate-go/floodgate/examples/internal/examplekit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -35,7 +35,7 @@ type config struct {
 
 func main() {
 	var cfg config
-	flag.StringVar(&cfg.Redis, "redis", "", "run against the Redis at this address (host:port) with several simulated pods")
+	flag.StringVar(&cfg.Redis, "redis", os.Getenv("REDIS_ADDR"), `run against the Redis at this address (host:port) with several simulated pods (env REDIS_ADDR; -redis "" for local backends only)`)
 	flag.IntVar(&cfg.Pods, "pods", 3, "simulated pods with -redis")
 	flag.DurationVar(&cfg.Duration, "d", 3*time.Second, "how long each job runs")
 	flag.Parse()

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -113,14 +116,28 @@ func checkShared(t *testing.T, secs []section, d time.Duration) {
 			t.Errorf("job %d wait row %q", i+1, s.cell(t, "wait p50 / p99", -1))
 		}
 	}
-	// Job 1: 4 at once, 50ms each: at most 80/s, and calls asked for before the
-	// end may start up to 100ms (the max wait) after it.
-	if a, most := num(t, secs[0].cell(t, "admitted", -1)), 80*(d.Seconds()+0.1)+4; a > most {
+	// Job 1: 50 at once, 1s each: at most 50/s, and calls asked for before
+	// the end may start up to 2s (the max wait) after it.
+	if a, most := num(t, secs[0].cell(t, "admitted", -1)), 50*(d.Seconds()+2)+50; a > most {
 		t.Errorf("job 1 admitted %v in %v, want at most %v", a, d, most)
 	}
-	// Job 2: 20/s starts.
-	if r := num(t, secs[1].cell(t, "start rate", -1)); r > 20*1.25 || r < 20*0.5 {
-		t.Errorf("job 2 start rate %v/s, want about 20/s", r)
+	// 160 callers: a refused one comes back after its RetryAfter, not in a
+	// loop (at most one refusal per caller per 100ms).
+	if r := num(t, secs[0].cell(t, "rejected", -1)); r > 160*(d.Seconds()+2)/0.1 {
+		t.Errorf("job 1 rejected %v in %v: refused callers must wait their RetryAfter", r, d)
+	}
+	// Job 2: 5/s starts; interactive jobs wait less than background ones.
+	if r := num(t, secs[1].cell(t, "start rate", -1)); r > 5*1.25 || r < 5*0.5 {
+		t.Errorf("job 2 start rate %v/s, want about 5/s", r)
+	}
+	// 2s jobs at 5/s fill the 8 slots after 1.6s: from then on background
+	// jobs queue, interactive ones start first.
+	ia := strings.Split(secs[1].cell(t, "interactive started, longest wait", -1), ", ")
+	bg := strings.Split(secs[1].cell(t, "background started, longest wait", -1), ", ")
+	iw, _ := time.ParseDuration(ia[len(ia)-1])
+	bw, _ := time.ParseDuration(bg[len(bg)-1])
+	if num(t, ia[0]) < 1 || (d >= 3*time.Second && iw >= bw) {
+		t.Errorf("job 2 interactive %q, background %q: want interactive started, waiting less", ia, bg)
 	}
 	// Job 3: 5/min per tenant, at most one more within a short run.
 	adm := secs[2].cell(t, "per tenant admitted", -1)
@@ -169,7 +186,7 @@ func check429(t *testing.T, s section) {
 }
 
 func TestTourLocal(t *testing.T) {
-	const d = time.Second
+	const d = 3 * time.Second // the default: long enough for job 2's cap to bind
 	secs := runTour(t, config{Duration: d})
 	for i, s := range secs {
 		if got := s.rows["limiters"]; len(got) != 1 || got[0] != "this process" {
@@ -199,6 +216,21 @@ func TestTourRedis(t *testing.T) {
 	}
 	if p, c := peakUnderCap(t, secs[0], "peak concurrency", 0); p <= c {
 		t.Logf("job 1 per-process peak %d did not exceed cap %d (possible on a slow machine)", p, c)
+	}
+}
+
+// TestTourReadsREDIS_ADDR: the built tour, run with REDIS_ADDR and no flag,
+// uses that Redis (here a dead one: it must say so, not run locally).
+func TestTourReadsREDIS_ADDR(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "tour")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "-d", "100ms")
+	cmd.Env = append(os.Environ(), "REDIS_ADDR=127.0.0.1:1")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "127.0.0.1:1") || !strings.Contains(string(out), "unreachable") {
+		t.Errorf("tour with REDIS_ADDR=127.0.0.1:1: %v\n%s\nwant it to use that Redis and say it is unreachable", err, out)
 	}
 }
 

@@ -26,7 +26,9 @@ func redisBackend(ctx context.Context, addr string, pods int) (*backend, error) 
 		}
 	}
 	for i := range clients {
-		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, DialTimeout: 2 * time.Second})
+		// A pool as large as job 1's callers per pod, so that their
+		// simultaneous first calls do not queue for a connection.
+		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, DialTimeout: 2 * time.Second, PoolSize: 64})
 		clients[i] = c
 		closers = append(closers, func() { c.Close() })
 	}

@@ -79,7 +79,7 @@ type LeaseStats struct {
 }
 
 // A Lease serves one key of a GCRA [Meter] from tokens it leases in batches
-// (the seed's token leasing): a call takes a token from a local balance in tens of
+// (token leasing): a call takes a token from a local balance in tens of
 // nanoseconds, without I/O, and when the balance falls below LowWater one
 // background call takes up to Batch more from Redis in one round trip. The
 // tokens come out of the same Redis key that Meter.AllowN decides on, so

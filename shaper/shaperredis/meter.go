@@ -152,7 +152,7 @@ func newLocal(kind algoKind, lim shaper.Limit) localMeter {
 // [shaper.FixedWindow], [shaper.SlidingLog], [shaper.SlidingCounter]), and give
 // the same decisions for the same times and costs. Every key has a TTL: a key
 // disappears once it is idle (for the token bucket, after max(60 s, twice the
-// time to fill it), as in the seed).
+// time to fill it), as in the usual Redis token-bucket script).
 //
 // Invalid calls (a negative cost panics; a cost above the burst returns a
 // *RejectError; a key longer than Config.MaxKeyLen returns ErrInvalidKey) are
@@ -204,7 +204,8 @@ func NewMeter(client redis.UniversalClient, lim shaper.Limit, cfg Config) *Meter
 }
 
 // NewTokenBucket returns a token bucket (see [shaper.TokenBucket]) in Redis;
-// its script follows the seed document's (see lua/tokenbucket.lua for the two
+// its script follows the usual Redis Lua token-bucket script (see
+// lua/tokenbucket.lua for the two
 // differences). It panics as [NewMeter] does.
 func NewTokenBucket(client redis.UniversalClient, lim shaper.Limit, cfg Config) *Meter {
 	return newMeter(kindTokenBucket, client, lim, cfg)

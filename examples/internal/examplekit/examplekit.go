@@ -1,22 +1,14 @@
-// Package examplekit holds what the example programs share: flag defaults from
-// the environment, a go-redis logger that keeps a missing server to one
-// message, and the /metrics endpoint.
+// Package examplekit holds what the example programs share that needs only the
+// standard library: flag defaults from the environment and a go-redis logger
+// that keeps a missing server to one message. The /metrics endpoint is in
+// examplemetrics, so that a program without it (the tour) does not build
+// OpenTelemetry and Prometheus.
 package examplekit
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"time"
-
-	"github.com/floodgate-go/floodgate/otelfloodgate"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
 // EnvOr returns the environment variable k, or def if it is unset or empty.
@@ -34,37 +26,12 @@ type Quiet struct{}
 // Printf does nothing.
 func (Quiet) Printf(context.Context, string, ...any) {}
 
-// ServeMetrics serves GET /metrics on addr (OpenTelemetry's Prometheus
-// exporter) until stop is called, and returns the Metrics to attach limiters
-// to. If addr is empty, it returns nil Metrics and a no-op stop.
-func ServeMetrics(addr string, log io.Writer) (m *otelfloodgate.Metrics, stop func(), err error) {
-	if addr == "" {
-		return nil, func() {}, nil
+// Sleep waits d or until ctx ends.
+func Sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
-	reg := prometheus.NewRegistry()
-	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
-	if err != nil {
-		return nil, nil, err
-	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
-	if m, err = otelfloodgate.New(mp); err != nil {
-		return nil, nil, err
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, nil, err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan struct{})
-	go func() { defer close(done); srv.Serve(ln) }()
-	fmt.Fprintf(log, "metrics on http://%s/metrics\n", ln.Addr())
-	return m, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		<-done
-		mp.Shutdown(ctx)
-	}, nil
 }
