@@ -641,17 +641,43 @@ func TestStoredLimitWins(t *testing.T) {
 	rest.Release(ctx)
 }
 
-// distsemGoroutines counts goroutines running distsem code (excluding tests).
-func distsemGoroutines() int {
+// distsemStacks returns the stacks of the goroutines running distsem code
+// (excluding tests).
+func distsemStacks() []string {
 	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	n := 0
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf)) // truncated: a goroutine could be cut off
+	}
+	var out []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
 		if strings.Contains(g, "floodgate/distsem.(") && !strings.Contains(g, "distsem_test.") {
-			n++
+			out = append(out, g)
 		}
 	}
-	return n
+	return out
+}
+
+// waitDistsemGoroutines waits up to d for exactly want distsem goroutines
+// (goroutines that are ending, such as a cancelled renewal, are given time to
+// end), and fails t with their stacks if there are not.
+func waitDistsemGoroutines(t *testing.T, d time.Duration, want int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		gs := distsemStacks()
+		if len(gs) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %d distsem goroutines %s, want %d:\n%s", d, len(gs), what, want, strings.Join(gs, "\n\n"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // TestNoGoroutineOutlivesItsOwner: after Release and Close, no goroutine of the
@@ -682,5 +708,5 @@ func TestNoGoroutineOutlivesItsOwner(t *testing.T) {
 		p.Release(ctx)
 	}
 	s.Close()
-	waitFor(t, 2*time.Second, "distsem goroutines left after Release and Close", func() bool { return distsemGoroutines() == 0 })
+	waitDistsemGoroutines(t, 2*time.Second, 0, "left after Release and Close")
 }
