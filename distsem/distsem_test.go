@@ -97,6 +97,14 @@ func (wl workload) run(t *testing.T, o *overlap) []error {
 	return errs
 }
 
+// loadedCfg is the Config of the workload tests, which contend hard on one
+// key from 32 to 64 goroutines: a CallTimeout of 1s (the default 250ms timed
+// out releases on a loaded machine, and no call there is meant to time out),
+// with the WaiterTTL that it needs.
+func loadedCfg() distsem.Config {
+	return distsem.Config{WaiterTTL: 3 * time.Second, Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})}
+}
+
 func newSem(t *testing.T, rdb redis.UniversalClient, name string, limit int64, cfg distsem.Config) *distsem.Semaphore {
 	t.Helper()
 	s := distsem.New(rdb, name, limit, cfg)
@@ -181,7 +189,7 @@ func TestOverlapNeverAboveLimit(t *testing.T) {
 	calls := &acquireCalls{}
 	for _, c := range clients(t, db.Client.Options().Addr, 4) {
 		c.AddHook(calls)
-		sems = append(sems, newSem(t, c, name, 5, distsem.Config{}))
+		sems = append(sems, newSem(t, c, name, 5, loadedCfg()))
 	}
 	var o overlap
 	start := time.Now()
@@ -215,7 +223,7 @@ func TestWeightedHeavyNotStarved(t *testing.T) {
 	name := db.Prefix + "sem"
 	var sems []*distsem.Semaphore
 	for _, c := range clients(t, db.Client.Options().Addr, 2) {
-		sems = append(sems, newSem(t, c, name, 10, distsem.Config{}))
+		sems = append(sems, newSem(t, c, name, 10, loadedCfg()))
 	}
 	var mu sync.Mutex
 	var light, heavy []time.Duration

@@ -36,7 +36,9 @@ func newKeyed(t *testing.T, rdb redis.UniversalClient, prefix string, limit int6
 // the same name (the state is in Redis only).
 func keyStats(t *testing.T, rdb redis.UniversalClient, prefix, key string) distsem.Stats {
 	t.Helper()
-	s := distsem.New(rdb, prefix+key, 1, distsem.Config{})
+	// Stats only reads; its own breaker with a CallTimeout for a loaded
+	// machine (the default 250ms timed out there).
+	s := distsem.New(rdb, prefix+key, 1, distsem.Config{WaiterTTL: 6 * time.Second, Breaker: breaker.New("keyStats", breaker.Config{CallTimeout: 2 * time.Second})})
 	defer s.Close()
 	return stats(t, s)
 }
