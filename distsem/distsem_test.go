@@ -134,6 +134,15 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// permitString describes p for a failure message: printing a *Permit with %v
+// reads its fields while its renewals write them (a data race).
+func permitString(p *distsem.Permit) string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("a permit (fence %d)", p.Fence())
+}
+
 func stats(t *testing.T, s *distsem.Semaphore) distsem.Stats {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -311,7 +320,7 @@ func TestWeightExceedsLimitFailsAtOnce(t *testing.T) {
 	start := time.Now()
 	p, err := s.Acquire(t.Context(), 4)
 	if p != nil || !errors.Is(err, distsem.ErrTooLarge) {
-		t.Fatalf("Acquire(ctx, 4) with limit 3 = %v, %v; want ErrTooLarge", p, err)
+		t.Fatalf("Acquire(ctx, 4) with limit 3 = %v, %v; want ErrTooLarge", permitString(p), err)
 	}
 	var ra interface{ RetryAfter() time.Duration }
 	if !errors.As(err, &ra) {
@@ -412,7 +421,7 @@ func TestCancelledWaitersLeaveNothing(t *testing.T) {
 			c, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 			defer cancel()
 			if p, err := s.Acquire(c, 1); !errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("queued Acquire = %v, %v; want DeadlineExceeded", p, err)
+				t.Errorf("queued Acquire = %v, %v; want DeadlineExceeded", permitString(p), err)
 			}
 		})
 	}
@@ -472,17 +481,19 @@ func TestReleaseDuringRenewalNeverLost(t *testing.T) {
 // leases, and others cannot take it meanwhile.
 func TestRenewalKeepsPermitPastLease(t *testing.T) {
 	db := redistest.Connect(t)
-	cfg := distsem.Config{Lease: 300 * time.Millisecond, Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond})}
+	// A lease of 900ms, not 300ms: with a 100ms CallTimeout, renewals
+	// timed out on a loaded machine and the permit was lost.
+	cfg := distsem.Config{Lease: 900 * time.Millisecond, Breaker: breaker.New("test", breaker.Config{CallTimeout: 300 * time.Millisecond})}
 	s := newSem(t, db.Client, db.Prefix+"sem", 1, cfg)
 	ctx := t.Context()
 	p, err := s.Acquire(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, cancel := context.WithTimeout(ctx, 10*cfg.Lease)
+	c, cancel := context.WithTimeout(ctx, 5*cfg.Lease)
 	defer cancel()
 	if q, err := s.Acquire(c, 1); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Acquire while a renewing holder holds everything = %v, %v; want DeadlineExceeded", q, err)
+		t.Fatalf("Acquire while a renewing holder holds everything = %v, %v; want DeadlineExceeded", permitString(q), err)
 	}
 	select {
 	case <-p.Lost():
@@ -611,14 +622,14 @@ func TestStoredLimitWins(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p, err := s10.TryAcquire(ctx, 6); !errors.Is(err, distsem.ErrTooLarge) {
-		t.Fatalf("TryAcquire(6) by a process configured with 10, stored limit 5 = %v, %v; want ErrTooLarge", p, err)
+		t.Fatalf("TryAcquire(6) by a process configured with 10, stored limit 5 = %v, %v; want ErrTooLarge", permitString(p), err)
 	}
 	rest, err := s10.Acquire(ctx, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p, err := s10.TryAcquire(ctx, 1); !errors.Is(err, distsem.ErrNoCapacity) {
-		t.Fatalf("TryAcquire(1) with 5 of stored 5 held = %v, %v; want ErrNoCapacity", p, err)
+		t.Fatalf("TryAcquire(1) with 5 of stored 5 held = %v, %v; want ErrNoCapacity", permitString(p), err)
 	}
 	if st := stats(t, s10); st.Limit != 5 || st.ConfiguredLimit != 10 || st.InUse != 5 {
 		t.Fatalf("Stats = %+v, want Limit 5, ConfiguredLimit 10, InUse 5", st)

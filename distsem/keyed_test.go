@@ -85,8 +85,10 @@ func TestKeyedLimitPerKey(t *testing.T) {
 	const limit, nkeys, maxKeys = 2, 16, 10
 	cs := clients(t, db.Client.Options().Addr, 2)
 	sub0 := subscribes(t, db.Client)
-	cfg := distsem.KeyedConfig{MaxKeys: maxKeys}
-	ks := []*distsem.Keyed{newKeyed(t, cs[0], prefix, limit, cfg), newKeyed(t, cs[1], prefix, limit, cfg)}
+	// loadedCfg (a breaker each): the default 250ms CallTimeout opened the
+	// breaker under load.
+	cfg := func() distsem.KeyedConfig { return distsem.KeyedConfig{MaxKeys: maxKeys, Config: loadedCfg()} }
+	ks := []*distsem.Keyed{newKeyed(t, cs[0], prefix, limit, cfg()), newKeyed(t, cs[1], prefix, limit, cfg())}
 	over := make([]overlap, nkeys)
 	var granted, refused atomic.Int64
 	var mu sync.Mutex
