@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -255,21 +254,7 @@ func hammerRedis(t *testing.T, meters []*shaperredis.Meter, goroutines int, d ti
 	}
 	wg.Wait()
 	elapsed = time.Since(start)
-	all := []time.Duration{0}
-	for _, ts := range done {
-		all = append(all, ts...)
-	}
-	slices.Sort(all)
-	if all[len(all)-1] < d {
-		all = append(all, d) // no reply at the end of the run either
-	}
-	var gaps int
-	for i := 1; i < len(all); i++ {
-		if lost := rate*(all[i]-all[i-1]).Seconds() - burst; lost > 0 {
-			idle += lost
-			gaps++
-		}
-	}
+	idle, gaps := lostToGaps(done, d, rate, burst)
 	t.Logf("%d admitted, %d denied in %v; %d gaps without a reply, worth %.0f admissions", allowed.Load(), denied.Load(), elapsed, gaps, idle)
 	return allowed.Load(), elapsed, idle
 }
