@@ -110,7 +110,10 @@ func runFleet(t *testing.T, d time.Duration, drivers int, mk func(i int) (bulkhe
 func TestRedisFleet(t *testing.T) {
 	db := redistest.Connect(t)
 	addr := os.Getenv("REDIS_ADDR")
-	lim := shaper.Limit{Rate: shaper.PerSecond(20), Burst: 10}
+	// A rate the drive outruns even on a loaded machine (at 20/s it sent 35
+	// requests to the rated route in 1.6s, all admitted, and the test saw
+	// no refusal).
+	lim := shaper.Limit{Rate: shaper.PerSecond(10), Burst: 5}
 	const gateLimit = 4
 	const d = 1500 * time.Millisecond
 	bound := func(elapsed time.Duration) int64 {

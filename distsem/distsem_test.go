@@ -97,6 +97,14 @@ func (wl workload) run(t *testing.T, o *overlap) []error {
 	return errs
 }
 
+// loadedCfg is the Config of the workload tests, which contend hard on one
+// key from 32 to 64 goroutines: a CallTimeout of 1s (the default 250ms timed
+// out releases on a loaded machine, and no call there is meant to time out),
+// with the WaiterTTL that it needs.
+func loadedCfg() distsem.Config {
+	return distsem.Config{WaiterTTL: 3 * time.Second, Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})}
+}
+
 func newSem(t *testing.T, rdb redis.UniversalClient, name string, limit int64, cfg distsem.Config) *distsem.Semaphore {
 	t.Helper()
 	s := distsem.New(rdb, name, limit, cfg)
@@ -124,6 +132,15 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// permitString describes p for a failure message: printing a *Permit with %v
+// reads its fields while its renewals write them (a data race).
+func permitString(p *distsem.Permit) string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("a permit (fence %d)", p.Fence())
 }
 
 func stats(t *testing.T, s *distsem.Semaphore) distsem.Stats {
@@ -181,7 +198,7 @@ func TestOverlapNeverAboveLimit(t *testing.T) {
 	calls := &acquireCalls{}
 	for _, c := range clients(t, db.Client.Options().Addr, 4) {
 		c.AddHook(calls)
-		sems = append(sems, newSem(t, c, name, 5, distsem.Config{}))
+		sems = append(sems, newSem(t, c, name, 5, loadedCfg()))
 	}
 	var o overlap
 	start := time.Now()
@@ -215,7 +232,7 @@ func TestWeightedHeavyNotStarved(t *testing.T) {
 	name := db.Prefix + "sem"
 	var sems []*distsem.Semaphore
 	for _, c := range clients(t, db.Client.Options().Addr, 2) {
-		sems = append(sems, newSem(t, c, name, 10, distsem.Config{}))
+		sems = append(sems, newSem(t, c, name, 10, loadedCfg()))
 	}
 	var mu sync.Mutex
 	var light, heavy []time.Duration
@@ -303,7 +320,7 @@ func TestWeightExceedsLimitFailsAtOnce(t *testing.T) {
 	start := time.Now()
 	p, err := s.Acquire(t.Context(), 4)
 	if p != nil || !errors.Is(err, distsem.ErrTooLarge) {
-		t.Fatalf("Acquire(ctx, 4) with limit 3 = %v, %v; want ErrTooLarge", p, err)
+		t.Fatalf("Acquire(ctx, 4) with limit 3 = %v, %v; want ErrTooLarge", permitString(p), err)
 	}
 	var ra interface{ RetryAfter() time.Duration }
 	if !errors.As(err, &ra) {
@@ -404,7 +421,7 @@ func TestCancelledWaitersLeaveNothing(t *testing.T) {
 			c, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 			defer cancel()
 			if p, err := s.Acquire(c, 1); !errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("queued Acquire = %v, %v; want DeadlineExceeded", p, err)
+				t.Errorf("queued Acquire = %v, %v; want DeadlineExceeded", permitString(p), err)
 			}
 		})
 	}
@@ -464,17 +481,19 @@ func TestReleaseDuringRenewalNeverLost(t *testing.T) {
 // leases, and others cannot take it meanwhile.
 func TestRenewalKeepsPermitPastLease(t *testing.T) {
 	db := redistest.Connect(t)
-	cfg := distsem.Config{Lease: 300 * time.Millisecond, Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond})}
+	// A lease of 900ms, not 300ms: with a 100ms CallTimeout, renewals
+	// timed out on a loaded machine and the permit was lost.
+	cfg := distsem.Config{Lease: 900 * time.Millisecond, Breaker: breaker.New("test", breaker.Config{CallTimeout: 300 * time.Millisecond})}
 	s := newSem(t, db.Client, db.Prefix+"sem", 1, cfg)
 	ctx := t.Context()
 	p, err := s.Acquire(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, cancel := context.WithTimeout(ctx, 10*cfg.Lease)
+	c, cancel := context.WithTimeout(ctx, 5*cfg.Lease)
 	defer cancel()
 	if q, err := s.Acquire(c, 1); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Acquire while a renewing holder holds everything = %v, %v; want DeadlineExceeded", q, err)
+		t.Fatalf("Acquire while a renewing holder holds everything = %v, %v; want DeadlineExceeded", permitString(q), err)
 	}
 	select {
 	case <-p.Lost():
@@ -602,14 +621,14 @@ func TestStoredLimitWins(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p, err := s10.TryAcquire(ctx, 6); !errors.Is(err, distsem.ErrTooLarge) {
-		t.Fatalf("TryAcquire(6) by a process configured with 10, stored limit 5 = %v, %v; want ErrTooLarge", p, err)
+		t.Fatalf("TryAcquire(6) by a process configured with 10, stored limit 5 = %v, %v; want ErrTooLarge", permitString(p), err)
 	}
 	rest, err := s10.Acquire(ctx, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p, err := s10.TryAcquire(ctx, 1); !errors.Is(err, distsem.ErrNoCapacity) {
-		t.Fatalf("TryAcquire(1) with 5 of stored 5 held = %v, %v; want ErrNoCapacity", p, err)
+		t.Fatalf("TryAcquire(1) with 5 of stored 5 held = %v, %v; want ErrNoCapacity", permitString(p), err)
 	}
 	if st := stats(t, s10); st.Limit != 5 || st.ConfiguredLimit != 10 || st.InUse != 5 {
 		t.Fatalf("Stats = %+v, want Limit 5, ConfiguredLimit 10, InUse 5", st)
@@ -640,17 +659,43 @@ func TestStoredLimitWins(t *testing.T) {
 	rest.Release(ctx)
 }
 
-// distsemGoroutines counts goroutines running distsem code (excluding tests).
-func distsemGoroutines() int {
+// distsemStacks returns the stacks of the goroutines running distsem code
+// (excluding tests).
+func distsemStacks() []string {
 	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	n := 0
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf)) // truncated: a goroutine could be cut off
+	}
+	var out []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
 		if strings.Contains(g, "floodgate/distsem.(") && !strings.Contains(g, "distsem_test.") {
-			n++
+			out = append(out, g)
 		}
 	}
-	return n
+	return out
+}
+
+// waitDistsemGoroutines waits up to d for exactly want distsem goroutines
+// (goroutines that are ending, such as a cancelled renewal, are given time to
+// end), and fails t with their stacks if there are not.
+func waitDistsemGoroutines(t *testing.T, d time.Duration, want int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		gs := distsemStacks()
+		if len(gs) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %d distsem goroutines %s, want %d:\n%s", d, len(gs), what, want, strings.Join(gs, "\n\n"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // TestNoGoroutineOutlivesItsOwner: after Release and Close, no goroutine of the
@@ -681,5 +726,5 @@ func TestNoGoroutineOutlivesItsOwner(t *testing.T) {
 		p.Release(ctx)
 	}
 	s.Close()
-	waitFor(t, 2*time.Second, "distsem goroutines left after Release and Close", func() bool { return distsemGoroutines() == 0 })
+	waitDistsemGoroutines(t, 2*time.Second, 0, "left after Release and Close")
 }

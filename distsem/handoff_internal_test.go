@@ -185,7 +185,7 @@ func TestLostMessagesShortLeaseStillGranted(t *testing.T) {
 // delivers such a message by hand: a real fence from an earlier grant, for the
 // token of a waiter that is queued now.
 func TestStaleHandoffMessageIgnored(t *testing.T) {
-	_, a, w := twoProcesses(t, Config{Lease: 2 * time.Second, Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond}), WaiterTTL: 3 * time.Second})
+	_, a, w := twoProcesses(t, Config{Lease: 2 * time.Second, Breaker: breaker.New("test", breaker.Config{CallTimeout: 500 * time.Millisecond}), WaiterTTL: 3 * time.Second})
 	deafen(w) // no real hand-off message reaches w
 	old, err := a.Acquire(context.Background(), 1)
 	if err != nil {
@@ -222,7 +222,8 @@ func TestStaleHandoffMessageIgnored(t *testing.T) {
 	if tok == "" {
 		t.Fatal("the waiter never registered")
 	}
-	time.Sleep(100 * time.Millisecond) // its first call has queued it
+	// Its first call has queued it (in Redis, not after a sleep).
+	eventually(t, time.Second, "the waiter never queued in Redis", func() bool { return stats(t, a).Waiting == 1 })
 	w.wake(tok + ":" + strconv.FormatInt(oldFence, 10))
 	r := <-ch
 	if r.err == nil {
@@ -239,7 +240,7 @@ func TestStaleHandoffMessageIgnored(t *testing.T) {
 // earlier call running late cannot grant the token again to no one. A token
 // granted by its only call writes none.
 func TestReleaseTombstonesRetriedTokens(t *testing.T) {
-	db, a, w := twoProcesses(t, Config{Lease: 600 * time.Millisecond, Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond}), WaiterTTL: 3 * time.Second})
+	db, a, w := twoProcesses(t, Config{Lease: 1500 * time.Millisecond, Breaker: breaker.New("test", breaker.Config{CallTimeout: 500 * time.Millisecond}), WaiterTTL: 3 * time.Second})
 	deafen(w)
 	ctx := context.Background()
 	tombKey := a.Keys()[5]
@@ -256,7 +257,9 @@ func TestReleaseTombstonesRetriedTokens(t *testing.T) {
 		}
 		done <- p
 	}()
-	time.Sleep(50 * time.Millisecond)
+	// Queued in Redis before the release: released first, the waiter's
+	// only call would be granted, and write no tombstone.
+	eventually(t, 5*time.Second, "the waiter never queued in Redis", func() bool { return stats(t, a).Waiting == 1 })
 	first.Release(ctx)
 	if n, _ := db.Client.ZScore(ctx, tombKey, first.token).Result(); n != 0 {
 		t.Fatalf("a token granted by its only call left a tombstone")

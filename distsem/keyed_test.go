@@ -36,7 +36,9 @@ func newKeyed(t *testing.T, rdb redis.UniversalClient, prefix string, limit int6
 // the same name (the state is in Redis only).
 func keyStats(t *testing.T, rdb redis.UniversalClient, prefix, key string) distsem.Stats {
 	t.Helper()
-	s := distsem.New(rdb, prefix+key, 1, distsem.Config{})
+	// Stats only reads; its own breaker with a CallTimeout for a loaded
+	// machine (the default 250ms timed out there).
+	s := distsem.New(rdb, prefix+key, 1, distsem.Config{WaiterTTL: 6 * time.Second, Breaker: breaker.New("keyStats", breaker.Config{CallTimeout: 2 * time.Second})})
 	defer s.Close()
 	return stats(t, s)
 }
@@ -83,8 +85,10 @@ func TestKeyedLimitPerKey(t *testing.T) {
 	const limit, nkeys, maxKeys = 2, 16, 10
 	cs := clients(t, db.Client.Options().Addr, 2)
 	sub0 := subscribes(t, db.Client)
-	cfg := distsem.KeyedConfig{MaxKeys: maxKeys}
-	ks := []*distsem.Keyed{newKeyed(t, cs[0], prefix, limit, cfg), newKeyed(t, cs[1], prefix, limit, cfg)}
+	// loadedCfg (a breaker each): the default 250ms CallTimeout opened the
+	// breaker under load.
+	cfg := func() distsem.KeyedConfig { return distsem.KeyedConfig{MaxKeys: maxKeys, Config: loadedCfg()} }
+	ks := []*distsem.Keyed{newKeyed(t, cs[0], prefix, limit, cfg()), newKeyed(t, cs[1], prefix, limit, cfg())}
 	over := make([]overlap, nkeys)
 	var granted, refused atomic.Int64
 	var mu sync.Mutex
@@ -172,15 +176,19 @@ func TestKeyedLimitPerKey(t *testing.T) {
 func TestKeyedIdleKeyCostsNothing(t *testing.T) {
 	db := privateRedis(t) // it counts the server's SUBSCRIBE calls
 	prefix := db.Prefix + "t:"
-	cfg := distsem.KeyedConfig{Config: distsem.Config{Lease: 600 * time.Millisecond, Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond}), WaiterTTL: 600 * time.Millisecond, TombstoneTTL: 600 * time.Millisecond}}
+	// Short TTLs, so that the TTLs checked at the end are short; a
+	// CallTimeout (at most Lease/3) with room for a loaded machine: no call
+	// here is meant to time out.
+	const ttl = 1500 * time.Millisecond
+	cfg := distsem.KeyedConfig{Config: distsem.Config{Lease: ttl, Breaker: breaker.New("test", breaker.Config{CallTimeout: ttl / 3}), WaiterTTL: ttl, TombstoneTTL: ttl}}
 	cs := clients(t, db.Client.Options().Addr, 2)
 	a := distsem.NewKeyed(cs[0], prefix, 1, cfg)
 	b := distsem.NewKeyed(cs[1], prefix, 1, cfg)
 	defer a.Close()
 	defer b.Close()
-	if n := distsemGoroutines(); n != 0 {
-		t.Fatalf("%d distsem goroutines before any call, want 0", n)
-	}
+	// Goroutines of an earlier test's Semaphores end in their cleanups;
+	// give one that is still ending time to end.
+	waitDistsemGoroutines(t, 5*time.Second, 0, "before any call")
 	ctx := t.Context()
 	// contend makes b wait on key behind a's permit, and a on key behind
 	// b's: both queue, and are granted by hand-off.
@@ -197,7 +205,12 @@ func TestKeyedIdleKeyCostsNothing(t *testing.T) {
 				defer cancel()
 				got <- pair[1].Do(c, key, 1, func(context.Context) error { return nil })
 			}()
-			waitFor(t, 5*time.Second, "waiter not queued", func() bool { return pair[1].Stats().Waiting == 1 })
+			// Queued in Redis, not only counted as waiting here: a call
+			// released before its script ran would be granted without
+			// queueing, and would start no receiver.
+			waitFor(t, 5*time.Second, "waiter not queued in Redis", func() bool {
+				return keyStats(t, db.Client, prefix, key).Waiting == 1
+			})
 			h.Release(ctx)
 			if err := <-got; err != nil {
 				t.Fatal(err)
@@ -207,11 +220,17 @@ func TestKeyedIdleKeyCostsNothing(t *testing.T) {
 	contend("first")
 	wantStats(t, a, 0, 0, 0)
 	wantStats(t, b, 0, 0, 0)
-	base := distsemGoroutines() // the two receivers
-	if base != 2 {
-		t.Errorf("%d distsem goroutines with no key live after contention, want 2 (one receiver per Keyed)", base)
-	}
+	// The two receivers, once a renewal still ending has ended.
+	const base = 2
+	waitDistsemGoroutines(t, 5*time.Second, base, "with no key live after contention (one receiver per Keyed)")
+	// The receivers subscribe on their own goroutines: count from when both
+	// subscriptions reached the server (on this private server no one else
+	// subscribes), or a late one would count as churn.
+	waitFor(t, 5*time.Second, "the two receivers never subscribed", func() bool { return subscribes(t, db.Client) >= 2 })
 	sub0 := subscribes(t, db.Client)
+	if sub0 != 2 {
+		t.Errorf("%d SUBSCRIBE calls after the first contended key, want 2 (one per Keyed)", sub0)
+	}
 	const churn = 200
 	start := time.Now()
 	for i := range churn {
@@ -222,14 +241,14 @@ func TestKeyedIdleKeyCostsNothing(t *testing.T) {
 	if st := a.Stats(); st.Opened != 2*(churn+1) || st.Closed != 2*(churn+1) {
 		t.Errorf("Stats = %+v, want %d keys opened and closed (each key twice: holder, then waiter)", st, 2*(churn+1))
 	}
-	waitFor(t, 5*time.Second, "distsem goroutines above the receivers after the churn", func() bool { return distsemGoroutines() == base })
+	waitDistsemGoroutines(t, 5*time.Second, base, "after the churn")
 	if subs := subscribes(t, db.Client) - sub0; subs != 0 {
 		t.Errorf("%d SUBSCRIBE calls for %d new contended keys, want 0", subs, churn)
 	}
 	t.Logf("%d contended keys (2 hand-offs each) in %v, %d distsem goroutines throughout", churn, el, base)
 
 	// Redis: nothing held or queued, and every key left has a TTL.
-	keyTTL := 2*600*time.Millisecond + 10*time.Second
+	keyTTL := 2*ttl + 10*time.Second
 	keys, err := db.Client.Keys(ctx, "{"+prefix+"*").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -251,7 +270,7 @@ func TestKeyedIdleKeyCostsNothing(t *testing.T) {
 	}
 	a.Close()
 	b.Close()
-	waitFor(t, 2*time.Second, "distsem goroutines left after Close", func() bool { return distsemGoroutines() == 0 })
+	waitDistsemGoroutines(t, 2*time.Second, 0, "left after Close")
 }
 
 // TestKeyedHashTagPerKey: the Redis keys of one key share the hash tag

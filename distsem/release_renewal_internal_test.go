@@ -81,9 +81,12 @@ func heldPermit(t *testing.T, g *gateRenew, cfg Config) (*redistest.DB, *Semapho
 		t.Fatal(err)
 	}
 	db.Client.AddHook(onRenew(g.hold))
-	t.Cleanup(g.open) // before the client is closed, even if the test fails
 	s := New(db.Client, db.Prefix+"sem", 1, cfg)
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { closeWithin(t, s, 10*time.Second) })
+	// Registered after Close, so it runs before it (cleanups run last
+	// registered first), even if the test fails before it opens the gate:
+	// Close waits for the renewal held at the gate.
+	t.Cleanup(g.open)
 	p, err := s.Acquire(t.Context(), 1)
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +97,30 @@ func heldPermit(t *testing.T, g *gateRenew, cfg Config) (*redistest.DB, *Semapho
 		t.Fatal("no renewal call within a lease")
 	}
 	return db, s, p
+}
+
+// closeWithin calls s.Close and fails t if it has not returned within d, so
+// that a Close that waits for a call that never ends fails the test with a
+// message instead of hanging it.
+func closeWithin(t *testing.T, s *Semaphore, d time.Duration) {
+	t.Helper()
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(d):
+		t.Errorf("Close still blocked after %v", d)
+	}
+}
+
+// waitDone waits up to d for ch to be closed, and fails t with what if it is not.
+func waitDone(t *testing.T, ch <-chan struct{}, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(d):
+		t.Fatalf("after %v: %s", d, what)
+	}
 }
 
 // releaseWithin calls p.Release with a context that ends after d and fails t
@@ -137,8 +164,10 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 // the call returns, Close waits for it, and the permit is not reported lost.
 func TestReleaseReturnsWhileRenewalStuck(t *testing.T) {
 	g := newGateRenew(false)
-	_, s, p := heldPermit(t, g, Config{Lease: 900 * time.Millisecond, Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond})})
-	releaseWithin(t, p, time.Second)
+	// CallTimeout bounds Release's call: room for a loaded machine, and
+	// still far below the stuck renewal, which is held until the gate opens.
+	_, s, p := heldPermit(t, g, Config{Lease: 3 * time.Second, WaiterTTL: 3 * time.Second, Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second})})
+	releaseWithin(t, p, 2*time.Second)
 	// The only unit is free again while the renewal is still stuck.
 	q, err := s.TryAcquire(t.Context(), 1)
 	if err != nil {
@@ -161,7 +190,7 @@ func TestReleaseReturnsWhileRenewalStuck(t *testing.T) {
 	}
 
 	g.open()
-	<-g.done
+	waitDone(t, g.done, 10*time.Second, "the renewal call held at the gate did not return once the gate opened")
 	select {
 	case <-closed:
 	case <-time.After(5 * time.Second):
@@ -190,9 +219,11 @@ func TestReleaseReturnsWhileRenewalStuck(t *testing.T) {
 // it again at once, instead of leaving the unit taken for a lease.
 func TestLateReadoptAfterReleaseIsReleasedAgain(t *testing.T) {
 	g := newGateRenew(true)
-	const lease = 4500 * time.Millisecond
-	db, s, p := heldPermit(t, g, Config{Lease: lease, Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond}), Readopt: true})
-	releaseWithin(t, p, time.Second)
+	// The re-adopted token would be held for a lease: the second release
+	// must come well before (4s of 7.5s, room for a loaded machine).
+	const lease = 7500 * time.Millisecond
+	db, s, p := heldPermit(t, g, Config{Lease: lease, WaiterTTL: 3 * time.Second, Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second}), Readopt: true})
+	releaseWithin(t, p, 2*time.Second)
 	ctx := t.Context()
 	tomb := s.keys[5]
 	if err := db.Client.ZScore(ctx, tomb, p.token).Err(); err != nil {
@@ -203,12 +234,12 @@ func TestLateReadoptAfterReleaseIsReleasedAgain(t *testing.T) {
 	}
 
 	g.open()
-	<-g.done
+	waitDone(t, g.done, 10*time.Second, "the renewal call held at the gate did not return once the gate opened")
 	if g.status != stReadopted {
 		t.Fatalf("late renewal status = %d, want %d (re-adopted): the test did not set up the case", g.status, stReadopted)
 	}
 	start := time.Now()
-	eventually(t, 2*time.Second, "the token re-adopted after the release is still held (it would be until its lease ends)", func() bool {
+	eventually(t, 4*time.Second, "the token re-adopted after the release is still held (it would be until its lease ends)", func() bool {
 		st, err := s.Stats(ctx)
 		return err == nil && st.Holders == 0 && st.InUse == 0
 	})
@@ -218,7 +249,7 @@ func TestLateReadoptAfterReleaseIsReleasedAgain(t *testing.T) {
 	}
 }
 
-// stallRenew returns a hook that holds every renew call for 2s, ignoring its
+// stallRenew returns a hook that holds every renew call for 3s, ignoring its
 // context, as a misbehaving hook or client could. calls counts the calls it
 // holds, so that a test can wait for them: Release does not (see
 // Permit.Release), and a test must not leave them running into the next one.
@@ -226,7 +257,7 @@ func stallRenew(calls *sync.WaitGroup) onRenew {
 	return func(ctx context.Context, c redis.Cmder, n redis.ProcessHook) error {
 		calls.Add(1)
 		defer calls.Done()
-		time.Sleep(2 * time.Second)
+		time.Sleep(3 * time.Second)
 		return n(ctx, c)
 	}
 }
@@ -238,8 +269,8 @@ func TestLostAtDeadlineWhileRenewalHangs(t *testing.T) {
 	var stalled sync.WaitGroup
 	defer stalled.Wait() // last: after Release and Close
 	db.Client.AddHook(stallRenew(&stalled))
-	const lease = 300 * time.Millisecond
-	s := New(db.Client, db.Prefix+"sem", 1, Config{Lease: lease, Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond})})
+	const lease = 900 * time.Millisecond
+	s := New(db.Client, db.Prefix+"sem", 1, Config{Lease: lease, Breaker: breaker.New("test", breaker.Config{CallTimeout: lease / 3})})
 	defer s.Close()
 	start := time.Now()
 	p, err := s.Acquire(t.Context(), 1)
@@ -252,7 +283,9 @@ func TestLostAtDeadlineWhileRenewalHangs(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("never lost")
 	}
-	if d := time.Since(start); d > lease+150*time.Millisecond {
-		t.Fatalf("Lost after %v, want at the %v lease", d, lease)
+	// The hung call returns after lease/3 + 3s: lost by then would be the
+	// defect. A second of slack for a loaded machine is still well before.
+	if d := time.Since(start); d > lease+time.Second {
+		t.Fatalf("Lost after %v, want at the %v lease (the hung renewal returns after %v)", d, lease, lease/3+3*time.Second)
 	}
 }

@@ -5,7 +5,8 @@
 # and a throwaway PostgreSQL cluster on free loopback ports, exports REDIS_ADDR,
 # DATABASE_URL and REDIS_SERVER, runs gofmt, go vet, staticcheck (installed with
 # go install if missing) and go test -race -shuffle=on on
-# the root module, then its allocation tests without -race, then vets and
+# the root module (each test binary at most TEST_TIMEOUT, 10m by default: a
+# hang fails with a goroutine dump), then its allocation tests without -race, then vets and
 # smoke-runs bench/ (one iteration each). Both servers
 # are stopped and their data removed on every exit path: success, failure or Ctrl-C.
 set -euo pipefail
@@ -135,21 +136,32 @@ run go vet ./...
 log "staticcheck ./..."
 run staticcheck ./...
 
-log "go test -race -shuffle=on ./..."
-run go test -race -shuffle=on -timeout 30m ${GOTESTFLAGS:-} ./...
+# Each test binary gets TEST_TIMEOUT (go test's -timeout is per binary): a
+# test that hangs, in its body or in a cleanup, makes its binary panic with a
+# dump of every goroutine and fail, well inside CI's 90 minutes (the whole
+# suite takes 4 to 8; the slowest binary, distsem under -race, 2 to 4).
+# go test -json through internal/testreport prints what go test prints, and
+# also the messages of a test that was still running when its binary timed
+# out (go test alone loses them: they are printed when the test ends).
+TEST_TIMEOUT=${TEST_TIMEOUT:-10m}
+go build -o "$WORK/testreport" ./internal/testreport
+gotest() { go test -json "$@" 2>&1 | "$WORK/testreport"; } # go test's status (pipefail)
+
+log "go test -race -shuffle=on ./... (at most $TEST_TIMEOUT per test binary)"
+run gotest -race -shuffle=on -timeout "$TEST_TIMEOUT" ${GOTESTFLAGS:-} ./...
 
 # The allocation tests are built without -race only (//go:build !race): the
 # race detector allocates on its own and makes sync.Pool drop items.
 log "allocation budgets, without -race"
-run go test -count=1 -run 'Allocs|Allocat' ./...
+run gotest -count=1 -timeout "$TEST_TIMEOUT" -run 'Allocs|Allocat' ./...
 
 log "benchmarks, one iteration (root module)"
-run go test -run='^$' -bench=. -benchtime=1x ./... >"$WORK/bench-root.log" 2>&1 ||
+run go test -timeout "$TEST_TIMEOUT" -run='^$' -bench=. -benchtime=1x ./... >"$WORK/bench-root.log" 2>&1 ||
   { cat "$WORK/bench-root.log" >&2; die "root benchmarks failed"; }
 
 if [ -f bench/go.mod ]; then
   log "bench/: go vet and one iteration of every benchmark"
-  run bash -c 'cd bench && go vet ./... && go test -run="^$" -bench=. -benchtime=1x ./...' >"$WORK/bench.log" 2>&1 ||
+  run bash -c 'cd bench && go vet ./... && go test -timeout "$1" -run="^$" -bench=. -benchtime=1x ./...' bash "$TEST_TIMEOUT" >"$WORK/bench.log" 2>&1 ||
     { cat "$WORK/bench.log" >&2; die "bench/ failed"; }
 fi
 log "all passed"

@@ -18,8 +18,8 @@ import (
 
 // TestRedisQueueTwoProcessesShareRate: two processes (clients), 4 workers each,
 // share 10/s with burst 2 for 2.5s: over every window between two starts, at
-// most burst + 10/s × window (+ 20ms of timer slack) start, and the fleet keeps
-// up the rate.
+// most burst + 10/s × window (+ 150ms of wake-up slack) start, and the fleet
+// keeps up the rate.
 func TestRedisQueueTwoProcessesShareRate(t *testing.T) {
 	db := redistest.Connect(t)
 	const rate, burst = 10, 2
@@ -45,7 +45,11 @@ func TestRedisQueueTwoProcessesShareRate(t *testing.T) {
 	}
 	wg.Wait()
 	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
-	const slack = 20 * time.Millisecond
+	// A start is seen when its worker wakes: on a loaded machine that is late
+	// by far more than timer slack (3 starts 72ms apart were seen with 20ms).
+	// 150ms still fails a queue at twice the rate over a window of 1s, and
+	// the count below bounds the whole run.
+	const slack = 150 * time.Millisecond
 	for i := range starts {
 		for j := i; j < len(starts); j++ {
 			w := starts[j].Sub(starts[i])

@@ -1,5 +1,0 @@
-//go:build !race
-
-package distsem_test
-
-const raceEnabled = false
