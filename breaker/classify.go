@@ -7,8 +7,6 @@ import (
 	"net"
 	"strings"
 	"syscall"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // IsStoreFailure reports whether err says the store (Redis) is unhealthy or
@@ -52,10 +50,10 @@ func IsStoreFailure(err error) bool {
 			return true
 		}
 	}
-	if errors.Is(err, redis.ErrPoolTimeout) {
+	if inChain(err, func(e error) bool { return e.Error() == poolTimeoutText }) {
 		return true
 	}
-	var rerr redis.Error
+	var rerr redisError
 	if errors.As(err, &rerr) {
 		return isFailureReply(rerr.Error())
 	}
@@ -66,6 +64,43 @@ func IsStoreFailure(err error) bool {
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		return true
+	}
+	return false
+}
+
+// redisError is go-redis's redis.Error (an error reply from the server),
+// declared by its method set so that breaker, and everything built on it,
+// links no Redis client: go-redis's own reply errors satisfy it.
+type redisError interface {
+	error
+	RedisError()
+}
+
+// poolTimeoutText is the text of go-redis's redis.ErrPoolTimeout, a plain
+// errors.New value that can only be matched without importing go-redis by
+// its text (classify_test.go checks it against go-redis's).
+const poolTimeoutText = "redis: connection pool timeout"
+
+// inChain reports whether match holds for err or any error it wraps, through
+// Unwrap() error and Unwrap() []error alike, as errors.Is walks.
+func inChain(err error, match func(error) bool) bool {
+	for err != nil {
+		if match(err) {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if inChain(e, match) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
 	}
 	return false
 }

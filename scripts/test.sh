@@ -130,6 +130,11 @@ nonstd=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./semapho
   grep -v -e "^$mod/semaphore\$" -e "^$mod/shaper\$" -e "^$mod/internal/" || true)
 [ -z "$nonstd" ] || die "semaphore/shaper depend on: $nonstd"
 
+log "breaker and bulkhead link no Redis client, pgx, OpenTelemetry or gRPC"
+leaked=$(go list -deps ./breaker ./bulkhead |
+  grep -e '^github.com/redis/' -e '^github.com/jackc/' -e '^go.opentelemetry.io/' -e '^google.golang.org/grpc' || true)
+[ -z "$leaked" ] || die "breaker/bulkhead depend on: $leaked"
+
 log "go vet ./..."
 run go vet ./...
 
