@@ -70,7 +70,11 @@ type ClassStats struct {
 	Admitted uint64 // calls granted the gate
 
 	// Wait counts the waits of calls that found no room at once (granted or
-	// not); Hold the time from grant to release of every admitted call.
+	// not, an immediate refusal included, as a wait of about 0). With a gate
+	// that has no TryAcquire (distsem.Semaphore), room can only be asked of
+	// the store, so every call of the class is counted, the uncontended ones
+	// as their round trip. Hold is the time from grant to release of every
+	// admitted call.
 	Wait, Hold Histogram
 
 	// Refusals by reason: ErrMaxWait (the class's MaxWait, or the gate's own
