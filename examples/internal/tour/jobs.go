@@ -1,4 +1,4 @@
-package main
+package tour
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 
 type job struct {
 	title string
-	run   func(ctx context.Context, cfg config, bs []*backend, p *progress) (*table, error)
+	run   func(ctx context.Context, cfg Config, bs []*Backend, p *progress) (*table, error)
 }
 
 // The README's three jobs, with its numbers (readme_test.go checks them
@@ -59,17 +59,17 @@ var jobs = []job{
 // "expensive query" (a sleep) behind a gate of 50, each waiting at most 2s
 // for a slot; who would wait longer fails fast instead of piling up, and
 // comes back after the refusal's RetryAfter, as a client answered 503 would.
-func poolJob(ctx context.Context, cfg config, bs []*backend, p *progress) (*table, error) {
+func poolJob(ctx context.Context, cfg Config, bs []*Backend, p *progress) (*table, error) {
 	const callers, query, think = 160, time.Second, 10 * time.Millisecond
 	cols := make([]*column, len(bs))
 	var wg sync.WaitGroup
 	end := time.Now().Add(cfg.Duration)
 	for ci, b := range bs {
-		col := newColumn(b.name, cfg.Pods)
+		col := newColumn(b.Name, cfg.Pods)
 		cols[ci] = col
 		gates := make([]bulkhead.Gate, cfg.Pods)
 		for pod := range gates {
-			gates[pod] = b.gate(pod, "reports", reportsCap)
+			gates[pod] = b.Gate(pod, "reports", reportsCap)
 		}
 		for i := range callers {
 			pod := i % cfg.Pods
@@ -114,7 +114,7 @@ func poolJob(ctx context.Context, cfg config, bs []*backend, p *progress) (*tabl
 // start rate but more than 8 at once can run, into bulkhead.Workers with the README's two classes; interactive jobs
 // start ahead of the background backlog, and background jobs never take a
 // pod's last 2 slots. Shutdown drains the backlog.
-func workersJob(ctx context.Context, cfg config, bs []*backend, p *progress) (*table, error) {
+func workersJob(ctx context.Context, cfg Config, bs []*Backend, p *progress) (*table, error) {
 	const bgRate, iaEvery = 4, 4 // every 5th submission is interactive: 1/s of 5/s
 	cols := make([]*column, len(bs))
 	pools := make([][]*bulkhead.Workers, len(bs))
@@ -125,9 +125,9 @@ func workersJob(ctx context.Context, cfg config, bs []*backend, p *progress) (*t
 		}
 	}()
 	for ci, b := range bs {
-		cols[ci] = newColumn(b.name, cfg.Pods)
+		cols[ci] = newColumn(b.Name, cfg.Pods)
 		for pod := range cfg.Pods {
-			pace, closePace := b.pacer(pod, "exports", shaper.PerSecond(exportRate))
+			pace, closePace := b.Pacer(pod, "exports", shaper.PerSecond(exportRate))
 			closers = append(closers, closePace)
 			wc := bulkhead.WorkersConfig{
 				Classes: []bulkhead.Class{
@@ -136,8 +136,8 @@ func workersJob(ctx context.Context, cfg config, bs []*backend, p *progress) (*t
 				},
 				Pace: pace,
 			}
-			if b.shared {
-				wc.Gate = b.gate(pod, "export-workers", exportCap) // the cap for the fleet
+			if b.Shared {
+				wc.Gate = b.Gate(pod, "export-workers", exportCap) // the cap for the fleet
 			}
 			pools[ci] = append(pools[ci], bulkhead.NewWorkers(exportCap, wc))
 		}
@@ -209,7 +209,7 @@ var tenants = []tenant{{"acme", "free", "key-acme"}, {"globex", "gold", "key-glo
 // handler (a real in-process HTTP server per pod), through layers: a global
 // cap (200 at once, 503), the tenant's tier (free 100/min, gold 1000/min) and
 // the export route (5/min, 2 at once per tenant, never queued).
-func httpJob(ctx context.Context, cfg config, bs []*backend, p *progress) (*table, error) {
+func httpJob(ctx context.Context, cfg Config, bs []*Backend, p *progress) (*table, error) {
 	const perTenant, clientsPerTenant, every, work = pdfRunning, 3, 50 * time.Millisecond, 300 * time.Millisecond
 	exportLimit := shaper.Limit{Rate: shaper.PerMinute(pdfPerMin), Burst: pdfPerMin}
 	type result struct {
@@ -233,20 +233,20 @@ func httpJob(ctx context.Context, cfg config, bs []*backend, p *progress) (*tabl
 		}
 	}()
 	for ci, b := range bs {
-		r := &result{col: newColumn(b.name, cfg.Pods), perTen: map[string]*gauge{}, admitted: map[string]*atomic.Int64{}}
+		r := &result{col: newColumn(b.Name, cfg.Pods), perTen: map[string]*gauge{}, admitted: map[string]*atomic.Int64{}}
 		res[ci] = r
 		for _, tn := range tenants {
 			r.perTen[tn.name], r.admitted[tn.name] = new(gauge), new(atomic.Int64)
 		}
 		for pod := range cfg.Pods {
 			bh := bulkhead.New(bulkhead.Config{Layers: []bulkhead.Layer{
-				{Name: "global", Gate: b.gate(pod, "global", globalCap), MaxWait: globalMaxWait},
+				{Name: "global", Gate: b.Gate(pod, "global", globalCap), MaxWait: globalMaxWait},
 				{Name: "tier", Key: bulkhead.ByTenant, Tiers: map[string]bulkhead.Rate{
-					"free": b.rate(pod, "tier-free", shaper.Limit{Rate: shaper.PerMinute(freePerMin), Burst: freePerMin}),
-					"gold": b.rate(pod, "tier-gold", shaper.Limit{Rate: shaper.PerMinute(goldPerMin), Burst: goldPerMin}),
+					"free": b.Rate(pod, "tier-free", shaper.Limit{Rate: shaper.PerMinute(freePerMin), Burst: freePerMin}),
+					"gold": b.Rate(pod, "tier-gold", shaper.Limit{Rate: shaper.PerMinute(goldPerMin), Burst: goldPerMin}),
 				}},
 				{Name: "export", Route: "POST /reports/export-pdf", Key: bulkhead.ByTenant, MaxWait: pdfMaxWait, // never queue
-					Rate: b.rate(pod, "export", exportLimit), KeyedGate: b.keyed(pod, "export-running", perTenant)},
+					Rate: b.Rate(pod, "export", exportLimit), KeyedGate: b.Keyed(pod, "export-running", perTenant)},
 			}})
 			r.heads = append(r.heads, bh)
 			export := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {

@@ -1,4 +1,4 @@
-package main
+package tour
 
 import (
 	"fmt"
@@ -173,7 +173,7 @@ func ms(d time.Duration) string {
 
 // progress prints one status line while a job runs.
 type progress struct {
-	cfg  config
+	cfg  Config
 	n    int
 	name string
 	t0   time.Time
@@ -182,7 +182,7 @@ type progress struct {
 	wg   sync.WaitGroup
 }
 
-func startProgress(cfg config, n int, name string) *progress {
+func startProgress(cfg Config, n int, name string) *progress {
 	p := &progress{cfg: cfg, n: n, name: name, t0: time.Now(), done: make(chan struct{})}
 	if cfg.Progress == nil {
 		return p

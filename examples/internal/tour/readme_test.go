@@ -1,4 +1,4 @@
-package main
+package tour
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ func secs(d time.Duration) int { return int(d / time.Second) }
 // the one the tour runs with and prints.
 func TestNumbersAgreeWithREADME(t *testing.T) {
 	ra := 60 / pdfPerMin // the export rate's Retry-After, in seconds
-	bad, err := examplekit.ReadmeDisagreements("../../README.md", map[string][]int{
+	bad, err := examplekit.ReadmeDisagreements("../../../README.md", map[string][]int{
 		"job1.prose":       {reportsCap, secs(reportsMaxWait)},
 		"job1.cap":         {reportsCap},
 		"job1.maxwait":     {secs(reportsMaxWait)},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/distsem"
+	"github.com/floodgate-go/floodgate/examples/internal/tour"
 	"github.com/floodgate-go/floodgate/shaper"
 	"github.com/floodgate-go/floodgate/shaper/shaperredis"
 	"github.com/redis/go-redis/v9"
@@ -16,8 +17,9 @@ import (
 
 // redisBackend makes limiters shared through the Redis at addr: one go-redis
 // client per simulated pod, as separate processes would have. Every run uses
-// fresh keys, so runs never see each other's state.
-func redisBackend(ctx context.Context, addr string, pods int) (*backend, error) {
+// fresh keys, so runs never see each other's state. The returned function
+// closes the limiters and the clients.
+func redisBackend(ctx context.Context, addr string, pods int) (*tour.Backend, func(), error) {
 	clients := make([]*redis.Client, pods)
 	var closers []func()
 	closeAll := func() {
@@ -36,31 +38,30 @@ func redisBackend(ctx context.Context, addr string, pods int) (*backend, error) 
 	defer cancel()
 	if err := clients[0].Ping(pctx).Err(); err != nil {
 		closeAll()
-		return nil, fmt.Errorf("redis at %s is unreachable (%v); start one (redis-server --port 6379) or run without -redis", addr, err)
+		return nil, nil, fmt.Errorf("redis at %s is unreachable (%v); start one (redis-server --port 6379), or run the tour without Redis: go run ./examples/tour", addr, err)
 	}
 	var b [4]byte
 	rand.Read(b[:])
 	prefix := "floodgate-tour:" + hex.EncodeToString(b[:]) + ":"
-	return &backend{
-		name:   "shared (Redis)",
-		shared: true,
-		gate: func(pod int, name string, limit int64) bulkhead.Gate {
+	return &tour.Backend{
+		Name:   "shared (Redis)",
+		Shared: true,
+		Gate: func(pod int, name string, limit int64) bulkhead.Gate {
 			s := distsem.New(clients[pod], prefix+name, limit, distsem.Config{})
 			closers = append(closers, func() { s.Close() })
 			return s
 		},
-		keyed: func(pod int, name string, limit int64) bulkhead.KeyedGate {
+		Keyed: func(pod int, name string, limit int64) bulkhead.KeyedGate {
 			k := distsem.NewKeyed(clients[pod], prefix+name+":", limit, distsem.KeyedConfig{})
 			closers = append(closers, func() { k.Close() })
 			return k
 		},
-		rate: func(pod int, name string, lim shaper.Limit) bulkhead.Rate {
+		Rate: func(pod int, name string, lim shaper.Limit) bulkhead.Rate {
 			return shaperredis.NewMeter(clients[pod], lim, shaperredis.Config{Prefix: prefix + name + ":"})
 		},
-		pacer: func(pod int, name string, r shaper.Rate) (bulkhead.Pacer, func()) {
+		Pacer: func(pod int, name string, r shaper.Rate) (bulkhead.Pacer, func()) {
 			q := shaperredis.NewQueue(clients[pod], prefix+name, r, shaper.QueueConfig{}, shaperredis.Config{})
 			return q, q.Close
 		},
-		close: closeAll,
-	}, nil
+	}, closeAll, nil
 }

@@ -1,0 +1,176 @@
+// Package tourcheck reads the tour's report back for the tests of both tour
+// commands, and checks what every run must show.
+package tourcheck
+
+import (
+	"encoding/json"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Section is one job of the report read back: its rows by label, cells
+// split on runs of two or more spaces, and its other lines.
+type Section struct {
+	Rows  map[string][]string
+	Lines []string
+}
+
+var cellSep = regexp.MustCompile(`\s{2,}`)
+
+// Parse splits the report out into its three job sections; it fails t if
+// there are not three.
+func Parse(t testing.TB, out string) []Section {
+	t.Helper()
+	var secs []Section
+	for line := range strings.Lines(out) {
+		line = strings.TrimRight(line, "\n")
+		if regexp.MustCompile(`^\d\. `).MatchString(line) {
+			secs = append(secs, Section{Rows: map[string][]string{}})
+			continue
+		}
+		if len(secs) == 0 || strings.TrimSpace(line) == "" {
+			continue
+		}
+		s := &secs[len(secs)-1]
+		s.Lines = append(s.Lines, strings.TrimSpace(line))
+		f := cellSep.Split(strings.TrimSpace(line), -1)
+		s.Rows[f[0]] = f[1:]
+	}
+	if len(secs) != 3 {
+		t.Fatalf("report has %d job sections, want 3:\n%s", len(secs), out)
+	}
+	return secs
+}
+
+// Cell returns the cell of row label in column col (-1: the last).
+func (s Section) Cell(t testing.TB, label string, col int) string {
+	t.Helper()
+	r, ok := s.Rows[label]
+	if !ok || len(r) == 0 {
+		t.Fatalf("report has no row %q; Rows: %v", label, s.Lines)
+	}
+	if col < 0 {
+		col = len(r) - 1
+	}
+	return r[col]
+}
+
+// Num is the first number in s.
+func Num(t testing.TB, s string) float64 {
+	t.Helper()
+	m := regexp.MustCompile(`[0-9.]+`).FindString(s)
+	f, err := strconv.ParseFloat(m, 64)
+	if err != nil {
+		t.Fatalf("no number in %q", s)
+	}
+	return f
+}
+
+// PeakUnderCap checks "peak / cap n" in column col.
+func PeakUnderCap(t testing.TB, s Section, label string, col int) (peak, cp int) {
+	t.Helper()
+	c := s.Cell(t, label, col)
+	if _, err := fmtSscanf(c, &peak, &cp); err != nil {
+		t.Fatalf("%s = %q, want \"N / cap M\"", label, c)
+	}
+	return peak, cp
+}
+
+func fmtSscanf(s string, peak, cp *int) (int, error) {
+	m := regexp.MustCompile(`^(\d+) / cap (\d+)$`).FindStringSubmatch(s)
+	if m == nil {
+		return 0, strconv.ErrSyntax
+	}
+	*peak, _ = strconv.Atoi(m[1])
+	*cp, _ = strconv.Atoi(m[2])
+	return 2, nil
+}
+
+// CheckShared checks the invariants of the column that enforces the limits
+// (the only one locally, the Redis one in the fleet tour), for jobs that ran d
+// each.
+func CheckShared(t testing.TB, secs []Section, d time.Duration) {
+	for i, s := range secs {
+		if a := Num(t, s.Cell(t, "admitted", -1)); a < 1 {
+			t.Errorf("job %d admitted %v, want some", i+1, a)
+		}
+		if p, c := PeakUnderCap(t, s, "peak concurrency", -1); p > c || p < 1 {
+			t.Errorf("job %d peak concurrency %d, want 1..%d", i+1, p, c)
+		}
+		if !regexp.MustCompile(`^\d+(\.\d+)?(ms|s|µs) / \d+(\.\d+)?(ms|s|µs)$`).MatchString(s.Cell(t, "wait p50 / p99", -1)) {
+			t.Errorf("job %d wait row %q", i+1, s.Cell(t, "wait p50 / p99", -1))
+		}
+	}
+	// Job 1: 50 at once, 1s each: at most 50/s, and calls asked for before
+	// the end may start up to 2s (the max wait) after it.
+	if a, most := Num(t, secs[0].Cell(t, "admitted", -1)), 50*(d.Seconds()+2)+50; a > most {
+		t.Errorf("job 1 admitted %v in %v, want at most %v", a, d, most)
+	}
+	// 160 callers: a refused one comes back after its RetryAfter, not in a
+	// loop (at most one refusal per caller per 100ms).
+	if r := Num(t, secs[0].Cell(t, "rejected", -1)); r > 160*(d.Seconds()+2)/0.1 {
+		t.Errorf("job 1 rejected %v in %v: refused callers must wait their RetryAfter", r, d)
+	}
+	// Job 2: 5/s starts; interactive jobs wait less than background ones.
+	if r := Num(t, secs[1].Cell(t, "start rate", -1)); r > 5*1.25 || r < 5*0.5 {
+		t.Errorf("job 2 start rate %v/s, want about 5/s", r)
+	}
+	// 2s jobs at 5/s fill the 8 slots after 1.6s: from then on background
+	// jobs queue, interactive ones start first.
+	ia := strings.Split(secs[1].Cell(t, "interactive started, longest wait", -1), ", ")
+	bg := strings.Split(secs[1].Cell(t, "background started, longest wait", -1), ", ")
+	iw, _ := time.ParseDuration(ia[len(ia)-1])
+	bw, _ := time.ParseDuration(bg[len(bg)-1])
+	if Num(t, ia[0]) < 1 || (d >= 3*time.Second && iw >= bw) {
+		t.Errorf("job 2 interactive %q, background %q: want interactive started, waiting less", ia, bg)
+	}
+	// Job 3: 5/min per tenant, at most one more within a short run.
+	adm := secs[2].Cell(t, "per tenant admitted", -1)
+	for _, m := range regexp.MustCompile(`(\w+) (\d+)`).FindAllStringSubmatch(adm, -1) {
+		if n, _ := strconv.Atoi(m[2]); n < 1 || n > 6 {
+			t.Errorf("job 3 tenant %s admitted %d, want 1..6 (5/min)", m[1], n)
+		}
+	}
+	if p, c := PeakUnderCap(t, secs[2], "per tenant peak", -1); p > c {
+		t.Errorf("job 3 per tenant peak %d > cap %d", p, c)
+	}
+	Check429(t, secs[2])
+}
+
+// Check429 checks job 3's sample refusal: a 429 whose Retry-After and JSON
+// body agree.
+func Check429(t testing.TB, s Section) {
+	t.Helper()
+	var status, retry, body string
+	for _, l := range s.Lines {
+		switch {
+		case strings.HasPrefix(l, "HTTP/"):
+			status = l
+		case strings.HasPrefix(l, "Retry-After: "):
+			retry = strings.TrimPrefix(l, "Retry-After: ")
+		case strings.HasPrefix(l, "{"):
+			body = l
+		}
+	}
+	if !strings.Contains(status, " 429 ") {
+		t.Errorf("sample status line %q, want a 429", status)
+	}
+	if n, err := strconv.Atoi(retry); err != nil || n < 1 {
+		t.Errorf("sample Retry-After %q, want whole seconds ≥ 1", retry)
+	}
+	var b map[string]any
+	if err := json.Unmarshal([]byte(body), &b); err != nil {
+		t.Fatalf("sample body %q: %v", body, err)
+	}
+	for _, k := range []string{"error", "message", "retry_after_seconds"} {
+		if _, ok := b[k]; !ok {
+			t.Errorf("sample body %s has no %q", body, k)
+		}
+	}
+	if v, _ := b["retry_after_seconds"].(float64); strconv.Itoa(int(v)) != retry {
+		t.Errorf("body retry_after_seconds %v, header Retry-After %q", b["retry_after_seconds"], retry)
+	}
+}
