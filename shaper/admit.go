@@ -79,3 +79,64 @@ func (l *Limiter) Admit(ctx context.Context, _ string, n int64) (Decision, error
 	}
 	return admit(l.AllowN(n))
 }
+
+// Refund methods give back what an admission charged, for a caller whose
+// request was refused by a later step (another limit, a full gate) and so
+// never served: bulkhead calls them on every refusal after a rate admitted.
+//
+//	Refund(ctx context.Context, key string, n int64, d Decision) error
+//
+// d is the Decision the admission of cost n for key returned; a denial and a
+// peek (n = 0) charged nothing and give nothing back. The key's state then
+// decides as if the admission had never happened, as exactly as each
+// algorithm allows:
+//
+//   - Meter (GCRA): the theoretical arrival time moves back by n·T, but never
+//     before now. Exact while the key stayed busy since the admission; if it
+//     had fallen idle before it, the key is given a fresh state, never more.
+//   - TokenBucket: n tokens go back into the bucket, up to its capacity
+//     (exact: the never-charged bucket would hold the same).
+//   - FixedWindow: n is uncounted if the admission's window is still the
+//     current one; after it, the window's count no longer matters.
+//   - SlidingCounter: n is uncounted from the admission's window, current or
+//     previous (its weight in the estimate); older, it no longer counts.
+//   - SlidingLog: n is taken off the admission's entry; once that entry has
+//     left the rolling window, it no longer counts.
+//
+// A later call dated before the refund's time is decided as the refund left
+// the key (as for any call dated before an earlier one). Only a Decision of
+// the same meter is meaningful: a Decision of another meter refunds wrongly.
+// The in-process meters never fail and never wait (ctx is ignored: a refund
+// is owed even to a cancelled request), so their Refund returns nil. A
+// negative n panics.
+
+// Refund gives back the cost n of d, an admission for key: see the Refund
+// contract above.
+func (m *Meter) Refund(_ context.Context, key string, n int64, d Decision) error {
+	m.c.refund(key, m.c.clock.nowUS(), n, d)
+	return nil
+}
+
+// Refund gives back the cost n of d, an admission for key: see [Meter.Refund].
+func (m *TokenBucket) Refund(_ context.Context, key string, n int64, d Decision) error {
+	m.c.refund(key, m.c.clock.nowUS(), n, d)
+	return nil
+}
+
+// Refund gives back the cost n of d, an admission for key: see [Meter.Refund].
+func (m *FixedWindow) Refund(_ context.Context, key string, n int64, d Decision) error {
+	m.c.refund(key, m.c.clock.nowUS(), n, d)
+	return nil
+}
+
+// Refund gives back the cost n of d, an admission for key: see [Meter.Refund].
+func (m *SlidingLog) Refund(_ context.Context, key string, n int64, d Decision) error {
+	m.c.refund(key, m.c.clock.nowUS(), n, d)
+	return nil
+}
+
+// Refund gives back the cost n of d, an admission for key: see [Meter.Refund].
+func (m *SlidingCounter) Refund(_ context.Context, key string, n int64, d Decision) error {
+	m.c.refund(key, m.c.clock.nowUS(), n, d)
+	return nil
+}
