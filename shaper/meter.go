@@ -26,8 +26,9 @@ type algo[S any] interface {
 	stamp(s *S) int64
 	// refund gives back, at time now, the cost n of an admission stamped at,
 	// as exactly as the algorithm allows and never making s more permissive
-	// than a fresh state (see Refund).
-	refund(s *S, now, n, at int64)
+	// than a fresh state (see Refund). It reports whether it gave anything
+	// back.
+	refund(s *S, now, n, at int64) bool
 	// max is the largest cost ever admitted at once.
 	max() int64
 	limit() Limit
@@ -176,8 +177,9 @@ func (c *core[S, A, PA]) refund(key string, now, n int64, d Decision) {
 	sh, tag := c.st.locate(key)
 	sh.mu.Lock()
 	if s := sh.lookupLocked(key, tag); s != nil {
-		a.refund(s, now, n, d.at)
-		sh.refunded++
+		if a.refund(s, now, n, d.at) {
+			sh.refunded++
+		}
 	}
 	sh.mu.Unlock()
 }
@@ -363,8 +365,11 @@ func (a *gcraAlgo) stamp(*gcraState) int64 { return 0 }
 
 // refund moves the theoretical arrival time back by n·T, but never before now:
 // a key's time in the past is a fresh key, and a refund never gives more.
-func (a *gcraAlgo) refund(s *gcraState, now, n, _ int64) {
+func (a *gcraAlgo) refund(s *gcraState, now, n, _ int64) bool {
 	tat, rem := a.arrival(s)
+	if tat < now {
+		return false // idle: nothing is owed any more
+	}
 	np := n * a.p // ≤ B·P
 	tat, rem = tat-np/a.c, rem-np%a.c
 	if rem < 0 {
@@ -374,6 +379,7 @@ func (a *gcraAlgo) refund(s *gcraState, now, n, _ int64) {
 		tat, rem = now, 0
 	}
 	s.tat, s.rem = tat, rem
+	return true
 }
 
 // arrival returns the state's theoretical arrival time tat + rem/C under the

@@ -119,11 +119,11 @@ func (a *slAlgo) stamp(s *slState) int64 { return s.at(s.len - 1).ts }
 // refund takes n off the entry at the admission's time, removing the entry
 // if nothing is left in it; an entry already out of the log has nothing left
 // to give back.
-func (a *slAlgo) refund(s *slState, _, n, at int64) {
+func (a *slAlgo) refund(s *slState, _, n, at int64) bool {
 	for i := s.len - 1; i >= 0; i-- {
 		e := s.at(i)
 		if e.ts < at {
-			return
+			return false
 		}
 		if e.ts != at {
 			continue
@@ -137,8 +137,9 @@ func (a *slAlgo) refund(s *slState, _, n, at int64) {
 			}
 			s.len--
 		}
-		return
+		return true
 	}
+	return false
 }
 
 func (a *slAlgo) decide(s *slState, _ bool, now, n int64) bool {

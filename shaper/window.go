@@ -96,10 +96,12 @@ func (a *fwAlgo) stamp(s *fwState) int64 { return s.start }
 
 // refund uncounts n if the admission's window is still the key's window:
 // once a window is over its count no longer matters.
-func (a *fwAlgo) refund(s *fwState, _, n, at int64) {
-	if s.start == at {
-		s.count = max(s.count-n, 0)
+func (a *fwAlgo) refund(s *fwState, _, n, at int64) bool {
+	if s.start != at || s.count == 0 {
+		return false
 	}
+	s.count = max(s.count-n, 0)
+	return true
 }
 
 func (a *fwAlgo) decide(s *fwState, fresh bool, now, n int64) bool {
@@ -226,13 +228,16 @@ func (a *scAlgo) stamp(s *scState) int64 { return s.start }
 
 // refund uncounts n from the window the admission was counted in, whether it
 // is still the current window or has become the previous one.
-func (a *scAlgo) refund(s *scState, _, n, at int64) {
-	switch s.start {
-	case at:
+func (a *scAlgo) refund(s *scState, _, n, at int64) bool {
+	switch {
+	case s.start == at && s.cur > 0:
 		s.cur = max(s.cur-n, 0)
-	case at + a.p:
+	case s.start == at+a.p && s.prev > 0:
 		s.prev = max(s.prev-n, 0)
+	default:
+		return false
 	}
+	return true
 }
 
 func (a *scAlgo) decide(s *scState, fresh bool, now, n int64) bool {
