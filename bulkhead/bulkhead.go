@@ -29,8 +29,10 @@ type Rate interface {
 // it. When a request that a Rate admitted is refused by a later step (another
 // layer's rate, a full gate, a store unavailable, a cancelled wait), bulkhead
 // calls Refund with the admission's Decision, so the refusal costs no quota. A
-// Rate without it stays charged. Refund's error (a store that could not be
-// reached) never changes the answer; it is counted in LayerStats.RefundErrors.
+// Rate without it, or whose Refund returns an error matching
+// errors.ErrUnsupported, stays charged. Any other error of Refund (a store
+// that could not be reached) never changes the answer; it is counted in
+// LayerStats.RefundErrors.
 type refunder interface {
 	Refund(ctx context.Context, key string, n int64, d shaper.Decision) error
 }
@@ -833,7 +835,9 @@ func (b *Bulkhead) refund(ctx context.Context, p *plan, first, last int) {
 		if rctx == nil {
 			rctx = context.WithoutCancel(ctx)
 		}
-		if err := r.Refund(rctx, s.key, s.l.n, s.d); err != nil {
+		if err := r.Refund(rctx, s.key, s.l.n, s.d); errors.Is(err, errors.ErrUnsupported) {
+			continue // this Rate cannot give back: it stays charged
+		} else if err != nil {
 			s.l.stats.refundErrors.Add(1)
 		} else {
 			s.l.stats.refunds.Add(1)

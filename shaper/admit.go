@@ -2,6 +2,7 @@ package shaper
 
 import (
 	"context"
+	"time"
 )
 
 // Admit methods give every local meter and [Limiter] one shape, so that a
@@ -117,10 +118,23 @@ func (m *Meter) Refund(_ context.Context, key string, n int64, d Decision) error
 	return nil
 }
 
+// RefundAt is Refund at time t (microsecond resolution) instead of now, for
+// tests and for callers of AllowNAt: see the Refund contract above. A t
+// outside AllowNAt's range gives nothing back.
+func (m *Meter) RefundAt(key string, t time.Time, n int64, d Decision) {
+	m.c.refund(key, t.UnixMicro(), n, d)
+}
+
 // Refund gives back the cost n of d, an admission for key: see [Meter.Refund].
 func (m *TokenBucket) Refund(_ context.Context, key string, n int64, d Decision) error {
 	m.c.refund(key, m.c.clock.nowUS(), n, d)
 	return nil
+}
+
+// RefundAt is Refund at time t (microsecond resolution) instead of now, for
+// tests and for callers of AllowNAt: see [Meter.RefundAt].
+func (m *TokenBucket) RefundAt(key string, t time.Time, n int64, d Decision) {
+	m.c.refund(key, t.UnixMicro(), n, d)
 }
 
 // Refund gives back the cost n of d, an admission for key: see [Meter.Refund].
@@ -129,14 +143,32 @@ func (m *FixedWindow) Refund(_ context.Context, key string, n int64, d Decision)
 	return nil
 }
 
+// RefundAt is Refund at time t (microsecond resolution) instead of now, for
+// tests and for callers of AllowNAt: see [Meter.RefundAt].
+func (m *FixedWindow) RefundAt(key string, t time.Time, n int64, d Decision) {
+	m.c.refund(key, t.UnixMicro(), n, d)
+}
+
 // Refund gives back the cost n of d, an admission for key: see [Meter.Refund].
 func (m *SlidingLog) Refund(_ context.Context, key string, n int64, d Decision) error {
 	m.c.refund(key, m.c.clock.nowUS(), n, d)
 	return nil
 }
 
+// RefundAt is Refund at time t (microsecond resolution) instead of now, for
+// tests and for callers of AllowNAt: see [Meter.RefundAt].
+func (m *SlidingLog) RefundAt(key string, t time.Time, n int64, d Decision) {
+	m.c.refund(key, t.UnixMicro(), n, d)
+}
+
 // Refund gives back the cost n of d, an admission for key: see [Meter.Refund].
 func (m *SlidingCounter) Refund(_ context.Context, key string, n int64, d Decision) error {
 	m.c.refund(key, m.c.clock.nowUS(), n, d)
 	return nil
+}
+
+// RefundAt is Refund at time t (microsecond resolution) instead of now, for
+// tests and for callers of AllowNAt: see [Meter.RefundAt].
+func (m *SlidingCounter) RefundAt(key string, t time.Time, n int64, d Decision) {
+	m.c.refund(key, t.UnixMicro(), n, d)
 }

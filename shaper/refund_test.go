@@ -20,10 +20,13 @@ func TestRefundAsIfNeverCame(t *testing.T) {
 	for _, a := range shapertest.Algos {
 		s := shapertest.RefundSubject{Name: a.String(), Algo: a,
 			Fresh: func(_ *testing.T, lim shaper.Limit) (shapertest.Call, shapertest.Refund) {
-				m := newKeyed(a, lim)
+				m := newKeyed(a, lim).(interface {
+					AllowNAt(string, time.Time, int64) (shaper.Decision, error)
+					RefundAt(string, time.Time, int64, shaper.Decision)
+				})
 				return func(at, n int64) (shaper.Decision, error) { return m.AllowNAt("k", time.UnixMicro(at), n) },
 					func(at, n int64, d shaper.Decision) error {
-						shaper.RefundAt(m, "k", time.UnixMicro(at), n, d)
+						m.RefundAt("k", time.UnixMicro(at), n, d)
 						return nil
 					}
 			}}
@@ -41,7 +44,7 @@ func TestRefundGCRANeverMoreThanFresh(t *testing.T) {
 	d, _ := m.AllowNAt("k", t0, 5)
 	// The key falls idle (500 ms later its debt is paid), then one call.
 	m.AllowNAt("k", t0.Add(time.Second), 1)
-	shaper.RefundAt(m, "k", t0.Add(time.Second), 5, d)
+	m.RefundAt("k", t0.Add(time.Second), 5, d)
 	if got, _ := m.AllowNAt("k", t0.Add(time.Second), 0); got.Remaining > lim.Burst {
 		t.Errorf("after a late refund: %d remaining, more than a fresh key's %d", got.Remaining, lim.Burst)
 	}

@@ -2,6 +2,7 @@ package shaperredis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -115,17 +116,19 @@ var kinds = [...]struct {
 	name, prefix  string
 	window        bool
 	script, batch *redisscript.Script // single-key script and its batch form
+	refund        *redisscript.Script // nil: Refund gives nothing back
 }{
-	kindGCRA:           {"NewMeter", "shaper:gcra:", false, gcraScript, gcraBatchScript},
-	kindTokenBucket:    {"NewTokenBucket", "shaper:tb:", false, tokenBucketScript, tokenBucketBatchScript},
-	kindFixedWindow:    {"NewFixedWindow", "shaper:fw:", true, fixedWindowScript, fixedWindowBatchScript},
-	kindSlidingLog:     {"NewSlidingLog", "shaper:sl:", true, slidingLogScript, slidingLogBatchScript},
-	kindSlidingCounter: {"NewSlidingCounter", "shaper:sc:", true, slidingCounterScript, slidingCounterBatchScript},
+	kindGCRA:           {"NewMeter", "shaper:gcra:", false, gcraScript, gcraBatchScript, refundGCRAScript},
+	kindTokenBucket:    {"NewTokenBucket", "shaper:tb:", false, tokenBucketScript, tokenBucketBatchScript, refundTokenBucketScript},
+	kindFixedWindow:    {"NewFixedWindow", "shaper:fw:", true, fixedWindowScript, fixedWindowBatchScript, nil},
+	kindSlidingLog:     {"NewSlidingLog", "shaper:sl:", true, slidingLogScript, slidingLogBatchScript, nil},
+	kindSlidingCounter: {"NewSlidingCounter", "shaper:sc:", true, slidingCounterScript, slidingCounterBatchScript, nil},
 }
 
 // A localMeter is an in-process meter: the fallback under breaker.FailLocal.
 type localMeter interface {
 	AllowN(key string, n int64) (shaper.Decision, error)
+	Refund(ctx context.Context, key string, n int64, d shaper.Decision) error
 }
 
 func newLocal(kind algoKind, lim shaper.Limit) localMeter {
@@ -378,6 +381,66 @@ func (m *Meter) Admit(ctx context.Context, key string, n int64) (shaper.Decision
 		err = d.Err()
 	}
 	return d, err
+}
+
+// ErrNoRefund is returned by Refund for a meter whose algorithm cannot give
+// back an admission's cost in Redis: the window algorithms (NewFixedWindow,
+// NewSlidingLog, NewSlidingCounter), whose replies do not yet say which
+// window or entry an admission was counted in. It matches
+// errors.ErrUnsupported.
+var ErrNoRefund = fmt.Errorf("shaperredis: the window algorithms do not refund: %w", errors.ErrUnsupported)
+
+// refundTimeout bounds a refund's store call when the meter's breaker has
+// no shorter CallTimeout: a refund runs on the refusal path, after the
+// caller's own budget may have ended.
+const refundTimeout = time.Second
+
+// Refund gives back the cost n of d, an admission of key by this meter, for a
+// caller whose request was refused by a later step (see shaper's Refund
+// contract: GCRA moves the key's time back by n·T, never before now; the
+// token bucket puts n tokens back, up to capacity). A denial and n = 0 give
+// nothing back. A Decision made by the FailLocal meter (Degraded) is
+// refunded there; one admitted by FailOpen charged nothing. Otherwise it is
+// one round trip through the meter's breaker, run without ctx's cancellation
+// (a cancelled request still gets its quota back), bounded by the breaker's
+// CallTimeout and by one second, and carrying no deadline (a refund is
+// always due, even late). It returns the store's error if Redis could not be
+// reached (the cost then stays spent: best effort), and ErrNoRefund for the
+// window algorithms. MeterStats counts Refunds and RefundErrors. A negative
+// n panics.
+func (m *Meter) Refund(ctx context.Context, key string, n int64, d shaper.Decision) error {
+	if n < 0 {
+		panic("shaperredis: negative cost")
+	}
+	if !d.Allowed || n == 0 {
+		return nil
+	}
+	if d.Degraded {
+		if m.local == nil {
+			return nil // FailOpen: nothing was charged
+		}
+		return m.local.Refund(ctx, key, n, d)
+	}
+	sc := kinds[m.kind].refund
+	if sc == nil {
+		return ErrNoRefund
+	}
+	rl := m.lim.Load()
+	if rl == nil || n > rl.max || !keyOK(key, m.maxKey) {
+		return nil // never admitted under this limit: nothing to give back
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
+	defer cancel()
+	run := func(ctx context.Context, client redis.UniversalClient) (struct{}, error) {
+		var out [1]int64
+		return struct{}{}, evalKey(ctx, client, sc, m.Key(key), out[:], rl.args[0], rl.args[1], rl.args[2], n, 0)
+	}
+	if _, _, err := storecall.Do(ctx, &m.st, breaker.FailClosed, run, nil); err != nil {
+		m.stats[mRefundErrors].Add(1)
+		return err
+	}
+	m.stats[mRefunds].Add(1)
+	return nil
 }
 
 // call is one decision: its run method is the guarded Redis call.

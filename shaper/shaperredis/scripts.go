@@ -38,6 +38,12 @@ var reserveLua string
 //go:embed lua/unreserve.lua
 var unreserveLua string
 
+//go:embed lua/refund_gcra.lua
+var refundGCRALua string
+
+//go:embed lua/refund_tokenbucket.lua
+var refundTokenBucketLua string
+
 //go:embed lua/lease.lua
 var leaseLua string
 
@@ -82,6 +88,10 @@ var (
 	reserveScript        = newScript(6, reserveLua)
 	unreserveScript      = newScript(8, unreserveLua)
 	leaseScript          = newScript(7, leaseLua)
+
+	// Refund scripts take P, C, B, n, at and no deadline (see Meter.Refund).
+	refundGCRAScript        = newScript(5, refundGCRALua)
+	refundTokenBucketScript = newScript(5, refundTokenBucketLua)
 
 	gcraBatchScript           = newBatchScript(gcraLua)
 	tokenBucketBatchScript    = newBatchScript(tokenBucketLua)
