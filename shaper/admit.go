@@ -93,10 +93,8 @@ func (l *Limiter) Admit(ctx context.Context, _ string, n int64) (Decision, error
 // algorithm allows:
 //
 //   - Meter (GCRA): the theoretical arrival time moves back by n·T, but never
-//     before now. Exact while the key stayed busy since the admission; if it
-//     had fallen idle before it, the key is given a fresh state, never more.
-//   - TokenBucket: n tokens go back into the bucket, up to its capacity
-//     (exact: the never-charged bucket would hold the same).
+//     before now: never more than a fresh key.
+//   - TokenBucket: n tokens go back into the bucket, up to its capacity.
 //   - FixedWindow: n is uncounted if the admission's window is still the
 //     current one; after it, the window's count no longer matters.
 //   - SlidingCounter: n is uncounted from the admission's window, current or
@@ -104,8 +102,15 @@ func (l *Limiter) Admit(ctx context.Context, _ string, n int64) (Decision, error
 //   - SlidingLog: n is taken off the admission's entry; once that entry has
 //     left the rolling window, it no longer counts.
 //
-// A later call dated before the refund's time is decided as the refund left
-// the key (as for any call dated before an earlier one). Only a Decision of
+// For every algorithm this is exact (the later decisions are those of a meter
+// that never saw the call, a property test checks it) when no other call of
+// the key came between the admission and the refund; for the window meters,
+// also when others did. For GCRA and the token bucket, other admissions in
+// between may have absorbed the cost already (the key fell idle, the bucket
+// refilled to capacity, so the charge no longer weighed on them): the refund
+// then gives back up to n that was no longer owed, never beyond a fresh
+// key's state. A later call dated before the refund's time is decided as the
+// refund left the key (as for any call dated before an earlier one). Only a Decision of
 // the same meter is meaningful: a Decision of another meter refunds wrongly.
 // The in-process meters never fail and never wait (ctx is ignored: a refund
 // is owed even to a cancelled request), so their Refund returns nil. A
