@@ -81,11 +81,10 @@ func (l *Limiter) Admit(ctx context.Context, _ string, n int64) (Decision, error
 	return admit(l.AllowN(n))
 }
 
-// Refund methods give back what an admission charged, for a caller whose
-// request was refused by a later step (another limit, a full gate) and so
-// never served: bulkhead calls them on every refusal after a rate admitted.
-//
-//	Refund(ctx context.Context, key string, n int64, d Decision) error
+// Refund gives back what an admission charged, for a caller whose request
+// was refused by a later step (another limit, a full gate) and so never
+// served: bulkhead calls it on every refusal after a rate admitted. Every
+// keyed meter has it (not Limiter), with the same contract.
 //
 // d is the Decision the admission of cost n for key returned; a denial and a
 // peek (n = 0) charged nothing and give nothing back. The key's state then
@@ -115,9 +114,6 @@ func (l *Limiter) Admit(ctx context.Context, _ string, n int64) (Decision, error
 // The in-process meters never fail and never wait (ctx is ignored: a refund
 // is owed even to a cancelled request), so their Refund returns nil. A
 // negative n panics.
-
-// Refund gives back the cost n of d, an admission for key: see the Refund
-// contract above.
 func (m *Meter) Refund(_ context.Context, key string, n int64, d Decision) error {
 	m.c.refund(key, m.c.clock.nowUS(), n, d)
 	return nil
@@ -130,7 +126,7 @@ func (m *Meter) RefundAt(key string, t time.Time, n int64, d Decision) {
 	m.c.refund(key, t.UnixMicro(), n, d)
 }
 
-// Refund gives back the cost n of d, an admission for key: see [Meter.Refund].
+// Refund gives back the cost n of d, an admission for key, as [Meter.Refund] does.
 func (m *TokenBucket) Refund(_ context.Context, key string, n int64, d Decision) error {
 	m.c.refund(key, m.c.clock.nowUS(), n, d)
 	return nil
@@ -142,7 +138,7 @@ func (m *TokenBucket) RefundAt(key string, t time.Time, n int64, d Decision) {
 	m.c.refund(key, t.UnixMicro(), n, d)
 }
 
-// Refund gives back the cost n of d, an admission for key: see [Meter.Refund].
+// Refund gives back the cost n of d, an admission for key, as [Meter.Refund] does.
 func (m *FixedWindow) Refund(_ context.Context, key string, n int64, d Decision) error {
 	m.c.refund(key, m.c.clock.nowUS(), n, d)
 	return nil
@@ -154,7 +150,7 @@ func (m *FixedWindow) RefundAt(key string, t time.Time, n int64, d Decision) {
 	m.c.refund(key, t.UnixMicro(), n, d)
 }
 
-// Refund gives back the cost n of d, an admission for key: see [Meter.Refund].
+// Refund gives back the cost n of d, an admission for key, as [Meter.Refund] does.
 func (m *SlidingLog) Refund(_ context.Context, key string, n int64, d Decision) error {
 	m.c.refund(key, m.c.clock.nowUS(), n, d)
 	return nil
@@ -166,7 +162,7 @@ func (m *SlidingLog) RefundAt(key string, t time.Time, n int64, d Decision) {
 	m.c.refund(key, t.UnixMicro(), n, d)
 }
 
-// Refund gives back the cost n of d, an admission for key: see [Meter.Refund].
+// Refund gives back the cost n of d, an admission for key, as [Meter.Refund] does.
 func (m *SlidingCounter) Refund(_ context.Context, key string, n int64, d Decision) error {
 	m.c.refund(key, m.c.clock.nowUS(), n, d)
 	return nil
