@@ -169,9 +169,7 @@ func TestRedisRefundOnLaterStoreUnavailable(t *testing.T) {
 }
 
 // TestRedisRefundOnLaterRateRefusal: a later Redis rate's denial gives the
-// earlier Redis rate (GCRA and token bucket) its charge back; a window meter,
-// which cannot refund on Redis, stays charged (and is not counted as a
-// refund error).
+// earlier Redis rate its charge back, for every algorithm.
 func TestRedisRefundOnLaterRateRefusal(t *testing.T) {
 	db := redistest.Connect(t)
 	brk := quietBreaker(db.Key("redis"))
@@ -183,7 +181,9 @@ func TestRedisRefundOnLaterRateRefusal(t *testing.T) {
 	}{
 		{"gcra", shaperredis.NewMeter(db.Client, lim, shaperredis.Config{Prefix: db.Key("g:"), Breaker: brk}), 9},
 		{"tokenbucket", shaperredis.NewTokenBucket(db.Client, lim, shaperredis.Config{Prefix: db.Key("t:"), Breaker: brk}), 9},
-		{"fixedwindow", shaperredis.NewFixedWindow(db.Client, lim, shaperredis.Config{Prefix: db.Key("f:"), Breaker: brk}), 4},
+		{"fixedwindow", shaperredis.NewFixedWindow(db.Client, lim, shaperredis.Config{Prefix: db.Key("f:"), Breaker: brk}), 9},
+		{"slidinglog", shaperredis.NewSlidingLog(db.Client, lim, shaperredis.Config{Prefix: db.Key("l:"), Breaker: brk}), 9},
+		{"slidingcounter", shaperredis.NewSlidingCounter(db.Client, lim, shaperredis.Config{Prefix: db.Key("c:"), Breaker: brk}), 9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			second := shaperredis.NewMeter(db.Client, shaper.Limit{Rate: shaper.PerHour(1)}, shaperredis.Config{Prefix: db.Key(tc.name + "-second:"), Breaker: brk})

@@ -91,7 +91,7 @@ func TestRedisDifferential(t *testing.T) {
 					} else {
 						denied++
 					}
-					if !shapertest.Same(got, want) {
+					if got != want {
 						t.Fatalf("seq %d step %d (%v, t=%d, n=%d):\nredis %+v\nlocal %+v\nlast steps: %v", s, i, lim, now, n, got, want, hist[len(hist)-min(len(hist), 8):])
 					}
 				}
