@@ -20,13 +20,23 @@ import (
 // err carrying RetryAfter (d.Err()); and (d, err) when it cannot decide: a cost
 // above the burst, a store failure under FailClosed (breaker.ErrUnavailable),
 // or ctx.Err(). d's Limit, Remaining and ResetAfter feed the RateLimit fields.
+//
+// A Rate that also has
+//
+//	Refund(ctx context.Context, key string, n int64, d shaper.Decision) error
+//
+// (every shaper meter, shaper.Limiter and shaperredis.Meter) is given back
+// what it admitted when a later step refuses the request (see the package
+// doc); an error matching errors.ErrUnsupported means it could not, any other
+// error is counted in LayerStats.RefundErrors. A Rate without Refund stays
+// charged.
 type Rate interface {
 	Admit(ctx context.Context, key string, n int64) (shaper.Decision, error)
 }
 
 // refunder is the optional shape of a Rate that can give back what an
-// admission charged: every local shaper meter and the shaperredis meters have
-// it. When a request that a Rate admitted is refused by a later step (another
+// admission charged: every local shaper meter, shaper.Limiter and the
+// shaperredis meters have it. When a request that a Rate admitted is refused by a later step (another
 // layer's rate, a full gate, a store unavailable, a cancelled wait), bulkhead
 // calls Refund with the admission's Decision, so the refusal costs no quota. A
 // Rate without it, or whose Refund returns an error matching

@@ -40,14 +40,15 @@
 // that ends or times out, a store unavailable, a leaf's error, the client
 // going away), the gates of earlier layers are given back and so is the rate
 // quota they charged, last layer first. The rates give it back through their
-// Refund method, which every keyed shaper meter and shaperredis meter has (see
-// shaper's Refund contract for how exact each algorithm is); a Rate without
-// one (shaper.Limiter, a Rate of your own without Refund) stays charged. On Redis a refund is one more round trip, on the
-// refusal path only, made even when the request's context has ended, and
-// best effort: a refund that fails (Redis down) leaves that quota spent and
-// is counted in [LayerStats].RefundErrors, and never changes the answer. A
-// request that was admitted and served is never refunded, whatever its
-// handler or fn then did (an error from the work is service rendered).
+// Refund method (see [Rate]), which every shaper meter, shaper.Limiter and
+// every shaperredis meter has (see shaper.Meter.Refund for how exact each
+// algorithm is); a Rate without one stays charged. On Redis a refund is one
+// more round trip, on the refusal path only, made even when the request's
+// context has ended, and best effort: a refund that fails (Redis down)
+// leaves that quota spent, is counted in [LayerStats].RefundErrors, and
+// never changes the answer. A request that was admitted and served is never
+// refunded, whatever its handler or fn then did (an error from the work is
+// service rendered).
 //
 // Refusals that come from the request itself (no identity, an invalid key,
 // including one a layer's leaf would refuse, no policy for its tier) are made

@@ -84,7 +84,8 @@ func (l *Limiter) Admit(ctx context.Context, _ string, n int64) (Decision, error
 // Refund gives back what an admission charged, for a caller whose request
 // was refused by a later step (another limit, a full gate) and so never
 // served: bulkhead calls it on every refusal after a rate admitted. Every
-// keyed meter has it (not Limiter), with the same contract.
+// keyed meter has it, with the same contract, and so does [Limiter] (key
+// ignored), as GCRA.
 //
 // d is the Decision the admission of cost n for key returned; a denial and a
 // peek (n = 0) charged nothing and give nothing back. The key's state then
@@ -173,3 +174,13 @@ func (m *SlidingCounter) Refund(_ context.Context, key string, n int64, d Decisi
 func (m *SlidingCounter) RefundAt(key string, t time.Time, n int64, d Decision) {
 	m.c.refund(key, t.UnixMicro(), n, d)
 }
+
+// Refund gives back the cost n of d, an admission, as [Meter.Refund] does
+// (the key is ignored, as in Admit).
+func (l *Limiter) Refund(_ context.Context, _ string, n int64, d Decision) error {
+	l.refund(l.clock.nowUS(), n, d)
+	return nil
+}
+
+// RefundAt is Refund at time t (microsecond resolution) instead of now.
+func (l *Limiter) RefundAt(t time.Time, n int64, d Decision) { l.refund(t.UnixMicro(), n, d) }

@@ -32,6 +32,16 @@ func TestRefundAsIfNeverCame(t *testing.T) {
 			}}
 		t.Run(s.Name, func(t *testing.T) { shapertest.CheckRefund(t, s, seqs, 60) })
 	}
+	s := shapertest.RefundSubject{Name: "Limiter", Algo: shapertest.GCRA,
+		Fresh: func(_ *testing.T, lim shaper.Limit) (shapertest.Call, shapertest.Refund) {
+			l := shaper.NewLimiter(lim)
+			return func(at, n int64) (shaper.Decision, error) { return l.AllowNAt(time.UnixMicro(at), n) },
+				func(at, n int64, d shaper.Decision) error {
+					l.RefundAt(time.UnixMicro(at), n, d)
+					return nil
+				}
+		}}
+	t.Run(s.Name, func(t *testing.T) { shapertest.CheckRefund(t, s, seqs, 60) })
 }
 
 // TestRefundGCRANeverMoreThanFresh: a GCRA refund after the key was used
