@@ -14,6 +14,7 @@ import (
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/distsem"
 	"github.com/floodgate-go/floodgate/internal/redistest"
+	"github.com/floodgate-go/floodgate/semaphore"
 	"github.com/floodgate-go/floodgate/shaper"
 	"github.com/floodgate-go/floodgate/shaper/shaperredis"
 	"github.com/redis/go-redis/v9"
@@ -205,5 +206,39 @@ func TestRedisRefundOnLaterRateRefusal(t *testing.T) {
 				t.Errorf("first layer: %d refund errors, want 0", ls.RefundErrors)
 			}
 		})
+	}
+}
+
+// TestRedisRefundWhenCanceled: a request charged by a Redis rate, then
+// waiting for a full gate, whose client goes away: Do returns ctx's error
+// and the rate is refunded all the same (the refund does not inherit the
+// cancellation).
+func TestRedisRefundWhenCanceled(t *testing.T) {
+	db := redistest.Connect(t)
+	rate := shaperredis.NewMeter(db.Client, shaper.Limit{Rate: shaper.PerHour(10)}, shaperredis.Config{Prefix: db.Key("tenant:"), Breaker: quietBreaker(db.Key("redis"))})
+	gate := semaphore.NewWeighted(1)
+	if !gate.TryAcquire(1) {
+		t.Fatal("TryAcquire on a fresh gate failed")
+	}
+	b := bulkhead.New(bulkhead.Config{Layers: []bulkhead.Layer{
+		{Name: "tenant", Key: bulkhead.ByTenant, Rate: rate},
+		{Name: "gate", Gate: gate, MaxWait: time.Minute},
+	}})
+	for i := range 3 {
+		ctx, cancel := context.WithCancel(bulkhead.WithIdentity(t.Context(), bulkhead.Identity{Tenant: "acme", Subject: "u"}))
+		done := make(chan error, 1)
+		go func() { done <- b.Do(ctx, bulkhead.Request{}, func(context.Context) error { return nil }) }()
+		// Polled, but the outcome does not depend on when: canceled before
+		// or during the wait, the request is refused after the rate charged.
+		eventually(t, 5*time.Second, "the request waits for the gate", func() bool {
+			return layerStats(t, b, "gate").Waiting == 1
+		})
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("request %d canceled while waiting: %v, want context.Canceled", i, err)
+		}
+	}
+	if r := remaining(t, rate, "acme"); r != 10 {
+		t.Errorf("tenant quota after 3 requests canceled while waiting: %d remaining, want 10", r)
 	}
 }
