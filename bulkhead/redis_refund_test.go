@@ -185,6 +185,8 @@ func TestRedisRefundOnLaterRateRefusal(t *testing.T) {
 		{"fixedwindow", shaperredis.NewFixedWindow(db.Client, lim, shaperredis.Config{Prefix: db.Key("f:"), Breaker: brk}), 9},
 		{"slidinglog", shaperredis.NewSlidingLog(db.Client, lim, shaperredis.Config{Prefix: db.Key("l:"), Breaker: brk}), 9},
 		{"slidingcounter", shaperredis.NewSlidingCounter(db.Client, lim, shaperredis.Config{Prefix: db.Key("c:"), Breaker: brk}), 9},
+		{"slidinglog-batch", shaperredis.NewSlidingLog(db.Client, lim, shaperredis.Config{Prefix: db.Key("lb:"), Breaker: brk, Batch: true}), 9},
+		{"fixedwindow-batch", shaperredis.NewFixedWindow(db.Client, lim, shaperredis.Config{Prefix: db.Key("fb:"), Breaker: brk, Batch: true}), 9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			second := shaperredis.NewMeter(db.Client, shaper.Limit{Rate: shaper.PerHour(1)}, shaperredis.Config{Prefix: db.Key(tc.name + "-second:"), Breaker: brk})
