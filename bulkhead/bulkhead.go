@@ -605,9 +605,6 @@ func (b *Bulkhead) prepare(ctx context.Context, req Request, p *plan) *RejectErr
 func (b *Bulkhead) exec(ctx context.Context, p *plan, i int, inv *invocation) (err error) {
 	first := i
 	defer func() {
-		if err != nil && !inv.served {
-			b.refund(ctx, p, first, min(i, p.len()-1))
-		}
 		for j := i - 1; j >= first; j-- {
 			if s := p.at(j); s.held {
 				s.held = false
@@ -618,6 +615,10 @@ func (b *Bulkhead) exec(ctx context.Context, p *plan, i int, inv *invocation) (e
 				}
 				s.l.stats.inFlight.Add(-1)
 			}
+		}
+		// After the gates, so that a refund's round trip holds none.
+		if err != nil && !inv.served {
+			b.refund(ctx, p, first, min(i, p.len()-1))
 		}
 	}()
 	for ; i < p.len(); i++ {
