@@ -20,8 +20,31 @@ import (
 // err carrying RetryAfter (d.Err()); and (d, err) when it cannot decide: a cost
 // above the burst, a store failure under FailClosed (breaker.ErrUnavailable),
 // or ctx.Err(). d's Limit, Remaining and ResetAfter feed the RateLimit fields.
+//
+// A Rate that also has
+//
+//	Refund(ctx context.Context, key string, n int64, d shaper.Decision) error
+//
+// (every shaper meter, shaper.Limiter and shaperredis.Meter) is given back
+// what it admitted when a later step refuses the request (see the package
+// doc); an error matching errors.ErrUnsupported means it could not, any other
+// error is counted in LayerStats.RefundErrors. A Rate without Refund stays
+// charged.
 type Rate interface {
 	Admit(ctx context.Context, key string, n int64) (shaper.Decision, error)
+}
+
+// refunder is the optional shape of a Rate that can give back what an
+// admission charged: every local shaper meter, shaper.Limiter and the
+// shaperredis meters have it. When a request that a Rate admitted is refused by a later step (another
+// layer's rate, a full gate, a store unavailable, a cancelled wait), bulkhead
+// calls Refund with the admission's Decision, so the refusal costs no quota. A
+// Rate without it, or whose Refund returns an error matching
+// errors.ErrUnsupported, stays charged. Any other error of Refund (a store
+// that could not be reached) never changes the answer; it is counted in
+// LayerStats.RefundErrors.
+type refunder interface {
+	Refund(ctx context.Context, key string, n int64, d shaper.Decision) error
 }
 
 // A Gate caps how much runs at once: it runs fn holding weight n, and gives the
@@ -289,6 +312,7 @@ type layer struct {
 type layerCounters struct {
 	admitted, limited, concurrency, unavailable, errors, canceled, degraded atomic.Uint64
 	waits, waitNanos                                                        atomic.Uint64
+	refunds, refundErrors                                                   atomic.Uint64
 	waiting, inFlight                                                       atomic.Int64
 }
 
@@ -451,6 +475,9 @@ type step struct {
 	d    shaper.Decision
 	hasD bool
 	held bool // gate acquired through the fast shape, to be released
+	// charged is set when rate admitted the request: a refusal after it
+	// refunds the admission (see refunder).
+	charged bool
 }
 
 // plan is an admission's applicable layers, on the caller's stack: the first
@@ -488,14 +515,17 @@ type invocation struct {
 	r  *http.Request
 	// ran is set when h is called: after that the response is h's.
 	ran bool
+	// served is set when fn or h is called: the request was admitted and
+	// its quota is spent, whatever fn or h then does.
+	served bool
 }
 
 // Do runs fn if req passes every layer that applies to it, holding the layers'
 // gates until fn returns (or panics), and returns fn's error. The identity is
 // IdentityFrom(ctx). If the request is refused, Do returns a *RejectError
-// without calling fn; if ctx ends while waiting for a gate, ctx.Err(). Rate
-// quota taken by earlier layers stays spent when a later layer refuses (see the
-// package doc); gate weight is always given back.
+// without calling fn; if ctx ends while waiting for a gate, ctx.Err(). A
+// refused request gives back the rate quota that earlier layers charged it
+// (see the package doc) and the gate weight it held.
 func (b *Bulkhead) Do(ctx context.Context, req Request, fn func(context.Context) error) error {
 	var p plan
 	if err := b.prepare(ctx, req, &p); err != nil {
@@ -569,8 +599,10 @@ func (b *Bulkhead) prepare(ctx context.Context, req Request, p *plan) *RejectErr
 }
 
 // exec passes steps[i:] and then runs inv. It releases, when it returns or
-// panics, the fast-shape gates it acquired itself.
-func (b *Bulkhead) exec(ctx context.Context, p *plan, i int, inv *invocation) error {
+// panics, the fast-shape gates it acquired itself, and, when the request is
+// refused before inv was called, refunds the rates it charged itself (an
+// outer exec refunds the steps before a Do-only gate).
+func (b *Bulkhead) exec(ctx context.Context, p *plan, i int, inv *invocation) (err error) {
 	first := i
 	defer func() {
 		for j := i - 1; j >= first; j-- {
@@ -583,6 +615,10 @@ func (b *Bulkhead) exec(ctx context.Context, p *plan, i int, inv *invocation) er
 				}
 				s.l.stats.inFlight.Add(-1)
 			}
+		}
+		// After the gates, so that a refund's round trip holds none.
+		if err != nil && !inv.served {
+			b.refund(ctx, p, first, min(i, p.len()-1))
 		}
 	}()
 	for ; i < p.len(); i++ {
@@ -597,6 +633,7 @@ func (b *Bulkhead) exec(ctx context.Context, p *plan, i int, inv *invocation) er
 			if err != nil {
 				return b.rateError(ctx, l, err)
 			}
+			s.charged = d.Allowed
 		}
 		switch {
 		case l.tryGate != nil || l.tryKeyed != nil:
@@ -660,6 +697,7 @@ func (b *Bulkhead) execDo(ctx context.Context, p *plan, i int, inv *invocation) 
 	default:
 		err = l.Gate.Do(gctx, l.n, inner)
 	}
+	inv.served = hinv.served
 	if state.Load() != 1 {
 		l.waited(start)
 	}
@@ -789,7 +827,37 @@ func degraded(d shaper.Decision) bool {
 	return d.Degraded
 }
 
+// refund gives back, last first, the admissions of steps last down to first
+// that charged a Rate, for a request refused after them. It runs even if ctx
+// is done (a cancelled request still gets its quota back), without ctx's
+// cancellation; each Rate bounds its own store call.
+func (b *Bulkhead) refund(ctx context.Context, p *plan, first, last int) {
+	var rctx context.Context
+	for j := last; j >= first; j-- {
+		s := p.at(j)
+		if !s.charged {
+			continue
+		}
+		s.charged = false
+		r, ok := s.rate.(refunder)
+		if !ok {
+			continue
+		}
+		if rctx == nil {
+			rctx = context.WithoutCancel(ctx)
+		}
+		if err := r.Refund(rctx, s.key, s.l.n, s.d); errors.Is(err, errors.ErrUnsupported) {
+			continue // this Rate cannot give back: it stays charged
+		} else if err != nil {
+			s.l.stats.refundErrors.Add(1)
+		} else {
+			s.l.stats.refunds.Add(1)
+		}
+	}
+}
+
 func (inv *invocation) call(ctx context.Context, b *Bulkhead, p *plan) error {
+	inv.served = true
 	if inv.fn != nil {
 		return inv.fn(ctx)
 	}

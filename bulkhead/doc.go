@@ -35,20 +35,25 @@
 //
 // A refusal is a [*RejectError] naming its layer, with a [Reason], an HTTP
 // status, RetryAfter, and the leaf's error underneath (errors.Is(err,
-// shaper.ErrLimited) works through it). When a later layer refuses a request,
-// the gates of earlier layers are given back at once, but rate quota they took
-// stays spent: giving it back would cost another store round trip per refusal
-// on Redis-backed meters, and would let a client flood a refusing layer while
-// its earlier quotas stay untouched. Order layers so that cheap, coarse refusals
-// come first.
+// shaper.ErrLimited) works through it). A refused request costs nothing:
+// whatever step refuses it (a later layer's rate, a full gate, a gate wait
+// that ends or times out, a store unavailable, a leaf's error, the client
+// going away), the gates of earlier layers are given back and so is the rate
+// quota they charged, last layer first. The rates give it back through their
+// Refund method (see [Rate]), which every shaper meter, shaper.Limiter and
+// every shaperredis meter has (see shaper.Meter.Refund for how exact each
+// algorithm is); a Rate without one stays charged. On Redis a refund is one
+// more round trip, on the refusal path only, made even when the request's
+// context has ended, and best effort: a refund that fails (Redis down)
+// leaves that quota spent, is counted in [LayerStats].RefundErrors, and
+// never changes the answer. A request that was admitted and served is never
+// refunded, whatever its handler or fn then did (an error from the work is
+// service rendered).
 //
 // Refusals that come from the request itself (no identity, an invalid key,
 // including one a layer's leaf would refuse, no policy for its tier) are made
-// before any layer is charged. A refusal that is not the client's doing still
-// leaves the quota of earlier rates spent: a later layer's store unavailable
-// (503), a global gate full (503), a keyed gate's MaxKeys reached, a leaf's
-// error (500). Put global gates before per-client rates, as in the example
-// above, so that saturation refuses before a client's quota is charged.
+// before any layer is charged. Order layers so that cheap, coarse refusals
+// come first: a refund is cheaper than a charge, but costs a round trip too.
 //
 // # Identity
 //

@@ -234,9 +234,10 @@ func TestHonestRetryAfter(t *testing.T) {
 	})
 }
 
-// TestRateStaysSpent: a request refused by a later layer keeps the rate quota
-// an earlier layer took; its gates are given back.
-func TestRateStaysSpent(t *testing.T) {
+// TestRateGivenBackOnLaterRefusal: a request refused by a later layer gets
+// back the rate quota an earlier layer took, and its gates. (Until issue 19
+// this test asserted the opposite, that the quota stayed spent.)
+func TestRateGivenBackOnLaterRefusal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newSeed(bulkhead.Config{})
 		c := pipeServer(t, s.handler())
@@ -247,8 +248,11 @@ func TestRateStaysSpent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.Remaining != 100-7 {
-			t.Errorf("beta's tier quota after 5 admitted and 2 refused later: remaining %d, want %d (refused requests keep their spend)", d.Remaining, 100-7)
+		if d.Remaining != 100-5 {
+			t.Errorf("beta's tier quota after 5 admitted and 2 refused later: remaining %d, want %d (refused requests spend nothing)", d.Remaining, 100-5)
+		}
+		if ls := layerStats(t, s.b, "tier"); ls.Refunds != 2 || ls.RefundErrors != 0 {
+			t.Errorf("tier layer: %d refunds, %d refund errors, want 2 and 0", ls.Refunds, ls.RefundErrors)
 		}
 		if st := s.global.Stats(); st.InUse != 0 {
 			t.Errorf("global gate InUse %d after refusals, want 0 (gates are given back)", st.InUse)

@@ -19,6 +19,13 @@ type LayerStats struct {
 	// unavailable (admitted or not).
 	Degraded uint64
 
+	// Refunds counts admissions of the layer's Rate given back because a
+	// later step refused the request; RefundErrors, refunds that failed (the
+	// store could not be reached: that quota stays spent). Both count only
+	// Rates that can refund (every shaper and shaperredis meter).
+	Refunds      uint64
+	RefundErrors uint64
+
 	InFlight int64         // requests holding the layer's gate now
 	Waiting  int64         // requests waiting for the layer's gate now
 	Waits    uint64        // waits for the gate that ended (granted or not)
@@ -49,18 +56,20 @@ func (b *Bulkhead) Stats() Stats {
 		l := &b.layers[i]
 		c := &l.stats
 		st.Layers[i] = LayerStats{
-			Name:        l.Name,
-			Admitted:    c.admitted.Load(),
-			Limited:     c.limited.Load(),
-			Concurrency: c.concurrency.Load(),
-			Unavailable: c.unavailable.Load(),
-			Errors:      c.errors.Load(),
-			Canceled:    c.canceled.Load(),
-			Degraded:    c.degraded.Load(),
-			InFlight:    c.inFlight.Load(),
-			Waiting:     c.waiting.Load(),
-			Waits:       c.waits.Load(),
-			WaitTime:    time.Duration(c.waitNanos.Load()),
+			Name:         l.Name,
+			Admitted:     c.admitted.Load(),
+			Limited:      c.limited.Load(),
+			Concurrency:  c.concurrency.Load(),
+			Unavailable:  c.unavailable.Load(),
+			Errors:       c.errors.Load(),
+			Canceled:     c.canceled.Load(),
+			Degraded:     c.degraded.Load(),
+			Refunds:      c.refunds.Load(),
+			RefundErrors: c.refundErrors.Load(),
+			InFlight:     c.inFlight.Load(),
+			Waiting:      c.waiting.Load(),
+			Waits:        c.waits.Load(),
+			WaitTime:     time.Duration(c.waitNanos.Load()),
 		}
 	}
 	return st

@@ -37,6 +37,11 @@
 //	AllowNAt(key string, t time.Time, n int64) (Decision, error)
 //	SetLimit(lim Limit)
 //	Limit() Limit
+//	Refund(ctx context.Context, key string, n int64, d Decision) error
+//
+// Refund gives back an admission whose work was never done (a later limit or a
+// full gate refused the request): the key then decides as if the call had
+// never come, exactly where each algorithm can tell (see [Meter.Refund]).
 //
 // [Limiter] is the unkeyed GCRA: the same methods without the key, and exactly the
 // decisions a Meter makes for one key, without hashing a key or taking a shard

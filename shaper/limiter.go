@@ -104,3 +104,17 @@ func (l *Limiter) allowN(now, n int64) (Decision, error) {
 		Limit:      a.lim,
 	}, nil
 }
+
+// refund gives back the cost n of d, an admission, at now (see Meter.Refund).
+func (l *Limiter) refund(now, n int64, d Decision) {
+	if n < 0 {
+		panic("shaper: negative cost")
+	}
+	a := l.a.Load()
+	if !d.Allowed || n == 0 || a == nil || n > a.b || !validTime(now) {
+		return
+	}
+	l.mu.Lock()
+	a.refund(&l.s, now, n, 0)
+	l.mu.Unlock()
+}

@@ -20,6 +20,15 @@ type algo[S any] interface {
 	// idle reports whether s is equivalent to a fresh state at now, so the key can
 	// be forgotten without changing any future decision.
 	idle(s *S, now int64) bool
+	// stamp returns, after an admission of n > 0 that left s, what a refund
+	// needs to find it again (Decision.at): the window or entry time it was
+	// recorded under, or 0 for an algorithm that needs nothing.
+	stamp(s *S) int64
+	// refund gives back, at time now, the cost n of an admission stamped at,
+	// as exactly as the algorithm allows and never making s more permissive
+	// than a fresh state (see Refund). It reports whether it gave anything
+	// back.
+	refund(s *S, now, n, at int64) bool
 	// max is the largest cost ever admitted at once.
 	max() int64
 	limit() Limit
@@ -60,6 +69,7 @@ type MeterStats struct {
 	Allowed  uint64 // calls admitted
 	Denied   uint64 // calls denied (a Decision with Allowed false)
 	TooLarge uint64 // calls refused with ErrTooLarge (n > Burst)
+	Refunded uint64 // admissions given back by Refund (still counted in Allowed)
 }
 
 // stats sums the shards' counters, taking each shard's lock in turn: the
@@ -71,6 +81,7 @@ func (c *core[S, A, PA]) stats() MeterStats {
 		sh.mu.Lock()
 		st.Allowed += sh.allowed
 		st.Denied += sh.denied
+		st.Refunded += sh.refunded
 		sh.mu.Unlock()
 	}
 	return st
@@ -112,6 +123,7 @@ func (c *core[S, A, PA]) allowN(key string, now, n int64) (Decision, error) {
 	var (
 		ok                          bool
 		remaining, retryUS, resetUS int64
+		at                          int64
 	)
 	if s := sh.lookupLocked(key, tag); s != nil && n == 0 {
 		// A peek decides on a copy: it records nothing, not even its time.
@@ -123,6 +135,9 @@ func (c *core[S, A, PA]) allowN(key string, now, n int64) (Decision, error) {
 	} else if s != nil {
 		ok = a.decide(s, false, now, n)
 		remaining, retryUS, resetUS = a.report(s, now, n, ok)
+		if ok {
+			at = a.stamp(s)
+		}
 		sh.countLocked(ok)
 	} else if n == 0 {
 		var zero S
@@ -132,6 +147,9 @@ func (c *core[S, A, PA]) allowN(key string, now, n int64) (Decision, error) {
 		s := c.insertLocked(sh, a, key, tag, now)
 		ok = a.decide(s, true, now, n)
 		remaining, retryUS, resetUS = a.report(s, now, n, ok)
+		if ok {
+			at = a.stamp(s)
+		}
 		sh.countLocked(ok)
 	}
 	sh.mu.Unlock()
@@ -141,7 +159,29 @@ func (c *core[S, A, PA]) allowN(key string, now, n int64) (Decision, error) {
 		RetryAfter: micros(retryUS),
 		ResetAfter: micros(resetUS),
 		Limit:      a.limit(),
+		at:         at,
 	}, nil
+}
+
+// refund gives back the cost n of d, an admission for key, at time now. A
+// denial, a peek (n = 0) and a key no longer stored (forgotten as idle, which
+// is a fresh state) have nothing to give back.
+func (c *core[S, A, PA]) refund(key string, now, n int64, d Decision) {
+	if n < 0 {
+		panic("shaper: negative cost")
+	}
+	a := PA(c.a.Load())
+	if !d.Allowed || n == 0 || a == nil || n > a.max() || !validTime(now) {
+		return
+	}
+	sh, tag := c.st.locate(key)
+	sh.mu.Lock()
+	if s := sh.lookupLocked(key, tag); s != nil {
+		if a.refund(s, now, n, d.at) {
+			sh.refunded++
+		}
+	}
+	sh.mu.Unlock()
 }
 
 // allow1 is allowN for n = 1 when only the verdict is wanted.
@@ -320,6 +360,27 @@ func (a *gcraAlgo) max() int64   { return a.b }
 func (a *gcraAlgo) limit() Limit { return a.lim }
 
 func (a *gcraAlgo) idle(s *gcraState, now int64) bool { return s.tat < now }
+
+func (a *gcraAlgo) stamp(*gcraState) int64 { return 0 }
+
+// refund moves the theoretical arrival time back by n·T, but never before now:
+// a key's time in the past is a fresh key, and a refund never gives more.
+func (a *gcraAlgo) refund(s *gcraState, now, n, _ int64) bool {
+	tat, rem := a.arrival(s)
+	if tat < now {
+		return false // idle: nothing is owed any more
+	}
+	np := n * a.p // ≤ B·P
+	tat, rem = tat-np/a.c, rem-np%a.c
+	if rem < 0 {
+		tat, rem = tat-1, rem+a.c
+	}
+	if tat < now {
+		tat, rem = now, 0
+	}
+	s.tat, s.rem = tat, rem
+	return true
+}
 
 // arrival returns the state's theoretical arrival time tat + rem/C under the
 // current limit: as stored, but at most last + τ/C, as if the debt had been

@@ -81,6 +81,12 @@ type Decision struct {
 	// Allowed reports whether the call was admitted (and its cost recorded).
 	Allowed bool
 
+	// Degraded reports that the shared store could not be asked: the policy
+	// admitted the call (breaker.FailOpen) or a local share decided it
+	// (breaker.FailLocal). The in-process meters never set it; shaperredis
+	// does.
+	Degraded bool
+
 	// Remaining is the cost that could still be admitted at the same instant,
 	// after this call.
 	Remaining int64
@@ -97,11 +103,11 @@ type Decision struct {
 	// Limit is the limit the decision was made under.
 	Limit Limit
 
-	// Degraded reports that the shared store could not be asked: the policy
-	// admitted the call (breaker.FailOpen) or a local share decided it
-	// (breaker.FailLocal). The in-process meters never set it; shaperredis
-	// does.
-	Degraded bool
+	// at is what a Refund needs to find the admission again: for the window
+	// meters, the window (fixed window, sliding counter) or the entry's time
+	// (sliding log) the cost was recorded under, in Unix µs; 0 otherwise.
+	// (Degraded sits next to Allowed so that the struct stays 64 bytes.)
+	at int64
 }
 
 // Err returns nil if d.Allowed, and otherwise a *[RejectError] carrying d.RetryAfter,

@@ -193,3 +193,12 @@ func TestStoreKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestDecisionStays64Bytes: the refund stamp sits in the padding that moving
+// Degraded next to Allowed freed: a Decision, returned by value on every
+// call, is still one cache line.
+func TestDecisionStays64Bytes(t *testing.T) {
+	if n := unsafe.Sizeof(Decision{}); n != 64 {
+		t.Errorf("Decision is %d bytes, want 64", n)
+	}
+}

@@ -114,6 +114,34 @@ func (a *slAlgo) idle(s *slState, now int64) bool {
 	return s.len == 0 || s.at(s.len-1).ts <= now-a.p
 }
 
+func (a *slAlgo) stamp(s *slState) int64 { return s.at(s.len - 1).ts }
+
+// refund takes n off the entry at the admission's time, removing the entry
+// if nothing is left in it; an entry already out of the log has nothing left
+// to give back.
+func (a *slAlgo) refund(s *slState, _, n, at int64) bool {
+	for i := s.len - 1; i >= 0; i-- {
+		e := s.at(i)
+		if e.ts < at {
+			return false
+		}
+		if e.ts != at {
+			continue
+		}
+		k := min(n, e.n)
+		e.n -= k
+		s.sum -= k
+		if e.n == 0 {
+			for j := i; j < s.len-1; j++ {
+				*s.at(j) = *s.at(j + 1)
+			}
+			s.len--
+		}
+		return true
+	}
+	return false
+}
+
 func (a *slAlgo) decide(s *slState, _ bool, now, n int64) bool {
 	if s.len > 0 {
 		now = max(now, s.at(s.len-1).ts)

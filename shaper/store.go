@@ -67,7 +67,8 @@ type shard[S any] struct {
 	used int       // non-empty slots
 	// Decisions, for MeterStats: calls with n > 0 admitted and denied.
 	allowed, denied uint64
-	_               [48]byte
+	refunded        uint64 // Refund calls that gave something back
+	_               [40]byte
 	// 128 bytes in all, two cache lines a shard (a test checks it): no false
 	// sharing between shards.
 }

@@ -127,6 +127,18 @@ func (a *tbAlgo) idle(s *tbState, now int64) bool {
 	return now >= s.last && now-s.last >= ceilDiv(a.full-min(s.tokens, a.full), a.c)
 }
 
+func (a *tbAlgo) stamp(*tbState) int64 { return 0 }
+
+// refund puts n tokens back, up to the capacity, after the refill up to now.
+func (a *tbAlgo) refund(s *tbState, now, n, _ int64) bool {
+	a.refill(s, false, now)
+	if s.tokens == a.full {
+		return false
+	}
+	s.tokens = min(s.tokens+n*a.p, a.full)
+	return true
+}
+
 func (a *tbAlgo) decide(s *tbState, fresh bool, now, n int64) bool {
 	a.refill(s, fresh, now)
 	if need := n * a.p; s.tokens >= need {

@@ -92,6 +92,18 @@ func windowStart(now, p int64) int64 {
 
 func (a *fwAlgo) idle(s *fwState, now int64) bool { return s.count == 0 || now >= s.start+a.p }
 
+func (a *fwAlgo) stamp(s *fwState) int64 { return s.start }
+
+// refund uncounts n if the admission's window is still the key's window:
+// once a window is over its count no longer matters.
+func (a *fwAlgo) refund(s *fwState, _, n, at int64) bool {
+	if s.start != at || s.count == 0 {
+		return false
+	}
+	s.count = max(s.count-n, 0)
+	return true
+}
+
 func (a *fwAlgo) decide(s *fwState, fresh bool, now, n int64) bool {
 	if !fresh && now < s.start {
 		now = s.start
@@ -210,6 +222,22 @@ func (a *scAlgo) limit() Limit { return a.lim }
 
 func (a *scAlgo) idle(s *scState, now int64) bool {
 	return (s.cur == 0 && s.prev == 0) || now >= s.start+2*a.p
+}
+
+func (a *scAlgo) stamp(s *scState) int64 { return s.start }
+
+// refund uncounts n from the window the admission was counted in, whether it
+// is still the current window or has become the previous one.
+func (a *scAlgo) refund(s *scState, _, n, at int64) bool {
+	switch {
+	case s.start == at && s.cur > 0:
+		s.cur = max(s.cur-n, 0)
+	case s.start == at+a.p && s.prev > 0:
+		s.prev = max(s.prev-n, 0)
+	default:
+		return false
+	}
+	return true
 }
 
 func (a *scAlgo) decide(s *scState, fresh bool, now, n int64) bool {

@@ -287,3 +287,122 @@ func CheckPeekRecordsNothing(t *testing.T, s Subject) {
 		}
 	}
 }
+
+// Refund gives back, at time at (µs), the cost n of d, an admission of the
+// same meter.
+type Refund func(at, n int64, d shaper.Decision) error
+
+// A RefundSubject is a meter under test that can refund: Fresh returns a new,
+// empty meter with limit lim, as its Call and its Refund.
+type RefundSubject struct {
+	Name  string
+	Algo  Algo
+	Fresh func(t *testing.T, lim shaper.Limit) (Call, Refund)
+}
+
+// CheckRefund checks that admit-then-refund leaves a meter as if the call had
+// never come: over seqs random histories of steps calls forward in time, a
+// meter that is sometimes given an extra call, refunded after a random delay
+// (none, part of an emission interval, up to two periods, across windows),
+// makes the same decisions, field by field, as a meter that never saw the
+// extra calls. For the window algorithms, other calls of the key may come
+// between the extra call and its refund (they may roll the window the extra
+// call was counted in); a history in which those calls are not decided
+// alike on both meters is cut there. For GCRA and the token bucket such
+// calls can absorb the extra call's cost (the key falls idle, the bucket
+// refills to capacity) and the refund then gives back what is no longer
+// owed, up to the cost, never more than a fresh key: those have no calls in
+// between. (A call dated before a refund's time would be decided as the
+// refund left the key; the histories here only move forward.) It fails if no
+// refund mattered: the extra calls must have been admitted and the refunded
+// quota used afterwards.
+func CheckRefund(t *testing.T, s RefundSubject, seqs, steps int) {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("SHAPER_EXACT_SEED"); v != "" {
+		seed, _ = strconv.ParseUint(v, 10, 64)
+	}
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, uint64(s.Algo)+100))
+	refunded, mattered, cuts := 0, 0, 0
+	for q := range seqs {
+		lim := RandomLimit(r, s.Algo)
+		burst := BurstOf(lim)
+		p := int64(lim.Rate.Period / time.Microsecond)
+		callA, refundA := s.Fresh(t, lim)
+		callB, _ := s.Fresh(t, lim)
+		now := int64(1_700_000_000_000_000) + r.Int64N(1e12)
+		var hist []string
+		owed := false // a refund happened since the last admission both agreed on
+		for i := range steps {
+			next, n := RandomStep(r, now, lim, burst)
+			now = max(now, next)
+			if r.IntN(3) == 0 {
+				m := 1 + r.Int64N(burst)
+				d, err := callA(now, m)
+				if err != nil {
+					t.Fatalf("seq %d step %d: extra call: %v", q, i, err)
+				}
+				at := now
+				switch r.IntN(4) {
+				case 1:
+					at += r.Int64N(max(1, p/lim.Rate.Count))
+				case 2:
+					at += r.Int64N(2*p + 1)
+				}
+				cut := false
+				for k := r.IntN(6) - 3; s.Algo.Window() && k > 0; k-- { // calls in between
+					bt := now + r.Int64N(at-now+1)
+					bn := int64(1)
+					now = max(now, bt)
+					a, _ := callA(now, bn)
+					b, _ := callB(now, bn)
+					hist = append(hist, fmt.Sprintf("between t=%d n=%d: %v, %v", now, bn, a.Allowed, b.Allowed))
+					if a.Allowed != b.Allowed {
+						cut = true
+						break
+					}
+				}
+				if cut {
+					cuts++
+					break
+				}
+				if err := refundA(at, m, d); err != nil {
+					t.Fatalf("seq %d step %d: refund: %v", q, i, err)
+				}
+				hist = append(hist, fmt.Sprintf("extra t=%d n=%d allowed=%v, refund t=%d", now, m, d.Allowed, at))
+				if d.Allowed {
+					refunded++
+					owed = true
+				}
+				now = at
+			}
+			hist = append(hist, fmt.Sprintf("t=%d n=%d", now, n))
+			a, aerr := callA(now, n)
+			b, berr := callB(now, n)
+			if aerr != nil || berr != nil {
+				t.Fatalf("seq %d step %d: errors %v, %v", q, i, aerr, berr)
+			}
+			if !Same(a, b) {
+				t.Fatalf("seq %d step %d (%v, t=%d, n=%d):\nrefunded meter %+v\nfresh meter    %+v\nlast steps: %v",
+					q, i, lim, now, n, a, b, hist[len(hist)-min(len(hist), 10):])
+			}
+			if owed && b.Allowed && n > 0 && b.Remaining < burst {
+				mattered++
+				owed = false
+			}
+		}
+	}
+	t.Logf("%d refunds, %d followed by an admission, %d histories cut", refunded, mattered, cuts)
+	if refunded == 0 || mattered == 0 || 4*cuts > 3*seqs {
+		t.Errorf("%d refunds, %d of them followed by admissions, %d of %d histories cut: the histories prove nothing", refunded, mattered, cuts, seqs)
+	}
+}
+
+// Same reports whether two decisions say the same, field by field (every
+// exported field: a Decision also carries what its meter's Refund needs,
+// which a Redis meter and an in-process one keep differently).
+func Same(a, b shaper.Decision) bool {
+	return a.Allowed == b.Allowed && a.Degraded == b.Degraded && a.Remaining == b.Remaining &&
+		a.RetryAfter == b.RetryAfter && a.ResetAfter == b.ResetAfter && a.Limit == b.Limit
+}

@@ -47,3 +47,13 @@ func leaseAt(ctx context.Context, l *Lease, now, want, least, giveback int64) ([
 	}
 	return out, err
 }
+
+// refundAt runs m's refund script for key at the time now (Unix µs), as
+// Refund does but straight on the client, and reports whether it gave
+// anything back.
+func refundAt(ctx context.Context, m *Meter, key string, now, n int64, d shaper.Decision) (bool, error) {
+	rl := m.lim.Load()
+	var out [1]int64
+	err := evalKey(ctx, m.st.Client, kinds[m.kind].refund, m.Key(key), out[:], rl.args[0], rl.args[1], rl.args[2], n, getStamp(&d), now)
+	return out[0] == 1, err
+}

@@ -42,7 +42,8 @@
 // caller answered with a timeout is still charged only if Redis starts the
 // call within 10ms, plus however far this host's clock runs ahead of Redis's,
 // after the call's deadline. Give-backs (a Lease's Close, a Queue's unused
-// slot) carry no deadline: a refund always runs.
+// slot, [Meter.Refund] of an admission a later step refused) carry no
+// deadline: a refund always runs.
 //
 // # Bad input
 //

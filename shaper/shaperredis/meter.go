@@ -11,6 +11,7 @@ import (
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/rateconv"
 	"github.com/floodgate-go/floodgate/internal/redisscript"
+	"github.com/floodgate-go/floodgate/internal/stamp"
 	"github.com/floodgate-go/floodgate/internal/storecall"
 	"github.com/floodgate-go/floodgate/shaper"
 	"github.com/redis/go-redis/v9"
@@ -115,17 +116,19 @@ var kinds = [...]struct {
 	name, prefix  string
 	window        bool
 	script, batch *redisscript.Script // single-key script and its batch form
+	refund        *redisscript.Script // the refund script (see Meter.Refund)
 }{
-	kindGCRA:           {"NewMeter", "shaper:gcra:", false, gcraScript, gcraBatchScript},
-	kindTokenBucket:    {"NewTokenBucket", "shaper:tb:", false, tokenBucketScript, tokenBucketBatchScript},
-	kindFixedWindow:    {"NewFixedWindow", "shaper:fw:", true, fixedWindowScript, fixedWindowBatchScript},
-	kindSlidingLog:     {"NewSlidingLog", "shaper:sl:", true, slidingLogScript, slidingLogBatchScript},
-	kindSlidingCounter: {"NewSlidingCounter", "shaper:sc:", true, slidingCounterScript, slidingCounterBatchScript},
+	kindGCRA:           {"NewMeter", "shaper:gcra:", false, gcraScript, gcraBatchScript, refundGCRAScript},
+	kindTokenBucket:    {"NewTokenBucket", "shaper:tb:", false, tokenBucketScript, tokenBucketBatchScript, refundTokenBucketScript},
+	kindFixedWindow:    {"NewFixedWindow", "shaper:fw:", true, fixedWindowScript, fixedWindowBatchScript, refundFixedWindowScript},
+	kindSlidingLog:     {"NewSlidingLog", "shaper:sl:", true, slidingLogScript, slidingLogBatchScript, refundSlidingLogScript},
+	kindSlidingCounter: {"NewSlidingCounter", "shaper:sc:", true, slidingCounterScript, slidingCounterBatchScript, refundSlidingCounterScript},
 }
 
 // A localMeter is an in-process meter: the fallback under breaker.FailLocal.
 type localMeter interface {
 	AllowN(key string, n int64) (shaper.Decision, error)
+	Refund(ctx context.Context, key string, n int64, d shaper.Decision) error
 }
 
 func newLocal(kind algoKind, lim shaper.Limit) localMeter {
@@ -380,6 +383,57 @@ func (m *Meter) Admit(ctx context.Context, key string, n int64) (shaper.Decision
 	return d, err
 }
 
+// refundTimeout bounds a refund's store call when the meter's breaker has
+// no shorter CallTimeout: a refund runs on the refusal path, after the
+// caller's own budget may have ended.
+const refundTimeout = time.Second
+
+// Refund gives back the cost n of d, an admission of key by this meter, for a
+// caller whose request was refused by a later step (see shaper's Refund
+// contract, which the scripts follow line for line: GCRA moves the key's time
+// back by n·T, never before now; the token bucket puts n tokens back, up to
+// capacity; the window algorithms uncount n from the window or log entry the
+// admission was counted in, which its Decision carries). A denial and n = 0 give
+// nothing back. A Decision made by the FailLocal meter (Degraded) is
+// refunded there; one admitted by FailOpen charged nothing. Otherwise it is
+// one round trip through the meter's breaker, run without ctx's cancellation
+// (a cancelled request still gets its quota back), bounded by the breaker's
+// CallTimeout and by one second, and carrying no deadline (a refund is
+// always due, even late). It returns the store's error if Redis could not be
+// reached (the cost then stays spent: best effort). MeterStats counts Refunds
+// and RefundErrors. A negative n panics.
+func (m *Meter) Refund(ctx context.Context, key string, n int64, d shaper.Decision) error {
+	if n < 0 {
+		panic("shaperredis: negative cost")
+	}
+	if !d.Allowed || n == 0 {
+		return nil
+	}
+	if d.Degraded {
+		if m.local == nil {
+			return nil // FailOpen: nothing was charged
+		}
+		return m.local.Refund(ctx, key, n, d)
+	}
+	sc := kinds[m.kind].refund
+	rl := m.lim.Load()
+	if rl == nil || n > rl.max || !keyOK(key, m.maxKey) {
+		return nil // never admitted under this limit: nothing to give back
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
+	defer cancel()
+	run := func(ctx context.Context, client redis.UniversalClient) (struct{}, error) {
+		var out [1]int64
+		return struct{}{}, evalKey(ctx, client, sc, m.Key(key), out[:], rl.args[0], rl.args[1], rl.args[2], n, getStamp(&d))
+	}
+	if _, _, err := storecall.Do(ctx, &m.st, breaker.FailClosed, run, nil); err != nil {
+		m.stats[mRefundErrors].Add(1)
+		return err
+	}
+	m.stats[mRefunds].Add(1)
+	return nil
+}
+
 // call is one decision: its run method is the guarded Redis call.
 type call struct {
 	m   *Meter
@@ -467,14 +521,28 @@ func decision(v []int64, rl *redisLimit) (shaper.Decision, error) {
 	if err != nil {
 		return shaper.Decision{}, err
 	}
-	return shaper.Decision{
+	d := shaper.Decision{
 		Allowed:    r[0] == 1,
 		Remaining:  r[1],
-		RetryAfter: micros(r[2]),
 		ResetAfter: micros(r[3]),
 		Limit:      rl.lim,
-	}, nil
+	}
+	if d.Allowed {
+		// An admission's retry is 0; a window script's admission sends its
+		// refund stamp there instead (see fixedwindow.lua).
+		setStamp(&d, r[2])
+	} else {
+		d.RetryAfter = micros(r[2])
+	}
+	return d, nil
 }
+
+// setStamp and getStamp write and read a Decision's refund stamp (see
+// internal/stamp).
+var (
+	setStamp = stamp.Set.(func(*shaper.Decision, int64))
+	getStamp = stamp.Get.(func(*shaper.Decision) int64)
+)
 
 func (c call) fallback(context.Context) (result, error) {
 	d, err := c.m.local.AllowN(c.key, c.n)

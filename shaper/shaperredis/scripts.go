@@ -38,6 +38,21 @@ var reserveLua string
 //go:embed lua/unreserve.lua
 var unreserveLua string
 
+//go:embed lua/refund_gcra.lua
+var refundGCRALua string
+
+//go:embed lua/refund_tokenbucket.lua
+var refundTokenBucketLua string
+
+//go:embed lua/refund_fixedwindow.lua
+var refundFixedWindowLua string
+
+//go:embed lua/refund_slidingcounter.lua
+var refundSlidingCounterLua string
+
+//go:embed lua/refund_slidinglog.lua
+var refundSlidingLogLua string
+
 //go:embed lua/lease.lua
 var leaseLua string
 
@@ -82,6 +97,13 @@ var (
 	reserveScript        = newScript(6, reserveLua)
 	unreserveScript      = newScript(8, unreserveLua)
 	leaseScript          = newScript(7, leaseLua)
+
+	// Refund scripts take P, C, B, n, at and no deadline (see Meter.Refund).
+	refundGCRAScript           = newScript(5, refundGCRALua)
+	refundTokenBucketScript    = newScript(5, refundTokenBucketLua)
+	refundFixedWindowScript    = newScript(5, refundFixedWindowLua)
+	refundSlidingCounterScript = newScript(5, refundSlidingCounterLua)
+	refundSlidingLogScript     = newScript(5, refundSlidingLogLua)
 
 	gcraBatchScript           = newBatchScript(gcraLua)
 	tokenBucketBatchScript    = newBatchScript(tokenBucketLua)

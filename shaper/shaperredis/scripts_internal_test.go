@@ -128,6 +128,9 @@ func TestScriptsLoad(t *testing.T) {
 		"gcra": gcraScript, "tokenbucket": tokenBucketScript, "fixedwindow": fixedWindowScript,
 		"slidinglog": slidingLogScript, "slidingcounter": slidingCounterScript,
 		"reserve": reserveScript, "unreserve": unreserveScript, "lease": leaseScript,
+		"refund_gcra": refundGCRAScript, "refund_tokenbucket": refundTokenBucketScript,
+		"refund_fixedwindow": refundFixedWindowScript, "refund_slidinglog": refundSlidingLogScript,
+		"refund_slidingcounter": refundSlidingCounterScript,
 	} {
 		got, err := s.Load(context.Background(), db.Client).Result()
 		if err != nil {

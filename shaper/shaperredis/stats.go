@@ -28,6 +28,11 @@ type MeterStats struct {
 	Unavailable int64 // Redis could not answer under FailClosed (breaker.ErrUnavailable)
 	Canceled    int64 // the caller's context ended first
 	Errors      int64 // any other error (an unexpected reply, a Redis error reply)
+
+	// Refunds counts the Refund calls that reached Redis (whether or not
+	// the key still owed anything), RefundErrors those that failed (Redis
+	// could not answer: that cost stays spent).
+	Refunds, RefundErrors int64
 }
 
 // Indexes of the counters of a Meter.
@@ -42,6 +47,8 @@ const (
 	mUnavailable
 	mCanceled
 	mErrors
+	mRefunds
+	mRefundErrors
 	mCounters
 )
 
@@ -53,12 +60,14 @@ type meterCounters [mCounters]atomic.Int64
 func (m *Meter) Stats() MeterStats {
 	c := &m.stats
 	st := MeterStats{
-		FailOpen:    c[mFailOpen].Load(),
-		TooLarge:    c[mTooLarge].Load(),
-		InvalidKey:  c[mInvalidKey].Load(),
-		Unavailable: c[mUnavailable].Load(),
-		Canceled:    c[mCanceled].Load(),
-		Errors:      c[mErrors].Load(),
+		FailOpen:     c[mFailOpen].Load(),
+		TooLarge:     c[mTooLarge].Load(),
+		InvalidKey:   c[mInvalidKey].Load(),
+		Unavailable:  c[mUnavailable].Load(),
+		Canceled:     c[mCanceled].Load(),
+		Errors:       c[mErrors].Load(),
+		Refunds:      c[mRefunds].Load(),
+		RefundErrors: c[mRefundErrors].Load(),
 	}
 	as, ds, al, dl := c[mAdmitStore].Load(), c[mDenyStore].Load(), c[mAdmitLocal].Load(), c[mDenyLocal].Load()
 	st.Store, st.Local = as+ds, al+dl

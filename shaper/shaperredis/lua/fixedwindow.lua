@@ -2,7 +2,9 @@
 -- window.go). Windows of P µs are aligned to the Unix epoch; B must equal C.
 -- key     = the state key: the string "start count"
 -- ARGV    = P, C, B (= C), n [, now]  (see common.lua)
--- decide returns allowed, remaining, retry_after_us, reset_after_us.
+-- decide returns allowed, remaining, retry_after_us, reset_after_us; an
+-- admission of n > 0 returns in place of its retry (always 0) its stamp, the
+-- window's start, which refund_fixedwindow.lua needs (see Meter.Refund).
 -- Writes only on an admission with n > 0 (a denial or a peek records nothing);
 -- the TTL ends with the window.
 local N = C
@@ -28,5 +30,6 @@ count = count + n
 if count == 0 then stop = 0 end
 if n > 0 then
   redis.call('SET', key, string.format('%d %d', start, count), 'PX', ttlms(stop))
+  return 1, math.max(N - count, 0), start, stop
 end
 return 1, math.max(N - count, 0), 0, stop

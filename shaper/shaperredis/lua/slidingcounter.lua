@@ -3,7 +3,9 @@
 -- the previous weighted by the part of it still inside the rolling window.
 -- key     = the state key: the string "start prev cur"
 -- ARGV    = P, C, B (= C), n [, now]  (see common.lua)
--- decide returns allowed, remaining, retry_after_us, reset_after_us.
+-- decide returns allowed, remaining, retry_after_us, reset_after_us;
+-- an admission of n > 0 returns in place of its retry (always 0) its stamp,
+-- the window's start, which refund_slidingcounter.lua needs (Meter.Refund).
 -- Writes when n > 0 (a peek records nothing); the TTL ends when both windows
 -- have passed.
 local N = C
@@ -55,5 +57,6 @@ elseif prev > 0 then
 end
 if n > 0 then
   redis.call('SET', key, string.format('%d %d %d', start, prev, cur), 'PX', ttlms(start + 2 * P - now))
+  if allowed == 1 then retry = start end -- the stamp (see Meter.Refund)
 end
 return allowed, remaining, retry, reset

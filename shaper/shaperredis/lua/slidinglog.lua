@@ -3,7 +3,9 @@
 -- key     = the state key: a LIST of "ts n" entries, oldest first (events at the same µs
 --           share one entry); at most C entries
 -- ARGV    = P, C, B (= C), n [, now]  (see common.lua)
--- decide returns allowed, remaining, retry_after_us, reset_after_us.
+-- decide returns allowed, remaining, retry_after_us, reset_after_us;
+-- an admission of n > 0 returns in place of its retry (always 0) its stamp,
+-- the entry's time, which refund_slidinglog.lua needs (Meter.Refund).
 -- Reads the whole list (O(C)); for n > 0 trims expired entries, appends on
 -- admission, and sets a TTL that ends when the newest entry leaves the window;
 -- a peek (n = 0) writes nothing. Waits count from the call's own time, even if
@@ -56,6 +58,7 @@ if allowed == 1 and n > 0 then
   end
   newest = now
   sum = sum + n
+  retry = now -- the stamp (see Meter.Refund)
 end
 local reset = 0
 if newest then
