@@ -281,12 +281,15 @@ func (l *Lease) waitN(ctx context.Context, n int64) (local bool, err error) {
 	if n > l.batch {
 		return false, tooLarge()
 	}
+	// primed is read before take, as in the loop below: a first refill that
+	// lands after take looked must not be mistaken for one take already saw.
+	primed := l.primed.Load()
 	ok, ra, local := l.take(n)
 	if ok {
 		return local, nil
 	}
 	// A fresh Lease under ExhaustReject waits for its first refill only.
-	first := l.exh == ExhaustReject && !l.primed.Load()
+	first := l.exh == ExhaustReject && !primed
 	if l.exh != ExhaustWait && !first {
 		l.rejected.Add(1)
 		return false, limited(ra)
@@ -313,10 +316,15 @@ func (l *Lease) waitN(ctx context.Context, n int64) (local bool, err error) {
 			return false, limited(ra)
 		}
 		// Check again after reading ch, so a refill between take and here is seen.
+		// primed is read before take: a refill adds its tokens before it sets
+		// primed, so if the first refill had landed, take saw its tokens. (Read
+		// after take, a refill landing in between was refused with its tokens
+		// in hand.)
+		primed = l.primed.Load()
 		if ok, ra, local = l.take(n); ok {
 			return local, nil
 		}
-		if first && l.primed.Load() {
+		if first && primed {
 			l.rejected.Add(1)
 			return false, limited(ra)
 		}

@@ -22,7 +22,7 @@ func TestLeaseFreshFetchesOnFirstUse(t *testing.T) {
 	l := m.Lease("w", shaperredis.LeaseConfig{Batch: 10})
 	defer l.Close()
 	if err := l.Wait(ctx, 1); err != nil {
-		t.Fatalf("first Wait on a fresh Lease: %v", err)
+		t.Fatalf("first Wait on a fresh Lease: %v (stats %+v)", err, l.Stats())
 	}
 	l2 := m.Lease("a", shaperredis.LeaseConfig{Batch: 10})
 	defer l2.Close()
