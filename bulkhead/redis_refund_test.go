@@ -153,20 +153,7 @@ func TestRedisRefundOnLaterStoreUnavailable(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { rdb.Close() })
 	dead := shaperredis.NewMeter(rdb, shaper.Limit{Rate: shaper.PerHour(100)}, shaperredis.Config{Breaker: quietBreaker("dead")})
-	b := bulkhead.New(bulkhead.Config{Layers: []bulkhead.Layer{
-		{Name: "first", Key: bulkhead.ByTenant, Rate: first},
-		{Name: "fleet", Key: bulkhead.ByTenant, Rate: dead},
-	}})
-	ctx := bulkhead.WithIdentity(t.Context(), bulkhead.Identity{Tenant: "acme", Subject: "u"})
-	for i := range 12 {
-		err := b.Do(ctx, bulkhead.Request{}, func(context.Context) error { return nil })
-		if re, ok := errors.AsType[*bulkhead.RejectError](err); !ok || re.Reason != bulkhead.ReasonUnavailable || re.Layer != "fleet" {
-			t.Fatalf("request %d with the fleet store down: %v, want ReasonUnavailable from the fleet layer", i, err)
-		}
-	}
-	if r := remaining(t, first, "acme"); r != 10 {
-		t.Errorf("first layer's quota after 12 refusals by an unavailable store: %d remaining, want 10", r)
-	}
+	checkRefundOnLaterStoreUnavailable(t, first, dead, func() int64 { return remaining(t, first, "acme") })
 }
 
 // TestRedisRefundOnLaterRateRefusal: a later Redis rate's denial gives the

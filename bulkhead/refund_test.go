@@ -204,6 +204,15 @@ func TestRefundOnLaterStoreUnavailable(t *testing.T) {
 	dead := shaperredis.NewMeter(rdb, shaper.Limit{Rate: shaper.PerMinute(100)}, shaperredis.Config{
 		Policy: breaker.FailClosed, Breaker: breaker.New("dead", breaker.Config{Logger: slog.New(slog.DiscardHandler)})})
 	first := shaper.NewMeter(shaper.Limit{Rate: shaper.PerHour(10)})
+	checkRefundOnLaterStoreUnavailable(t, first, dead, func() int64 { return peek(t, first, "acme") })
+}
+
+// checkRefundOnLaterStoreUnavailable sends 12 requests through first (a rate
+// of 10 per hour) then dead (a rate whose store is down, FailClosed): each
+// must be a 503 of the fleet layer, and first must keep all 10 (remaining
+// reads it).
+func checkRefundOnLaterStoreUnavailable(t *testing.T, first, dead bulkhead.Rate, remaining func() int64) {
+	t.Helper()
 	b := bulkhead.New(bulkhead.Config{Layers: []bulkhead.Layer{
 		{Name: "first", Key: bulkhead.ByTenant, Rate: first},
 		{Name: "fleet", Key: bulkhead.ByTenant, Rate: dead},
@@ -215,7 +224,7 @@ func TestRefundOnLaterStoreUnavailable(t *testing.T) {
 			t.Fatalf("request %d with the fleet store down: %v, want ReasonUnavailable from the fleet layer", i, err)
 		}
 	}
-	if r := peek(t, first, "acme"); r != 10 {
+	if r := remaining(); r != 10 {
 		t.Errorf("first layer's quota after 12 refusals by an unavailable store: %d remaining, want 10", r)
 	}
 }
