@@ -5,13 +5,15 @@ import (
 	"net"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/internal/reject"
 	"github.com/sony/gobreaker/v2"
 )
 
 // ErrUnavailable is returned, wrapped in an [*OpenError] or a [*StoreError], when a
 // call under the [FailClosed] policy gets no answer from the store: the breaker is
 // open (or half-open with its probes in flight), or the store call itself failed.
-var ErrUnavailable = errors.New("breaker: store unavailable")
+var ErrUnavailable = reject.Sentinel(floodgate.ReasonUnavailable, "breaker: store unavailable")
 
 // ErrTimeout is matched, inside a [*StoreError], by a store call that was too
 // slow: [Config.CallTimeout] expired while the caller's context was not done

@@ -11,6 +11,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/redisscript"
+	"github.com/floodgate-go/floodgate/internal/reject"
 	"github.com/floodgate-go/floodgate/internal/storecall"
 	"github.com/floodgate-go/floodgate/semaphore"
 )
@@ -156,7 +157,7 @@ func (s *Semaphore) fallback(ctx context.Context, w int64, wait bool) (*Permit, 
 		if !wait {
 			if !s.fail.local.TryAcquire(w) {
 				s.local.localBusy.Add(1)
-				return nil, &RejectError{Reason: ErrLocalBusy}
+				return nil, reject.New(ErrLocalBusy, 0)
 			}
 		} else if err := s.fail.local.Acquire(ctx, w); err != nil {
 			if cerr := ctx.Err(); cerr != nil {
@@ -168,7 +169,7 @@ func (s *Semaphore) fallback(ctx context.Context, w int64, wait bool) (*Permit, 
 				d = ra.RetryAfter()
 			}
 			s.local.localBusy.Add(1)
-			return nil, &RejectError{Reason: ErrLocalBusy, Delay: d}
+			return nil, reject.New(ErrLocalBusy, d)
 		}
 		s.fail.degraded.Add(1)
 		s.local.failLocal.Add(1)

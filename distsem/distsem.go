@@ -438,9 +438,9 @@ func (s *Semaphore) Do(ctx context.Context, n int64, fn func(context.Context) er
 // (cancelled if the lease is lost or ctx is done), and releases p as Hold's
 // release does when fn returns or panics.
 func runHolding(ctx context.Context, p *Permit, fn func(context.Context) error) error {
-	fctx, release := p.hold(ctx)
-	defer release()
-	return fn(fctx)
+	h := p.hold(ctx, "")
+	defer h.Release()
+	return fn(h.Context())
 }
 
 // acquire is Acquire (wait) or TryAcquire (!wait): the checks that need no

@@ -3,6 +3,7 @@ package distsem
 import (
 	"errors"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/internal/reject"
 )
 
@@ -14,16 +15,16 @@ var (
 	// an estimate: the weight short (held + one per queued waiter + n − limit)
 	// over the release rate estimated from the mean hold time of the
 	// Semaphore's own released permits (0 before it released any).
-	ErrNoCapacity = errors.New("distsem: no capacity")
+	ErrNoCapacity = reject.Sentinel(floodgate.ReasonNoCapacity, "distsem: no capacity")
 
 	// ErrTooLarge: n is larger than the limit, so the call can never succeed.
 	// Returned at once, without waiting, with no delay.
-	ErrTooLarge = errors.New("distsem: weight exceeds limit")
+	ErrTooLarge = reject.Sentinel(floodgate.ReasonTooLarge, "distsem: weight exceeds limit")
 
 	// ErrLocalBusy: Redis is unavailable, the failure policy is FailLocal, and the
 	// local fallback share could not admit the call in time. The RejectError's
 	// Delay comes from the local share.
-	ErrLocalBusy = errors.New("distsem: local fallback share exhausted")
+	ErrLocalBusy = reject.Sentinel(floodgate.ReasonNoCapacity, "distsem: local fallback share exhausted")
 )
 
 // Errors that are not rejections.
@@ -38,7 +39,7 @@ var (
 
 	// ErrClosed is returned by calls on a closed Semaphore, and by Acquire
 	// calls that were waiting when it was closed.
-	ErrClosed = errors.New("distsem: semaphore closed")
+	ErrClosed = reject.Sentinel(floodgate.ReasonClosed, "distsem: semaphore closed")
 )
 
 // A RejectError reports that an acquire was refused (Reason: ErrNoCapacity,

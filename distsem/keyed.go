@@ -2,12 +2,13 @@ package distsem
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"github.com/floodgate-go/floodgate/internal/storecall"
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/internal/storecall"
 
 	"github.com/floodgate-go/floodgate/internal/reject"
 	"github.com/redis/go-redis/v9"
@@ -20,14 +21,14 @@ var (
 	// I/O, in a *RejectError with no delay (it depends on when other keys'
 	// calls end, which the Keyed cannot estimate). Keys already live are not
 	// affected.
-	ErrTooManyKeys = errors.New("distsem: too many live keys")
+	ErrTooManyKeys = reject.Sentinel(floodgate.ReasonTooManyKeys, "distsem: too many live keys")
 
 	// ErrInvalidKey: the key is empty or longer than the Keyed's
 	// Config.MaxNameLen. Returned, wrapped with the reason, without I/O;
 	// nothing changes. It is not a rejection: retrying cannot help.
 	// Keyed.CheckKey tells in advance. Any other byte string is a valid key,
 	// braces included (see the package doc on names).
-	ErrInvalidKey = errors.New("distsem: invalid key")
+	ErrInvalidKey = reject.Sentinel(floodgate.ReasonInvalidKey, "distsem: invalid key")
 )
 
 // DefaultMaxKeys is the bound on live keys of a Keyed when

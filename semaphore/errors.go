@@ -1,8 +1,7 @@
 package semaphore
 
 import (
-	"errors"
-
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/internal/reject"
 )
 
@@ -11,26 +10,30 @@ import (
 var (
 	// ErrQueueFull: the call could not be granted at once and Config.MaxWaiters
 	// callers are already waiting. The delay is an estimate.
-	ErrQueueFull = errors.New("semaphore: queue full")
+	ErrQueueFull = reject.Sentinel(floodgate.ReasonQueueFull, "semaphore: queue full")
 
 	// ErrMaxWait: the call waited Config.MaxWait without being granted, or the
 	// estimated wait was longer than Config.MaxWait. The delay is an estimate.
-	ErrMaxWait = errors.New("semaphore: max wait exceeded")
+	ErrMaxWait = reject.Sentinel(floodgate.ReasonMaxWait, "semaphore: max wait exceeded")
 
 	// ErrDeadline: the estimated wait ends after the context's deadline, so the
 	// call was refused at once rather than waiting until the deadline to fail. It
 	// is deliberately not context.DeadlineExceeded: the context is not done. The
 	// delay is the estimated wait.
-	ErrDeadline = errors.New("semaphore: wait would exceed context deadline")
+	ErrDeadline = reject.Sentinel(floodgate.ReasonDeadline, "semaphore: wait would exceed context deadline")
 
 	// ErrTooLarge: the weight asked for is larger than the limit, so the call can
 	// never succeed (until SetLimit raises the limit). x/sync/semaphore waits
 	// until the context is done in this case. The delay is 0.
-	ErrTooLarge = errors.New("semaphore: weight exceeds limit")
+	ErrTooLarge = reject.Sentinel(floodgate.ReasonTooLarge, "semaphore: weight exceeds limit")
+
+	// ErrNoCapacity: TryHold found no room now (the weight is not free, or
+	// callers are queued ahead). The delay is an estimate, 0 without a basis.
+	ErrNoCapacity = reject.Sentinel(floodgate.ReasonNoCapacity, "semaphore: no capacity")
 )
 
-// A RejectError reports why an Acquire was rejected (its Reason, one of the
-// sentinels above, matched by [errors.Is]) and estimates when a retry could
+// A RejectError reports why an Acquire was rejected (its Err, one of the
+// sentinels above, matched by [errors.Is]; its Reason, the same as a word) and estimates when a retry could
 // succeed (its Delay, also returned by RetryAfter). The estimate comes from the
 // throughput of the semaphore observed while callers were waiting and from the
 // weight queued ahead; it is never negative, and 0 when there is no basis for

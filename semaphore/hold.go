@@ -2,29 +2,48 @@ package semaphore
 
 import (
 	"context"
-	"sync/atomic"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/internal/reject"
 )
 
-// Hold acquires weight n as Acquire does and returns what a caller that keeps
-// the weight past a function's return needs: the context the work runs under
-// (ctx itself: a local semaphore never takes weight back) and release, which
-// releases n. release may be called more than once, from any goroutine: only
-// the first call releases, so a deferred release beside an explicit one cannot
-// release weight that another caller holds. On error nothing is held, the
-// semaphore is unchanged, and release is nil; the errors are Acquire's.
-//
-// Hold allocates the release function; Acquire and Release do not, and suit
-// hot paths. Hold is the shape that consumers such as bulkheadpgx.Gate take.
-func (s *Weighted) Hold(ctx context.Context, n int64) (context.Context, func(), error) {
+// Hold acquires weight n as Acquire does and returns it as a floodgate.Held:
+// the gate contract that every floodgate consumer takes (bulkhead layers,
+// bulkhead.Workers, bulkheadpgx classes). The Held's context is ctx itself (a
+// local semaphore never takes weight back) and its Release releases n, once.
+// On error nothing is held; the errors are Acquire's. Hold does not allocate.
+func (s *Weighted) Hold(ctx context.Context, n int64) (floodgate.Held, error) {
 	if err := s.Acquire(ctx, n); err != nil {
-		return nil, nil, err
+		return floodgate.Held{}, err
 	}
-	var done atomic.Bool
-	return ctx, func() {
-		if !done.Swap(true) {
-			s.Release(n)
-		}
-	}, nil
+	return floodgate.NewHeld(ctx, s.releaser(), "", n), nil
+}
+
+// TryHold is Hold without waiting: it takes n as TryAcquire does and
+// otherwise fails at once with a *RejectError matching ErrNoCapacity, whose
+// delay estimates when n could be free (0 without a basis yet), or ErrTooLarge
+// when n exceeds the limit. It allocates only on refusal.
+func (s *Weighted) TryHold(ctx context.Context, n int64) (floodgate.Held, error) {
+	if s.TryAcquire(n) {
+		return floodgate.NewHeld(ctx, s.releaser(), "", n), nil
+	}
+	s.mu.Lock()
+	if n > s.limit {
+		s.mu.Unlock()
+		return floodgate.Held{}, reject.New(ErrTooLarge, 0)
+	}
+	d := s.estimateLocked(s.waitingWeight.int64() + n)
+	s.mu.Unlock()
+	return floodgate.Held{}, reject.New(ErrNoCapacity, d)
+}
+
+// releaser returns the function a Held calls to release: one per Weighted,
+// made in New; a zero Weighted (which New did not make) gets a new one.
+func (s *Weighted) releaser() func(string, int64) {
+	if s.release != nil {
+		return s.release
+	}
+	return func(_ string, n int64) { s.Release(n) }
 }
 
 // Limit returns the current limit (see SetLimit). A weight above it is

@@ -2,15 +2,17 @@ package semaphore
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/internal/reject"
 )
 
 // ErrTooManyKeys: the call named a key that has no semaphore yet, and
 // KeyedConfig.MaxKeys keys are already live, so it was refused at once. Keys
 // with holders or waiters are never evicted to make room.
-var ErrTooManyKeys = errors.New("semaphore: too many keys")
+var ErrTooManyKeys = reject.Sentinel(floodgate.ReasonTooManyKeys, "semaphore: too many keys")
 
 // DefaultMaxKeys is the bound on live keys when KeyedConfig.MaxKeys is zero.
 const DefaultMaxKeys = 1 << 20
@@ -50,6 +52,7 @@ type Keyed struct {
 	limit   int64
 	maxKeys int
 	cfg     Config
+	release func(key string, n int64) // Release, for Hold; nil in a zero Keyed
 
 	mu sync.Mutex
 	// mu guards:
@@ -77,11 +80,13 @@ func NewKeyed(limit int64, cfg KeyedConfig) *Keyed {
 	if maxKeys == 0 {
 		maxKeys = DefaultMaxKeys
 	}
-	return &Keyed{
+	k := &Keyed{
 		limit:   limit,
 		maxKeys: maxKeys,
 		cfg:     Config{MaxWaiters: cfg.MaxWaiters, MaxWait: cfg.MaxWait, NoEarlyReject: cfg.NoEarlyReject},
 	}
+	k.release = k.Release
+	return k
 }
 
 // Limit returns the limit of every key.
@@ -141,13 +146,13 @@ func (k *Keyed) Acquire(ctx context.Context, key string, n int64) error {
 		return err
 	}
 	if n > k.limit {
-		return &RejectError{Reason: ErrTooLarge}
+		return reject.New(ErrTooLarge, 0)
 	}
 	k.mu.Lock()
 	e := k.entryLocked(key)
 	if e == nil {
 		k.mu.Unlock()
-		return &RejectError{Reason: ErrTooManyKeys}
+		return reject.New(ErrTooManyKeys, 0)
 	}
 	if e.w.TryAcquire(n) { // never overtakes a queued caller
 		e.held += n
@@ -199,6 +204,52 @@ func (k *Keyed) TryAcquire(key string, n int64) bool {
 	}
 	k.mu.Unlock()
 	return ok
+}
+
+// Hold acquires weight n on key as Acquire does and returns it as a
+// floodgate.Held (the gate contract every floodgate consumer takes), whose
+// context is ctx and whose Release releases n on key, once. On error nothing
+// is held; the errors are Acquire's.
+func (k *Keyed) Hold(ctx context.Context, key string, n int64) (floodgate.Held, error) {
+	if err := k.Acquire(ctx, key, n); err != nil {
+		return floodgate.Held{}, err
+	}
+	return floodgate.NewHeld(ctx, k.releaser(), key, n), nil
+}
+
+// TryHold is Hold without waiting: it takes n on key as TryAcquire does, and
+// otherwise fails at once with a *RejectError matching ErrTooLarge (n above
+// the limit), ErrTooManyKeys (a new key while MaxKeys keys are live) or
+// ErrNoCapacity (key has no room now, or callers queued on it), whose delay
+// estimates when key could have room (0 without a basis). It panics if n <= 0.
+func (k *Keyed) TryHold(ctx context.Context, key string, n int64) (floodgate.Held, error) {
+	if k.TryAcquire(key, n) {
+		return floodgate.NewHeld(ctx, k.releaser(), key, n), nil
+	}
+	if n > k.limit {
+		return floodgate.Held{}, reject.New(ErrTooLarge, 0)
+	}
+	k.mu.Lock()
+	e := k.keys[key]
+	if e == nil && k.maxKeys > 0 && len(k.keys) >= k.maxKeys {
+		k.mu.Unlock()
+		return floodgate.Held{}, reject.New(ErrTooManyKeys, 0)
+	}
+	var d time.Duration
+	if e != nil {
+		e.w.mu.Lock()
+		d = e.w.estimateLocked(e.w.waitingWeight.int64() + n)
+		e.w.mu.Unlock()
+	}
+	k.mu.Unlock()
+	return floodgate.Held{}, reject.New(ErrNoCapacity, d)
+}
+
+func (k *Keyed) releaser() func(string, int64) {
+	if k.release != nil {
+		return k.release
+	}
+	return k.Release
 }
 
 // Release releases weight n on key's semaphore, granting that key's queued

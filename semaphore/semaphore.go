@@ -73,7 +73,8 @@ type Config struct {
 // limit 0: it grants only weight 0 and rejects every other Acquire with
 // ErrTooLarge. A Weighted is safe for simultaneous use by multiple goroutines.
 type Weighted struct {
-	cfg  Config    // read-only after New
+	cfg     Config                    // read-only after New
+	release func(_ string, n int64) // Release, for Hold; nil in a zero Weighted
 	pool sync.Pool // of *waiter; see getWaiter
 
 	mu sync.Mutex
@@ -153,7 +154,9 @@ func (s *Weighted) putWaiter(w *waiter) {
 // New returns a Weighted with the given limit. It panics if limit is negative.
 func New(limit int64, cfg Config) *Weighted {
 	checkLimit(limit)
-	return &Weighted{cfg: cfg, limit: limit}
+	s := &Weighted{cfg: cfg, limit: limit}
+	s.release = func(_ string, n int64) { s.Release(n) }
+	return s
 }
 
 // NewWeighted returns a Weighted with limit n and the zero Config: a drop-in

@@ -1,9 +1,9 @@
 package shaper
 
 import (
-	"errors"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/internal/reject"
 )
 
@@ -14,34 +14,34 @@ var (
 	// ErrLimited: the rate would be exceeded. A meter's denial becomes a
 	// *RejectError with ErrLimited through [Decision.Err], its Delay the
 	// decision's exact RetryAfter; a shaperredis.Lease refuses with it too.
-	ErrLimited = errors.New("shaper: rate limited")
+	ErrLimited = reject.Sentinel(floodgate.ReasonLimited, "shaper: rate limited")
 
 	// ErrQueueFull: a [Queue] (or a shaperredis.Queue) already holds QueueConfig.MaxQueue
 	// waiting calls. Delay is the time until the head of the queue is released,
 	// freeing one place.
-	ErrQueueFull = errors.New("shaper: queue full")
+	ErrQueueFull = reject.Sentinel(floodgate.ReasonQueueFull, "shaper: queue full")
 
 	// ErrMaxWait: the call's slot in a [Queue] (or a shaperredis.Queue) is further away
 	// than QueueConfig.MaxWait, so it was refused at once without taking the slot.
 	// Delay is how much later a call with the same MaxWait could be admitted, if
 	// nothing else arrives meanwhile.
-	ErrMaxWait = errors.New("shaper: slot beyond max wait")
+	ErrMaxWait = reject.Sentinel(floodgate.ReasonMaxWait, "shaper: slot beyond max wait")
 
 	// ErrDeadline: the call's slot in a [Queue] (or a shaperredis.Queue) comes after the
 	// context's deadline, so it was refused at once rather than waiting until the
 	// deadline to fail. It is deliberately not context.DeadlineExceeded: the
 	// context is not done. Delay is as for ErrMaxWait, with the time left before
 	// the deadline as the budget.
-	ErrDeadline = errors.New("shaper: slot after context deadline")
+	ErrDeadline = reject.Sentinel(floodgate.ReasonDeadline, "shaper: slot after context deadline")
 
 	// ErrTooLarge: the call asks for more weight than could ever be admitted at
 	// once (above a meter's burst, capacity or window count, a Lease's Batch, a
 	// shaperredis.Queue's burst, or a weight so large that a Queue's schedule would
 	// overflow). Retrying cannot help, so its Delay is 0; nothing is recorded.
-	ErrTooLarge = errors.New("shaper: weight exceeds burst")
+	ErrTooLarge = reject.Sentinel(floodgate.ReasonTooLarge, "shaper: weight exceeds burst")
 
 	// ErrClosed: the [Queue] (or a shaperredis.Queue) was closed or shut down.
-	ErrClosed = errors.New("shaper: queue closed")
+	ErrClosed = reject.Sentinel(floodgate.ReasonClosed, "shaper: queue closed")
 )
 
 // A RejectError reports why a call was refused (Reason, one of the sentinels

@@ -1,6 +1,7 @@
-// Package reject holds the one rejection error shared by every floodgate
-// package. Each package re-exports it as RejectError (a type alias) and pairs
-// it with its own package-prefixed sentinels, so that
+// Package reject builds the one refusal error of every floodgate package,
+// floodgate.RejectError. Each package re-exports the type as RejectError (a
+// type alias) and declares its package-prefixed sentinels with Sentinel, so
+// that each carries its vocabulary word and
 //
 //	errors.Is(err, semaphore.ErrQueueFull)
 //	errors.AsType[*semaphore.RejectError](err)
@@ -9,30 +10,44 @@
 // rejection through the RetryAfter method without importing its type.
 package reject
 
-import "time"
+import (
+	"errors"
+	"time"
 
-// An Error reports that a call was refused, why, and when a retry could
-// succeed. It matches its Reason with errors.Is.
-type Error struct {
-	// Reason is the sentinel of the refusing package that says why, for
-	// example semaphore.ErrQueueFull or shaper.ErrLimited.
-	Reason error
-	// Delay is the time until a retry could succeed, never negative; 0 when
-	// unknown or when retrying cannot help (the TooLarge reasons). Each
-	// sentinel's doc says whether its delay is exact or an estimate.
-	Delay time.Duration
+	"github.com/floodgate-go/floodgate"
+)
+
+// Error is the shared refusal type.
+type Error = floodgate.RejectError
+
+// A sentinel is a package's refusal sentinel: its text and its word.
+type sentinel struct {
+	text   string
+	reason floodgate.Reason
 }
 
-// New returns an *Error for reason and delay; a negative delay becomes 0.
-func New(reason error, delay time.Duration) *Error {
-	return &Error{Reason: reason, Delay: max(delay, 0)}
+func (s *sentinel) Error() string { return s.text }
+
+// Sentinel returns a new sentinel error with text (package-prefixed, as
+// errors.New's) whose refusals have reason.
+func Sentinel(reason floodgate.Reason, text string) error {
+	return &sentinel{text: text, reason: reason}
 }
 
-// Error returns the reason's text.
-func (e *Error) Error() string { return e.Reason.Error() }
+// ReasonOf returns the word of err's sentinel (the first in its chain made
+// by Sentinel), or floodgate.ReasonError when it has none.
+func ReasonOf(err error) floodgate.Reason {
+	if re, ok := errors.AsType[*Error](err); ok && re.Reason != "" {
+		return re.Reason
+	}
+	if s, ok := errors.AsType[*sentinel](err); ok {
+		return s.reason
+	}
+	return floodgate.ReasonError
+}
 
-// Unwrap returns e.Reason, so errors.Is matches the sentinel.
-func (e *Error) Unwrap() error { return e.Reason }
-
-// RetryAfter returns e.Delay.
-func (e *Error) RetryAfter() time.Duration { return e.Delay }
+// New returns an *Error for a Sentinel and delay; a negative delay becomes
+// 0.
+func New(s error, delay time.Duration) *Error {
+	return &Error{Reason: ReasonOf(s), Err: s, Delay: max(delay, 0)}
+}

@@ -1,9 +1,9 @@
 package shaperredis
 
 import (
-	"errors"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/internal/reject"
 	"github.com/floodgate-go/floodgate/shaper"
 )
@@ -26,7 +26,7 @@ var (
 // bad input, not a refusal (there is no RejectError and no retry-after) and
 // not a store failure (the breaker does not count it). Every shorter byte
 // string is a valid key.
-var ErrInvalidKey = errors.New("shaperredis: invalid key")
+var ErrInvalidKey = reject.Sentinel(floodgate.ReasonInvalidKey, "shaperredis: invalid key")
 
 // A RejectError reports why a call was refused and when a retry could succeed;
 // it is shaper.RejectError, the one refusal type of every floodgate package.
