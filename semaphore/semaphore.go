@@ -73,9 +73,9 @@ type Config struct {
 // limit 0: it grants only weight 0 and rejects every other Acquire with
 // ErrTooLarge. A Weighted is safe for simultaneous use by multiple goroutines.
 type Weighted struct {
-	cfg     Config                    // read-only after New
+	cfg     Config                  // read-only after New
 	release func(_ string, n int64) // Release, for Hold; nil in a zero Weighted
-	pool sync.Pool // of *waiter; see getWaiter
+	pool    sync.Pool               // of *waiter; see getWaiter
 
 	mu sync.Mutex
 	// mu guards:
