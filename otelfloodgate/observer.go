@@ -16,18 +16,70 @@ type observer struct {
 	m       *Metrics
 	limiter attribute.KeyValue
 
-	// cache maps each attribute combination seen to its recording options,
-	// made once, so that recording allocates nothing. Read without a lock;
+	// cells maps each (instrument, attribute set) seen to its cell, made
+	// once, so that recording allocates nothing. Read without a lock;
 	// written copy-on-write under mu (the set is small and bounded: parts
 	// and words, never keys).
-	cache atomic.Pointer[map[attrKey]*opts]
+	cells atomic.Pointer[map[attrKey]*cell]
 	mu    sync.Mutex
+
+	// groups holds, per component and part, the cells every grant and
+	// release touches, found with one lookup of a smaller key. Written
+	// copy-on-write under gmu.
+	groups atomic.Pointer[map[groupKey]*group]
+	gmu    sync.Mutex
+}
+
+type groupKey struct {
+	component floodgate.Component
+	part      string
+}
+
+// group is the cells of one component and part without a word.
+type group struct {
+	admitted, canceled, inUse *cell
+	base                      *cell // the attribute set, for synchronous instruments
+}
+
+func (o *observer) group(component floodgate.Component, part string) *group {
+	gk := groupKey{component, part}
+	if p := o.groups.Load(); p != nil {
+		if g, ok := (*p)[gk]; ok {
+			return g
+		}
+	}
+	o.gmu.Lock()
+	defer o.gmu.Unlock()
+	var old map[groupKey]*group
+	if p := o.groups.Load(); p != nil {
+		old = *p
+	}
+	if g, ok := old[gk]; ok {
+		return g
+	}
+	k := attrKey{component: component, part: part}
+	g := &group{base: o.cell(k)}
+	k.counted = countAdmitted
+	g.admitted = o.cell(k)
+	k.counted = countCanceled
+	g.canceled = o.cell(k)
+	k.counted = countInUse
+	g.inUse = o.cell(k)
+	next := maps.Clone(old)
+	if next == nil {
+		next = map[groupKey]*group{}
+	}
+	next[gk] = g
+	o.groups.Store(&next)
+	return g
 }
 
 // attrKey is one attribute set: the component, the part, and at most one
 // word under the key named by word (reason, source, state, outcome or
-// kind), plus a source for a store call.
+// kind), plus a source for a store call; and the counted instrument it is
+// for (none: the set of a synchronous instrument).
 type attrKey struct {
+	counted   counted
 	component floodgate.Component
 	part      string
 	word      attribute.Key
@@ -35,21 +87,47 @@ type attrKey struct {
 	source    floodgate.Source
 }
 
-// opts are the recording options of one attribute set.
-type opts struct {
+// counted names an observable instrument whose cells count.
+type counted uint8
+
+const (
+	notCounted counted = iota
+	countAdmitted
+	countRejected
+	countCanceled
+	countDecisions
+	countInUse
+)
+
+// cell is one attribute set's recording options and, for a counted
+// instrument, its count.
+type cell struct {
 	add []metric.AddOption
 	rec []metric.RecordOption
+	obs []metric.ObserveOption
+
+	counter metric.Int64Observable // nil when not counted
+	n       atomic.Int64
+	touched atomic.Bool // an event counted here: the point exists
 }
 
-func (o *observer) opts(k attrKey) *opts {
-	if p, ok := (*o.cache.Load())[k]; ok {
-		return p
+// count counts n.
+func (c *cell) count(n int64) {
+	c.n.Add(n)
+	if !c.touched.Load() {
+		c.touched.Store(true)
+	}
+}
+
+func (o *observer) cell(k attrKey) *cell {
+	if c, ok := (*o.cells.Load())[k]; ok {
+		return c
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	old := *o.cache.Load()
-	if p, ok := old[k]; ok {
-		return p
+	old := *o.cells.Load()
+	if c, ok := old[k]; ok {
+		return c
 	}
 	kv := []attribute.KeyValue{o.limiter, KeyComponent.String(string(k.component))}
 	if k.part != "" {
@@ -62,11 +140,29 @@ func (o *observer) opts(k attrKey) *opts {
 		kv = append(kv, KeySource.String(string(k.source)))
 	}
 	opt := metric.WithAttributeSet(attribute.NewSet(kv...))
-	p := &opts{add: []metric.AddOption{opt}, rec: []metric.RecordOption{opt}}
+	c := &cell{add: []metric.AddOption{opt}, rec: []metric.RecordOption{opt}, obs: []metric.ObserveOption{opt}}
+	switch k.counted {
+	case countAdmitted:
+		c.counter = o.m.admitted
+	case countRejected:
+		c.counter = o.m.rejected
+	case countCanceled:
+		c.counter = o.m.canceled
+	case countDecisions:
+		c.counter = o.m.decisions
+	case countInUse:
+		c.counter = o.m.inUse
+	}
 	next := maps.Clone(old)
-	next[k] = p
-	o.cache.Store(&next)
-	return p
+	next[k] = c
+	o.cells.Store(&next)
+	return c
+}
+
+// count adds n to the counted instrument's cell of k.
+func (o *observer) count(what counted, k attrKey, n int64) {
+	k.counted = what
+	o.cell(k).count(n)
 }
 
 // Observe records e. Events of an unknown Kind are ignored; an unknown
@@ -79,33 +175,35 @@ func (o *observer) Observe(e floodgate.Event) {
 	base := attrKey{component: e.Component, part: e.Part}
 	switch e.Kind {
 	case floodgate.KindAdmit:
-		m.admitted.Add(ctx, 1, o.opts(base).add...)
+		g := o.group(e.Component, e.Part)
+		g.admitted.count(1)
 		if holdsWeight(e.Component) {
-			m.inUse.Add(ctx, e.N, o.opts(base).add...)
+			g.inUse.count(e.N)
 		}
 		o.waited(ctx, base, e)
-		o.decided(ctx, base, e)
+		o.decided(base, e)
 	case floodgate.KindRelease:
+		g := o.group(e.Component, e.Part)
 		if holdsWeight(e.Component) {
-			m.inUse.Add(ctx, -e.N, o.opts(base).add...)
+			g.inUse.count(-e.N)
 		}
 		if e.Duration > 0 {
-			m.holdDuration.Record(ctx, e.Duration.Seconds(), o.opts(base).rec...)
+			m.holdDuration.Record(ctx, e.Duration.Seconds(), g.base.rec...)
 		}
 	case floodgate.KindReject:
 		k := base
 		k.word, k.value = KeyReason, string(reasonWord(e.Reason))
-		m.rejected.Add(ctx, 1, o.opts(k).add...)
+		o.count(countRejected, k, 1)
 		o.waited(ctx, base, e)
-		o.decided(ctx, base, e)
+		o.decided(base, e)
 	case floodgate.KindCancel:
-		m.canceled.Add(ctx, 1, o.opts(base).add...)
+		o.group(e.Component, e.Part).canceled.count(1)
 		o.waited(ctx, base, e)
 	case floodgate.KindStoreCall:
 		k := base
 		k.word, k.value = KeyOutcome, outcome(e.Err)
 		k.source = sourceWord(e.Source)
-		m.storeCall.Record(ctx, e.Duration.Seconds(), o.opts(k).rec...)
+		m.storeCall.Record(ctx, e.Duration.Seconds(), o.cell(k).rec...)
 	case floodgate.KindStateChange:
 		to, ok := stateWord(e.To)
 		if !ok {
@@ -113,21 +211,21 @@ func (o *observer) Observe(e floodgate.Event) {
 		}
 		k := base
 		k.word, k.value = KeyState, to
-		m.transitions.Add(ctx, 1, o.opts(k).add...)
+		m.transitions.Add(ctx, 1, o.cell(k).add...)
 		for _, s := range states {
 			k.value = s
 			v := int64(0)
 			if s == to {
 				v = 1
 			}
-			m.breakerState.Record(ctx, v, o.opts(k).rec...)
+			m.breakerState.Record(ctx, v, o.cell(k).rec...)
 		}
 	case floodgate.KindRenew:
 		k := base
 		k.word, k.value = KeyOutcome, outcome(e.Err)
-		m.leaseRenewals.Add(ctx, 1, o.opts(k).add...)
+		m.leaseRenewals.Add(ctx, 1, o.cell(k).add...)
 	case floodgate.KindLeaseLost:
-		m.leaseLost.Add(ctx, 1, o.opts(base).add...)
+		m.leaseLost.Add(ctx, 1, o.cell(base).add...)
 	}
 }
 
@@ -137,13 +235,13 @@ func (o *observer) waited(ctx context.Context, base attrKey, e floodgate.Event) 
 		return
 	}
 	base.word, base.value = KeyKind, e.Kind.String()
-	o.m.waitDuration.Record(ctx, e.Duration.Seconds(), o.opts(base).rec...)
+	o.m.waitDuration.Record(ctx, e.Duration.Seconds(), o.cell(base).rec...)
 }
 
 // decided counts the answer of a store-backed component.
-func (o *observer) decided(ctx context.Context, base attrKey, e floodgate.Event) {
+func (o *observer) decided(base attrKey, e floodgate.Event) {
 	if base.source = sourceWord(e.Source); base.source != "" {
-		o.m.decisions.Add(ctx, 1, o.opts(base).add...)
+		o.count(countDecisions, base, 1)
 	}
 }
 

@@ -116,10 +116,12 @@ func TestObserveOffVocabulary(t *testing.T) {
 
 // TestInUseFollowsHeldWeight checks that in_use is the weight granted minus
 // the weight released, per component and part, and that two observers of
-// one Metrics keep their limiters apart.
+// one Metrics keep their limiters apart, while two observers of one name
+// count together.
 func TestInUseFollowsHeldWeight(t *testing.T) {
 	m, r := newMetrics(t)
 	a, b := m.Observer("a"), m.Observer("b")
+	m.Observer("b").Observe(floodgate.Event{Kind: floodgate.KindAdmit, Component: floodgate.ComponentSemaphore, N: 1})
 	for range 3 {
 		a.Observe(floodgate.Event{Kind: floodgate.KindAdmit, Component: floodgate.ComponentSemaphore, N: 2})
 	}
@@ -135,7 +137,7 @@ func TestInUseFollowsHeldWeight(t *testing.T) {
 			got[l.AsString()] = p.Value
 		}
 	}
-	diff(t, got, map[string]int64{"a": 4, "b": 5})
+	diff(t, got, map[string]int64{"a": 4, "b": 6})
 }
 
 // TestObserveConcurrently has many goroutines record under many parts at
