@@ -1,12 +1,17 @@
-# make test: the whole suite with real redis-server and PostgreSQL (see scripts/test.sh).
+# make test: the whole suite, every module, with real redis-server and
+# PostgreSQL (see scripts/test.sh).
 .PHONY: test bench bench-pkg stress
 test:
 	./scripts/test.sh
 
+# The repository's modules but bench/ (the root first), as scripts/test.sh
+# finds them; each is tested as its own go.mod says (GOWORK=off).
+MODULES = $(shell git ls-files --cached --others --exclude-standard go.mod '*/go.mod' | xargs -n 1 dirname | grep -v '^bench$$' | sort -u)
+
 # Cancellation, race, stress, FIFO and over-release regressions, many times
-# over (no servers needed; tests that need one skip).
+# over, in every module (no servers needed; tests that need one skip).
 stress:
-	go test -race -count=50 -run 'Cancel|Race|Stress|FIFO|OverRelease' ./...
+	for m in $(MODULES); do (cd $$m && GOWORK=off go test -race -count=50 -run 'Cancel|Race|Stress|FIFO|OverRelease' ./...) || exit 1; done
 
 # The benchmark report: floodgate beside its peers (bench/), written to
 # bench/RESULTS.md. Starts its own redis-server unless REDIS_ADDR is set; the
@@ -14,6 +19,6 @@ stress:
 bench:
 	cd bench && go run ./report $(if $(QUICK),-quick)
 
-# The root module's in-package benchmarks, beside their local baselines.
+# Every module's in-package benchmarks, beside their local baselines.
 bench-pkg:
-	go test -run='^$$' -bench=. -benchmem ./...
+	for m in $(MODULES); do (cd $$m && GOWORK=off go test -run='^$$' -bench=. -benchmem ./...) || exit 1; done

@@ -7,6 +7,8 @@ replace github.com/floodgate-go/floodgate => ../
 require (
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/floodgate-go/floodgate v0.0.0-00010101000000-000000000000
+	github.com/floodgate-go/floodgate/bulkhead/bulkheadpgx v0.0.0-00010101000000-000000000000
+	github.com/floodgate-go/floodgate/otelfloodgate v0.0.0-00010101000000-000000000000
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
@@ -40,3 +42,9 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 )
+
+replace github.com/floodgate-go/floodgate/otelfloodgate => ../otelfloodgate
+
+replace github.com/floodgate-go/floodgate/bulkhead/bulkheadpgx => ../bulkhead/bulkheadpgx
+
+replace github.com/floodgate-go/floodgate/internal/pgtest => ../internal/pgtest

@@ -1,64 +1,67 @@
-// Package otelfloodgate exports every floodgate limiter to OpenTelemetry with
-// one vocabulary of instrument names, units and attributes (docs/metrics.md
-// in the repository holds the same tables). Only its users import
-// OpenTelemetry.
+// Package otelfloodgate records what floodgate's components do as
+// OpenTelemetry metrics: one implementation of [floodgate.Observer], given
+// to any component's Config.Observer. It is a module of its own
+// (github.com/floodgate-go/floodgate/otelfloodgate), so that only its users
+// have OpenTelemetry in their go.mod.
 //
 // # Usage
 //
 //	m, err := otelfloodgate.New(otel.GetMeterProvider())
-//	s := semaphore.New(50, m.SemaphoreConfig("reports", semaphore.Config{MaxWait: 2 * time.Second}))
-//	reg, err := m.Semaphore("reports", s)
-//	defer reg.Unregister()
+//	s := semaphore.New(50, semaphore.Config{MaxWait: 2 * time.Second, Observer: m.Observer("reports")})
 //
-// The XxxConfig methods add the hooks that feed histograms to a leaf's
-// config (chaining the hooks already there); the other methods register one
-// callback that reads the object's Stats at collection time. No callback
-// holds a lock of this package, and histograms record with attribute sets
-// computed once, so recording allocates nothing. The admitted path of a
-// semaphore or meter with metrics attached runs the same code as without:
-// counts come from Stats, and only calls that queued are timed.
+// Everything is recorded from the events, as they happen, with attribute
+// sets made once per combination, so recording allocates nothing; nothing
+// reads a component's Stats. The counts of every call (admitted, rejected,
+// canceled, in_use, decisions) go to atomic counters that the Meter reads
+// when it collects (an observed grant and release cost about 100 ns, where
+// the SDK's synchronous Add would cost some hundreds each); the histograms
+// and the breaker and lease instruments are synchronous. A component that is
+// not given an Observer costs nothing.
 //
 // # Instruments
 //
-//	floodgate.admitted              counter        {call}        limiter, kind [, layer|class]
-//	floodgate.rejected              counter        {call}        limiter, kind, reason [, layer|class]
-//	floodgate.canceled              counter        {call}        limiter, kind [, layer|class]
-//	floodgate.in_use                updowncounter  {weight}      limiter, kind [, layer|class]
-//	floodgate.waiting               updowncounter  {call}        limiter, kind [, layer|class]
-//	floodgate.limit                 gauge          {weight}      limiter, kind
-//	floodgate.wait.duration         histogram      s             limiter, kind [, layer|class]
-//	floodgate.hold.duration         histogram      s             limiter, kind [, class]
-//	floodgate.queue.delay           histogram      s             limiter, kind [, class]
-//	floodgate.decisions             counter        {call}        limiter, kind, source
-//	floodgate.breaker.state         gauge          1             limiter, kind, state
-//	floodgate.breaker.transitions   counter        {transition}  limiter, kind
-//	floodgate.store.call.duration   histogram      s             limiter, kind, outcome
-//	floodgate.store.errors          counter        {call}        limiter, kind
-//	floodgate.lease.lost            counter        {lease}       limiter, kind
-//	floodgate.lease.renewals        counter        {renewal}     limiter, kind, outcome
+//	name                           instrument     unit          attributes                from
+//	floodgate.admitted             counter        {call}        limiter, component, part  KindAdmit
+//	floodgate.rejected             counter        {call}        ..., reason               KindReject
+//	floodgate.canceled             counter        {call}        ...                       KindCancel
+//	floodgate.in_use               updowncounter  {weight}      ...                       KindAdmit +N, KindRelease -N (semaphore, distsem)
+//	floodgate.wait.duration        histogram      s             ..., kind                 KindAdmit, KindReject, KindCancel that queued
+//	floodgate.hold.duration        histogram      s             ...                       KindRelease with a hold time
+//	floodgate.decisions            counter        {call}        ..., source               KindAdmit, KindReject with a Source
+//	floodgate.store.call.duration  histogram      s             ..., outcome [, source]   KindStoreCall
+//	floodgate.breaker.state        gauge          1             ..., state                KindStateChange: 1 for To, 0 for the others
+//	floodgate.breaker.transitions  counter        {transition}  ..., state (entered)      KindStateChange
+//	floodgate.lease.lost           counter        {lease}       ...                       KindLeaseLost
+//	floodgate.lease.renewals       counter        {renewal}     ..., outcome              KindRenew
+//
+// floodgate.in_use counts the weight held through this observer: it adds N
+// when a semaphore or distsem grants and subtracts it when that weight is
+// released, so it starts at 0 when the observer is attached and is exact
+// only for a gate that had it from its creation. A distsem's in_use is this
+// process's share, not the fleet's. The consumers (bulkhead, workers, db)
+// hold through their gates, whose own observers count that weight.
+// floodgate.breaker.state has no point until the breaker's first
+// transition. Waits and holds of 0 (a call that did not queue, a component
+// that does not time holds) are not recorded: the histograms count the
+// calls that queued, floodgate.admitted counts every call.
 //
 // # Attributes
 //
-//	floodgate.limiter  the name given when attaching; never part of a metric name
-//	floodgate.kind     semaphore, distsem, meter, queue, lease, breaker, bulkhead,
-//	                   workers, db_pool
-//	floodgate.reason   queue_full, max_wait, deadline, rate, too_large,
-//	                   store_unavailable, no_capacity, local_busy, closed,
-//	                   concurrency, error, no_identity, invalid_key, no_policy,
-//	                   handed_back, pace, gate
-//	floodgate.source   store, local, fail_open, fail_closed
-//	floodgate.state    closed, half_open, open
-//	floodgate.outcome  ok, failure
-//	floodgate.layer    a bulkhead layer's name
-//	floodgate.class    a bulkhead.Workers or bulkheadpgx class's name
+//	floodgate.limiter    the name given to Observer
+//	floodgate.component  a floodgate.Component: semaphore, distsem, meter, queue, lease, breaker, bulkhead, workers, db
+//	floodgate.part       Event.Part: a bulkhead layer, a Workers or bulkheadpgx class; absent for a leaf
+//	floodgate.reason     a floodgate.Reason word (an unknown one is recorded as "error")
+//	floodgate.source     a floodgate.Source word: store, fail_open, fail_local, fail_closed
+//	floodgate.state      closed, open, half_open
+//	floodgate.outcome    ok, failure
+//	floodgate.kind       the Event.Kind a wait ended in: admit, reject, cancel
 //
-// A distsem is observed through [distsem.Semaphore.LocalStats], which does
-// no I/O: the counts of this process. Its fleet-wide Stats costs a Redis
-// round trip and would be reported identically by every process.
+// The words are those of docs/vocabulary.md (Metric words); a test fails
+// when a value recorded for any event is not listed there.
 //
 // # Prometheus
 //
 // With OpenTelemetry's Prometheus exporter the names become
 // floodgate_admitted_total, floodgate_wait_duration_seconds_bucket, ... with
-// labels floodgate_limiter, floodgate_kind, floodgate_reason.
+// labels floodgate_limiter, floodgate_component, floodgate_reason.
 package otelfloodgate

@@ -2,8 +2,6 @@ package otelfloodgate_test
 
 import (
 	"context"
-	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -15,7 +13,7 @@ import (
 )
 
 // newMetrics returns Metrics on a fresh SDK MeterProvider read by a ManualReader.
-func newMetrics(t *testing.T) (*otelfloodgate.Metrics, *sdkmetric.ManualReader) {
+func newMetrics(t testing.TB) (*otelfloodgate.Metrics, *sdkmetric.ManualReader) {
 	t.Helper()
 	r := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))
@@ -27,100 +25,131 @@ func newMetrics(t *testing.T) (*otelfloodgate.Metrics, *sdkmetric.ManualReader) 
 	return m, r
 }
 
-// points collects r and returns every data point as "name{k=v,...}" → value:
-// the value of a sum or gauge, the count of a histogram (as "name{...}#count").
-// Every point must carry the instrument's documented unit.
-func points(t *testing.T, r *sdkmetric.ManualReader) map[string]int64 {
+// collect returns r's data, checking the scope and every instrument's unit.
+func collect(t testing.TB, r *sdkmetric.ManualReader) []metricdata.Metrics {
 	t.Helper()
 	var rm metricdata.ResourceMetrics
 	if err := r.Collect(context.Background(), &rm); err != nil {
 		t.Fatalf("Collect: %v", err)
 	}
-	out := map[string]int64{}
+	var out []metricdata.Metrics
 	for _, sm := range rm.ScopeMetrics {
 		if sm.Scope.Name != otelfloodgate.ScopeName {
 			t.Errorf("scope %q, want %q", sm.Scope.Name, otelfloodgate.ScopeName)
 		}
 		for _, m := range sm.Metrics {
-			if want := units[m.Name]; m.Unit != want {
-				t.Errorf("%s: unit %q, want %q", m.Name, m.Unit, want)
+			if want, ok := units[m.Name]; !ok || m.Unit != want {
+				t.Errorf("%s: unit %q, want %q (documented: %v)", m.Name, m.Unit, want, ok)
 			}
-			switch d := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				for _, p := range d.DataPoints {
-					out[m.Name+attrString(p.Attributes.ToSlice())] = p.Value
-				}
-			case metricdata.Gauge[int64]:
-				for _, p := range d.DataPoints {
-					out[m.Name+attrString(p.Attributes.ToSlice())] = p.Value
-				}
-			case metricdata.Histogram[float64]:
-				for _, p := range d.DataPoints {
-					out[m.Name+attrString(p.Attributes.ToSlice())+"#count"] = int64(p.Count)
-				}
-			default:
-				t.Errorf("%s: unexpected data %T", m.Name, m.Data)
-			}
+			out = append(out, m)
 		}
 	}
 	return out
 }
 
+// points collects r and returns every data point as "name{k=v,...}" → value:
+// the value of a sum or gauge; for a histogram, its count as
+// "name{...}#count" and its sum in milliseconds as "name{...}#ms".
+// The limiter attribute is left out of the key (it is checked to be there).
+func points(t testing.TB, r *sdkmetric.ManualReader) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	add := func(name string, s attribute.Set, suffix string, v int64) {
+		if _, ok := s.Value(otelfloodgate.KeyLimiter); !ok {
+			t.Errorf("%s: a point without %s: %v", name, otelfloodgate.KeyLimiter, s.ToSlice())
+		}
+		out[name+attrString(s)+suffix] = v
+	}
+	for _, m := range collect(t, r) {
+		switch d := m.Data.(type) {
+		case metricdata.Sum[int64]:
+			for _, p := range d.DataPoints {
+				add(m.Name, p.Attributes, "", p.Value)
+			}
+		case metricdata.Gauge[int64]:
+			for _, p := range d.DataPoints {
+				add(m.Name, p.Attributes, "", p.Value)
+			}
+		case metricdata.Histogram[float64]:
+			for _, p := range d.DataPoints {
+				add(m.Name, p.Attributes, "#count", int64(p.Count))
+				add(m.Name, p.Attributes, "#ms", int64(p.Sum*1000+0.5))
+			}
+		default:
+			t.Errorf("%s: unexpected data %T", m.Name, m.Data)
+		}
+	}
+	return out
+}
+
+// attrString renders s without the limiter: {component=semaphore,reason=queue_full}
+// (keys without their floodgate. prefix, sorted).
+func attrString(s attribute.Set) string {
+	var kv []string
+	for _, a := range s.ToSlice() {
+		if a.Key == otelfloodgate.KeyLimiter {
+			continue
+		}
+		kv = append(kv, strings.TrimPrefix(string(a.Key), "floodgate.")+"="+a.Value.String())
+	}
+	slices.Sort(kv)
+	return "{" + strings.Join(kv, ",") + "}"
+}
+
+// units are the documented units of every instrument.
 var units = map[string]string{
 	otelfloodgate.NameAdmitted:           "{call}",
 	otelfloodgate.NameRejected:           "{call}",
 	otelfloodgate.NameCanceled:           "{call}",
 	otelfloodgate.NameInUse:              "{weight}",
-	otelfloodgate.NameWaiting:            "{call}",
-	otelfloodgate.NameLimit:              "{weight}",
-	otelfloodgate.NameDecisions:          "{call}",
-	otelfloodgate.NameBreakerState:       "1",
-	otelfloodgate.NameBreakerTransitions: "{transition}",
-	otelfloodgate.NameStoreErrors:        "{call}",
-	otelfloodgate.NameLeaseLost:          "{lease}",
-	otelfloodgate.NameLeaseRenewals:      "{renewal}",
 	otelfloodgate.NameWaitDuration:       "s",
 	otelfloodgate.NameHoldDuration:       "s",
-	otelfloodgate.NameQueueDelay:         "s",
+	otelfloodgate.NameDecisions:          "{call}",
 	otelfloodgate.NameStoreCallDuration:  "s",
+	otelfloodgate.NameBreakerState:       "1",
+	otelfloodgate.NameBreakerTransitions: "{transition}",
+	otelfloodgate.NameLeaseLost:          "{lease}",
+	otelfloodgate.NameLeaseRenewals:      "{renewal}",
 }
 
-// attrString is "{k=v,...}" in the SDK's order (sorted by key).
-func attrString(kvs []attribute.KeyValue) string {
-	pairs := make([]string, len(kvs))
-	for i, kv := range kvs {
-		pairs[i] = string(kv.Key) + "=" + kv.Value.String()
-	}
-	slices.Sort(pairs)
-	return "{" + strings.Join(pairs, ",") + "}"
-}
-
-// diff reports the differences between got and want.
+// diff reports each point of want that got lacks or has another value, and
+// each point of got that want does not list.
+// The attributes of want's keys may come in any order.
 func diff(t *testing.T, got, want map[string]int64) {
 	t.Helper()
-	for _, k := range slices.Sorted(maps.Keys(want)) {
-		if g, ok := got[k]; !ok {
-			t.Errorf("missing %s (want %d)", k, want[k])
-		} else if g != want[k] {
-			t.Errorf("%s = %d, want %d", k, g, want[k])
+	want = sortedKeys(want)
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %d (present: %v), want %d", k, g, ok, v)
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(got)) {
+	for k, v := range got {
 		if _, ok := want[k]; !ok {
-			t.Errorf("unexpected %s = %d", k, got[k])
+			t.Errorf("unexpected point %s = %d", k, v)
 		}
 	}
 }
 
-// key builds a point key: name{floodgate.limiter=...,floodgate.kind=...,extra}
-// with the attributes sorted by key, as the SDK does.
-func key(name string, kv ...string) string {
-	var b strings.Builder
-	pairs := make([]string, 0, len(kv)/2)
-	for i := 0; i+1 < len(kv); i += 2 {
-		pairs = append(pairs, kv[i]+"="+kv[i+1])
+func sumPoints(m metricdata.Metrics) []metricdata.DataPoint[int64] {
+	if s, ok := m.Data.(metricdata.Sum[int64]); ok {
+		return s.DataPoints
 	}
-	slices.Sort(pairs)
-	fmt.Fprintf(&b, "%s{%s}", name, strings.Join(pairs, ","))
-	return b.String()
+	return nil
+}
+
+// sortedKeys returns points with the attributes of each key sorted.
+func sortedKeys(points map[string]int64) map[string]int64 {
+	out := make(map[string]int64, len(points))
+	for k, v := range points {
+		name, rest, ok := strings.Cut(k, "{")
+		attrs, suffix, ok2 := strings.Cut(rest, "}")
+		if !ok || !ok2 {
+			out[k] = v
+			continue
+		}
+		kv := strings.Split(attrs, ",")
+		slices.Sort(kv)
+		out[name+"{"+strings.Join(kv, ",")+"}"+suffix] = v
+	}
+	return out
 }

@@ -7,12 +7,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/floodgate-go/floodgate/breaker"
-	"github.com/floodgate-go/floodgate/distsem"
+	floodgate "github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/otelfloodgate"
-	"github.com/floodgate-go/floodgate/semaphore"
-	"github.com/floodgate-go/floodgate/shaper"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
@@ -20,7 +18,8 @@ import (
 )
 
 // TestPrometheusScrape serves /metrics through OpenTelemetry's Prometheus
-// exporter and checks that a scrape lists the documented names.
+// exporter and checks that a scrape lists every instrument, in its
+// Prometheus form, with the documented labels.
 func TestPrometheusScrape(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
@@ -33,22 +32,20 @@ func TestPrometheusScrape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := semaphore.New(1, m.SemaphoreConfig("db", semaphore.Config{}))
-	m.Semaphore("db", s)
-	q := shaper.NewQueue(shaper.PerSecond(1000), m.QueueConfig("jobs", shaper.QueueConfig{}))
-	defer q.Close()
-	m.Queue("jobs", q)
-	mt := shaper.NewMeter(shaper.Limit{Rate: shaper.PerSecond(1)})
-	m.Meter("api", mt)
-	br := breaker.New("redis", m.BreakerConfig("redis", breaker.Config{}))
-	m.Breaker(br)
-	// Feed the histograms once (a histogram has no series before its first record).
-	cfg := m.SemaphoreConfig("db", semaphore.Config{})
-	cfg.OnWait(1, 1)
-	m.QueueConfig("jobs", shaper.QueueConfig{}).OnWait(1, 1)
-	m.BreakerConfig("redis", breaker.Config{}).OnStoreCall(1, false)
-	dcfg := m.DistsemConfig("sem", distsemConfig())
-	dcfg.OnRelease(1, 1)
+	o := m.Observer("db")
+	for _, e := range []floodgate.Event{
+		{Kind: floodgate.KindAdmit, Component: floodgate.ComponentSemaphore, N: 1, Duration: time.Millisecond},
+		{Kind: floodgate.KindRelease, Component: floodgate.ComponentSemaphore, N: 1, Duration: time.Millisecond},
+		{Kind: floodgate.KindReject, Component: floodgate.ComponentDistsem, Reason: floodgate.ReasonQueueFull, Source: floodgate.SourceFailOpen},
+		{Kind: floodgate.KindCancel, Component: floodgate.ComponentSemaphore},
+		{Kind: floodgate.KindStoreCall, Component: floodgate.ComponentBreaker, Duration: time.Millisecond},
+		{Kind: floodgate.KindStateChange, Component: floodgate.ComponentBreaker, From: floodgate.StateClosed, To: floodgate.StateOpen},
+		{Kind: floodgate.KindRenew, Component: floodgate.ComponentDistsem},
+		{Kind: floodgate.KindLeaseLost, Component: floodgate.ComponentDistsem},
+		{Kind: floodgate.KindAdmit, Component: floodgate.ComponentBulkhead, Part: "api"},
+	} {
+		o.Observe(e)
+	}
 
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer srv.Close()
@@ -61,25 +58,27 @@ func TestPrometheusScrape(t *testing.T) {
 	text := string(body)
 	for _, name := range []string{
 		// OpenTelemetry → Prometheus: dots become underscores, counters get
-		// _total, units a suffix (seconds, ratio for "1").
+		// _total, units a suffix (seconds; ratio for "1").
 		"floodgate_admitted_total{",
 		"floodgate_rejected_total{",
 		"floodgate_canceled_total{",
 		"floodgate_in_use{",
-		"floodgate_waiting{",
-		"floodgate_limit{",
 		"floodgate_decisions_total{",
 		"floodgate_breaker_state_ratio{",
 		"floodgate_breaker_transitions_total{",
-		"floodgate_store_errors_total{",
+		"floodgate_lease_lost_total{",
+		"floodgate_lease_renewals_total{",
 		"floodgate_wait_duration_seconds_bucket{",
 		"floodgate_hold_duration_seconds_bucket{",
-		"floodgate_queue_delay_seconds_bucket{",
 		"floodgate_store_call_duration_seconds_bucket{",
 		`floodgate_limiter="db"`,
-		`floodgate_kind="semaphore"`,
+		`floodgate_component="semaphore"`,
+		`floodgate_part="api"`,
 		`floodgate_reason="queue_full"`,
 		`floodgate_source="fail_open"`,
+		`floodgate_state="open"`,
+		`floodgate_outcome="ok"`,
+		`floodgate_kind="admit"`,
 	} {
 		if !strings.Contains(text, name) {
 			t.Errorf("scrape lacks %s", name)
@@ -89,5 +88,3 @@ func TestPrometheusScrape(t *testing.T) {
 		t.Logf("scrape:\n%s", text)
 	}
 }
-
-func distsemConfig() distsem.Config { return distsem.Config{} }

@@ -3,16 +3,21 @@
 #
 # On a fresh Debian machine it installs redis-server if missing, starts redis-server
 # and a throwaway PostgreSQL cluster on free loopback ports, exports REDIS_ADDR,
-# DATABASE_URL and REDIS_SERVER, runs gofmt, go vet, staticcheck (installed with
-# go install if missing) and go test -race -shuffle=on on
-# the root module (each test binary at most TEST_TIMEOUT, 10m by default: a
-# hang fails with a goroutine dump), then its allocation tests without -race, then vets and
-# smoke-runs bench/ (one iteration each). Both servers
-# are stopped and their data removed on every exit path: success, failure or Ctrl-C.
+# DATABASE_URL and REDIS_SERVER, checks what the core packages and the root go.mod
+# depend on, then in every module of the repository (the root, otelfloodgate,
+# bulkhead/bulkheadpgx, internal/pgtest, examples: each directory with a go.mod but
+# bench/) runs go vet, staticcheck (installed with go install if missing) and go test
+# -race -shuffle=on (each test binary at most TEST_TIMEOUT, 10m by default: a hang
+# fails with a goroutine dump), then the allocation tests without -race and one
+# iteration of every benchmark, then vets and smoke-runs bench/ (one iteration each).
+# go.work is ignored (GOWORK=off): each module is tested as its go.mod says, as a
+# user gets it. Both servers are stopped and their data removed on every exit path:
+# success, failure or Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 log() { printf '==> %s\n' "$*" >&2; }
+export GOWORK=off
 die() { printf 'test.sh: %s\n' "$*" >&2; exit 1; }
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi; }
@@ -124,22 +129,34 @@ log "gofmt"
 unformatted=$(gofmt -l $(git ls-files --cached --others --exclude-standard '*.go'))
 [ -z "$unformatted" ] || die "gofmt would change: $unformatted"
 
-log "semaphore and shaper import only the standard library and internal packages"
+log "semaphore and shaper import only the standard library, the root package and internal packages"
 mod=$(go list -m)
 nonstd=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./semaphore ./shaper |
-  grep -v -e "^$mod/semaphore\$" -e "^$mod/shaper\$" -e "^$mod/internal/" || true)
+  grep -v -e "^$mod\$" -e "^$mod/semaphore\$" -e "^$mod/shaper\$" -e "^$mod/internal/" || true)
 [ -z "$nonstd" ] || die "semaphore/shaper depend on: $nonstd"
 
-log "breaker and bulkhead link no Redis client, pgx, OpenTelemetry or gRPC"
-leaked=$(go list -deps ./breaker ./bulkhead |
+log "semaphore, shaper, breaker and bulkhead link no Redis client, pgx, OpenTelemetry or gRPC"
+leaked=$(go list -deps ./semaphore ./shaper ./breaker ./bulkhead |
   grep -e '^github.com/redis/' -e '^github.com/jackc/' -e '^go.opentelemetry.io/' -e '^google.golang.org/grpc' || true)
-[ -z "$leaked" ] || die "breaker/bulkhead depend on: $leaked"
+[ -z "$leaked" ] || die "semaphore/shaper/breaker/bulkhead depend on: $leaked"
 
-log "go vet ./..."
-run go vet ./...
+log "the root module's graph has no pgx, OpenTelemetry or Prometheus (they are otelfloodgate's and bulkheadpgx's)"
+leaked=$(go list -m all | grep -e '^github.com/jackc/' -e '^go.opentelemetry.io/' -e '^github.com/prometheus/' || true)
+[ -z "$leaked" ] || die "the root go.mod brings in: $leaked"
 
-log "staticcheck ./..."
-run staticcheck ./...
+# Every module but bench/ (benchmarks against peer libraries, smoke-run at the
+# end), the root first. A module of its own is outside ./... of any other.
+MODULES=$(git ls-files --cached --others --exclude-standard 'go.mod' '*/go.mod' |
+  xargs -n 1 dirname | grep -v '^bench$' | sort -u)
+# inmod DIR CMD...: CMD in module DIR.
+inmod() { local d=$1; shift; (cd "$d" && "$@"); }
+
+for m in $MODULES; do
+  log "go vet ./... ($m)"
+  run inmod "$m" go vet ./...
+  log "staticcheck ./... ($m)"
+  run inmod "$m" staticcheck ./...
+done
 
 # Each test binary gets TEST_TIMEOUT (go test's -timeout is per binary): a
 # test that hangs, in its body or in a cleanup, makes its binary panic with a
@@ -152,17 +169,23 @@ TEST_TIMEOUT=${TEST_TIMEOUT:-10m}
 go build -o "$WORK/testreport" ./internal/testreport
 gotest() { go test -json "$@" 2>&1 | "$WORK/testreport"; } # go test's status (pipefail)
 
-log "go test -race -shuffle=on ./... (at most $TEST_TIMEOUT per test binary)"
-run gotest -race -shuffle=on -timeout "$TEST_TIMEOUT" ${GOTESTFLAGS:-} ./...
+for m in $MODULES; do
+  log "go test -race -shuffle=on ./... ($m; at most $TEST_TIMEOUT per test binary)"
+  run inmod "$m" gotest -race -shuffle=on -timeout "$TEST_TIMEOUT" ${GOTESTFLAGS:-} ./...
+done
 
 # The allocation tests are built without -race only (//go:build !race): the
 # race detector allocates on its own and makes sync.Pool drop items.
-log "allocation budgets, without -race"
-run gotest -count=1 -timeout "$TEST_TIMEOUT" -run 'Allocs|Allocat' ./...
+for m in $MODULES; do
+  log "allocation budgets, without -race ($m)"
+  run inmod "$m" gotest -count=1 -timeout "$TEST_TIMEOUT" -run 'Allocs|Allocat' ./...
+done
 
-log "benchmarks, one iteration (root module)"
-run go test -timeout "$TEST_TIMEOUT" -run='^$' -bench=. -benchtime=1x ./... >"$WORK/bench-root.log" 2>&1 ||
-  { cat "$WORK/bench-root.log" >&2; die "root benchmarks failed"; }
+for m in $MODULES; do
+  log "benchmarks, one iteration ($m)"
+  run inmod "$m" go test -timeout "$TEST_TIMEOUT" -run='^$' -bench=. -benchtime=1x ./... >"$WORK/bench-mod.log" 2>&1 ||
+    { cat "$WORK/bench-mod.log" >&2; die "benchmarks of $m failed"; }
+done
 
 if [ -f bench/go.mod ]; then
   log "bench/: go vet and one iteration of every benchmark"
