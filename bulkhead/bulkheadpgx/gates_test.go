@@ -3,6 +3,7 @@ package bulkheadpgx_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -93,7 +94,7 @@ func TestEveryGateInEveryConsumer(t *testing.T) {
 			const callers = 6
 			var open, above, inUseAbove atomic.Int64
 			var wg sync.WaitGroup
-			errs := make(chan error, callers)
+			errs := make(chan error, 5*callers) // room for every error a caller can send
 			opened := make(chan struct{}, callers)
 			done := make(chan struct{})
 			for range callers {
@@ -109,7 +110,10 @@ func TestEveryGateInEveryConsumer(t *testing.T) {
 					}
 					opened <- struct{}{}
 					<-done
-					for rows.Next() {
+					for range 3 { // every row, without the Next that ends (and closes) them
+						if !rows.Next() {
+							errs <- fmt.Errorf("rows ended early: %v", rows.Err())
+						}
 					}
 					open.Add(-1) // before Close: from Close on, another may open
 					rows.Close()

@@ -203,13 +203,14 @@ func (h *hold) release() {
 // giveBack gives the class's weight back to its gate.
 func (h *hold) giveBack() {
 	c := h.c
-	// InUse first, then the gate: InUse counts a call only while its weight is
-	// really held, so it never reads above what the gate allows.
+	// InUse and the Observer first, then the gate: a call is counted (and an
+	// observer's admits less releases count it) only while its weight is
+	// really held, so neither reads above what the gate allows.
 	c.st.inUse.Add(-c.n)
-	h.held.Release()
 	held := time.Since(h.start)
 	c.st.hold.observe(held)
 	if c.obs != nil {
 		c.emit(floodgate.KindRelease, held, "", nil)
 	}
+	h.held.Release()
 }
