@@ -3,12 +3,12 @@ package bulkheadpgx_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/bulkhead/bulkheadpgx"
 	"github.com/floodgate-go/floodgate/distsem"
 	"github.com/floodgate-go/floodgate/internal/pgtest"
@@ -153,7 +153,7 @@ func TestMaxWaitFailsFast(t *testing.T) {
 	t.Cleanup(func() { sem.Close() })
 	gates := []struct {
 		name string
-		gate bulkheadpgx.Gate
+		gate floodgate.Gate
 	}{
 		{"local", semaphore.New(1, semaphore.Config{})},
 		{"fleet", sem},
@@ -215,7 +215,7 @@ func TestMaxWaitMeaning(t *testing.T) {
 	t.Cleanup(func() { fleet.Close() })
 	gates := []struct {
 		name string
-		gate bulkheadpgx.Gate
+		gate floodgate.Gate
 	}{
 		{"local", semaphore.New(1, semaphore.Config{})},
 		{"fleet", fleet},
@@ -663,25 +663,10 @@ func TestBadInput(t *testing.T) {
 	sem.SetLimit(2) // now the classes' weight is above the limit
 	ctx := context.Background()
 	t.Run("unknown class", func(t *testing.T) {
-		c := db.Class("nope")
-		var v int
-		errs := []error{
-			func() error { _, err := c.Query(ctx, "SELECT 1"); return err }(),
-			c.QueryRow(ctx, "SELECT 1").Scan(&v),
-			func() error { _, err := c.Exec(ctx, "SELECT 1"); return err }(),
-			func() error { _, err := c.Begin(ctx); return err }(),
-			c.SendBatch(ctx, &pgx.Batch{}).Close(),
-			func() error { _, err := c.Acquire(ctx); return err }(),
-			c.AcquireFunc(ctx, func(*pgxpool.Conn) error { t.Error("f called"); return nil }),
-		}
-		for i, err := range errs {
-			if !errors.Is(err, bulkheadpgx.ErrUnknownClass) || !strings.Contains(err.Error(), `"nope"`) {
-				t.Errorf("call %d = %v, want ErrUnknownClass naming the class", i, err)
-			}
-		}
-		if got := pool.Stat().AcquireCount(); got != 0 {
-			t.Errorf("pool acquires = %d, want 0", got)
-		}
+		// A programmer error, caught where the class is looked up (at
+		// wiring), before any call.
+		defer wantPanic(t, `bulkheadpgx: unknown class "reprots"`)
+		db.Class("reprots")
 	})
 	t.Run("weight above the cap", func(t *testing.T) {
 		for _, name := range []string{"heavy", "heavywait", "heavyctx"} {
@@ -701,26 +686,13 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("semaphore InUse = %d, want 0", st.InUse)
 		}
 	})
-	t.Run("limit known at New", func(t *testing.T) {
-		rdb := redistest.Connect(t)
-		fleet := distsem.New(rdb.Client, rdb.Key("big"), 2, distsem.Config{})
-		t.Cleanup(func() { fleet.Close() })
-		for _, g := range []bulkheadpgx.Gate{sem, fleet} {
-			func() {
-				defer wantPanic(t, "bulkheadpgx: class big: N 5 exceeds the gate's limit 2")
-				bulkheadpgx.New(pool, bulkheadpgx.Config{Classes: []bulkheadpgx.Class{{Name: "big", N: 5, Gate: g}}})
-			}()
-		}
-	})
-	t.Run("negative MaxWait needs a gate that refuses at once", func(t *testing.T) {
-		defer wantPanic(t, "bulkheadpgx: class c: negative MaxWait with a Gate that cannot refuse at once (no TryAcquire or TryHold)")
-		bulkheadpgx.New(pool, bulkheadpgx.Config{Classes: []bulkheadpgx.Class{{Name: "c", Gate: holdOnly{sem}, MaxWait: -1}}})
-	})
 	t.Run("nil pool", func(t *testing.T) {
 		defer wantPanic(t, "bulkheadpgx: nil pool")
 		bulkheadpgx.New(nil, bulkheadpgx.Config{})
 	})
 	t.Run("config", func(t *testing.T) {
+		keyed := semaphore.NewKeyed(1, semaphore.KeyedConfig{})
+		key := func(context.Context) string { return "k" }
 		for _, tt := range []struct {
 			cfg  bulkheadpgx.Config
 			want string
@@ -729,6 +701,9 @@ func TestBadInput(t *testing.T) {
 			{bulkheadpgx.Config{Classes: []bulkheadpgx.Class{{Name: "a"}, {Name: "a"}}}, "bulkheadpgx: class a: duplicate Name"},
 			{bulkheadpgx.Config{Classes: []bulkheadpgx.Class{{Name: "a", N: -1}}}, "bulkheadpgx: class a: negative N"},
 			{bulkheadpgx.Config{Default: "b"}, "bulkheadpgx: Default names unknown class b"},
+			{bulkheadpgx.Config{Classes: []bulkheadpgx.Class{{Name: "a", Gate: sem, KeyedGate: keyed, Key: key}}}, "bulkheadpgx: class a: both Gate and KeyedGate"},
+			{bulkheadpgx.Config{Classes: []bulkheadpgx.Class{{Name: "a", KeyedGate: keyed}}}, "bulkheadpgx: class a: KeyedGate and Key go together"},
+			{bulkheadpgx.Config{Classes: []bulkheadpgx.Class{{Name: "a", Gate: sem, Key: key}}}, "bulkheadpgx: class a: KeyedGate and Key go together"},
 		} {
 			func() {
 				defer wantPanic(t, tt.want)
@@ -766,13 +741,6 @@ func boom(t *testing.T, f func()) (err error) {
 type panicScanner struct{}
 
 func (panicScanner) Scan(any) error { panic("boom") }
-
-// holdOnly is a Gate with Hold and no optional method.
-type holdOnly struct{ g bulkheadpgx.Gate }
-
-func (h holdOnly) Hold(ctx context.Context, n int64) (context.Context, func(), error) {
-	return h.g.Hold(ctx, n)
-}
 
 func wantPanic(t *testing.T, want string) {
 	t.Helper()

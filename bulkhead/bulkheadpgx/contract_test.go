@@ -66,7 +66,7 @@ func classSide(name string, t target, c *bulkheadpgx.ClassDB, acquire func(conte
 		}
 		return c, err
 	}, refused: func(err error) bool {
-		return errors.Is(err, bulkheadpgx.ErrMaxWait) || errors.Is(err, bulkheadpgx.ErrUnknownClass)
+		return errors.Is(err, bulkheadpgx.ErrMaxWait)
 	}}
 }
 
@@ -390,7 +390,6 @@ func TestContractMatchesPgxpool(t *testing.T) {
 	}{
 		{"refused: MaxWait passed", with(ok, 0), poolSide("closed pool", closed, isClosed), []side{class("maxwait")}},
 		{"refused: never wait", with(ok, 0), poolSide("closed pool", closed, isClosed), []side{class("never")}},
-		{"refused: unknown class", with(ok, 0), poolSide("closed pool", closed, isClosed), []side{class("nope")}},
 		{"refused: ctx cancelled while waiting", with(ok, 30*time.Millisecond), poolSide("full pool", full, never), []side{class("ctx")}},
 		{"refused: ctx already done", with(ok, -1), poolSide("open pool", open, never), []side{class("free"), dbSide}},
 		{"fails: SQL error",

@@ -3,23 +3,34 @@
 // queries unlimited; a report query that cannot start within 2 s fails fast".
 // pgxpool has neither an acquire timeout nor a per-class limit.
 //
-//	reports := distsem.New(rdb, "replica-reports", 50, distsem.Config{})
+//	fleet := distsem.New(rdb, "replica-reports", 50, distsem.Config{})
 //	db := bulkheadpgx.New(pool, bulkheadpgx.Config{Classes: []bulkheadpgx.Class{
-//		{Name: "reports", Gate: reports, MaxWait: 2 * time.Second},
+//		{Name: "reports", Gate: fleet, MaxWait: 2 * time.Second},
 //	}})
-//	rows, err := db.Class("reports").Query(ctx, "SELECT ...") // capped
-//	n, err := db.Exec(ctx, "UPDATE ...")                       // default class: unlimited
+//	reports := db.Class("reports")                   // once, at wiring: a typo panics here
+//	rows, err := reports.Query(ctx, "SELECT ...")    // capped
+//	n, err := db.Exec(ctx, "UPDATE ...")             // default class: unlimited
 //
 // # Classes
 //
-// A [Class] has a weight (N), a [Gate] (a *semaphore.Weighted for one
-// process, a *distsem.Semaphore for the fleet, used as they are; nil for
-// unlimited) and a MaxWait. The class is chosen explicitly per call with
-// [DB.Class], whose result has the pool's methods; the [DB]'s own methods
-// run in the default class. [DB] and [ClassDB] have the signatures of
-// pgxpool.Pool's Query, QueryRow, Exec, CopyFrom, Begin, BeginTx, SendBatch
-// and AcquireFunc, so code moves over by changing one type; Acquire returns a
-// [*Conn], which embeds *pgxpool.Conn.
+// A [Class] has a weight (N), a gate and a MaxWait. The gate is any
+// floodgate.Gate (a *semaphore.Weighted for one process, a
+// *distsem.Semaphore for the fleet, used as they are), or a
+// floodgate.KeyedGate with a Key function that picks the key from the call's
+// context ("2 report queries at once per tenant": a *semaphore.Keyed or a
+// *distsem.Keyed), or none for an unlimited class. The class is chosen
+// explicitly per call with [DB.Class], whose result has the pool's methods;
+// the [DB]'s own methods run in the default class. DB.Class panics for a
+// name the DB was not configured with (a programmer error): look classes up
+// once, where the code is wired.
+//
+// [DB] and [ClassDB] have the signatures of pgxpool.Pool's Query, QueryRow,
+// Exec, CopyFrom, Begin, BeginTx, SendBatch and AcquireFunc, so code moves
+// over by changing one type, or by typing it to [DBTX] (Exec, Query,
+// QueryRow, SendBatch, CopyFrom, Begin: what sqlc's generated code needs),
+// which *pgxpool.Pool, *DB, *ClassDB, pgx.Tx and *pgx.Conn all satisfy.
+// Acquire is the one method that differs: it returns a [*Conn], which embeds
+// *pgxpool.Conn, because the class's weight is given back by Conn.Release.
 //
 // # How long the gate is held
 //
@@ -64,19 +75,25 @@
 // differential test holds every entry point, refused and failing, to
 // pgxpool's behaviour.
 //
-// MaxWait means what it means everywhere in floodgate: a positive MaxWait
-// bounds the wait for the class's gate, zero (the default) waits as long as
-// the caller's context allows, and a negative one never waits. A call refused
-// by MaxWait fails with a [*RejectError] matching [ErrMaxWait], with
-// RetryAfter, and holds nothing; the caller's own deadline is never extended.
-// A weight above the gate's limit fails with [ErrTooLarge]; the caller's
-// context ending while it waits returns ctx.Err(), as pgxpool's acquire does;
-// a name [DB.Class] does not know fails every call with [ErrUnknownClass].
+// MaxWait means what it means everywhere in floodgate (it is applied by the
+// same code as in bulkhead's layers and Workers): a positive MaxWait bounds
+// the wait for the class's gate, zero (the default) waits as long as the
+// caller's context allows (and the gate's own configuration), and a negative
+// one never waits. A call refused by MaxWait, or by the gate itself (its
+// queue bound, its deadline estimate), fails with a [*RejectError] matching
+// [ErrMaxWait] (and the gate's error), with RetryAfter and the class's name
+// as Layer, and holds nothing; the caller's own deadline is never extended.
+// A weight the gate refuses as above its limit fails with [ErrTooLarge]; the
+// caller's context ending while it waits returns ctx.Err(), as pgxpool's
+// acquire does.
 //
 // # Stats
 //
 // [DB.Stats] gives per class: calls, weight in use, callers waiting, wait and
 // hold time histograms, and refusals by reason, beside pgxpool's own Stat.
+// Config.Observer is told of each grant, release, refusal and cancellation
+// (floodgate.Event, Component "db", Part the class's name); otelfloodgate
+// turns that into metrics.
 //
 // A DB is safe for simultaneous use by multiple goroutines. An unlimited
 // class adds no allocation to a call.

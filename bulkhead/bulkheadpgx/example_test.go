@@ -9,6 +9,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/bulkhead/bulkheadpgx"
 	"github.com/floodgate-go/floodgate/semaphore"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -43,4 +44,58 @@ func ExampleNew() {
 	if _, err := db.Exec(ctx, "UPDATE sessions SET seen = now() WHERE id = $1", 42); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// Code typed to DBTX, as sqlc generates it, runs unchanged on the pool, in
+// a class, or inside a transaction.
+func ExampleDBTX() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, "postgres://localhost/app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	db := bulkheadpgx.New(pool, bulkheadpgx.Config{Classes: []bulkheadpgx.Class{
+		{Name: "reports", Gate: semaphore.New(50, semaphore.Config{}), MaxWait: 2 * time.Second},
+	}})
+	countOrders := func(ctx context.Context, q bulkheadpgx.DBTX) (n int, err error) {
+		err = q.QueryRow(ctx, "SELECT count(*) FROM orders").Scan(&n)
+		return n, err
+	}
+	countOrders(ctx, pool)                // no class
+	countOrders(ctx, db.Class("reports")) // capped
+	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		_, err := countOrders(ctx, tx) // in the default class's transaction
+		return err
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+type tenantCtxKey struct{}
+
+// Report queries are capped per tenant: each tenant runs at most 2 at once,
+// whatever the others do. The tenant is read from the call's context, where
+// a middleware put it. For the same cap across the fleet, use a
+// distsem.Keyed.
+func ExampleClass_perTenant() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, "postgres://localhost/app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	db := bulkheadpgx.New(pool, bulkheadpgx.Config{Classes: []bulkheadpgx.Class{{
+		Name:      "reports",
+		KeyedGate: semaphore.NewKeyed(2, semaphore.KeyedConfig{}),
+		Key:       func(ctx context.Context) string { s, _ := ctx.Value(tenantCtxKey{}).(string); return s },
+		MaxWait:   time.Second,
+	}}})
+	reports := db.Class("reports")
+
+	ctx = context.WithValue(ctx, tenantCtxKey{}, "acme")
+	rows, err := reports.Query(ctx, "SELECT region, sum(total) FROM orders WHERE tenant = $1 GROUP BY region", "acme")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rows.Close() // gives acme's slot back
 }

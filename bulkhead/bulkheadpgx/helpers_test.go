@@ -10,16 +10,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/bulkhead/bulkheadpgx"
 	"github.com/floodgate-go/floodgate/distsem"
 	"github.com/floodgate-go/floodgate/semaphore"
 	"github.com/jackc/pgx/v5"
 )
 
-// Both leaves are Gates, with no adapter.
+// The four leaves are the gates a class takes, with no adapter.
 var (
-	_ bulkheadpgx.Gate = (*semaphore.Weighted)(nil)
-	_ bulkheadpgx.Gate = (*distsem.Semaphore)(nil)
+	_ floodgate.Gate      = (*semaphore.Weighted)(nil)
+	_ floodgate.Gate      = (*distsem.Semaphore)(nil)
+	_ floodgate.KeyedGate = (*semaphore.Keyed)(nil)
+	_ floodgate.KeyedGate = (*distsem.Keyed)(nil)
 )
 
 // marker returns a comment unique to this test, to find its queries in

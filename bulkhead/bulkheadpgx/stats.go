@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/floodgate-go/floodgate/internal/gatewait"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -51,7 +52,8 @@ func (h *histogram) snapshot() Histogram {
 type counters struct {
 	calls, admitted                     atomic.Uint64
 	maxWait, tooLarge, canceled, errors atomic.Uint64
-	inUse, waiting                      atomic.Int64
+	inUse                               atomic.Int64
+	waits                               gatewait.Waits // Waiting: calls waiting for the gate
 	wait, hold                          histogram
 }
 
@@ -69,17 +71,17 @@ type ClassStats struct {
 
 	Admitted uint64 // calls granted the gate
 
-	// Wait counts the waits of calls that found no room at once (granted or
-	// not, an immediate refusal included, as a wait of about 0). With a gate
-	// that has no TryAcquire (distsem.Semaphore), room can only be asked of
-	// the store, so every call of the class is counted, the uncontended ones
-	// as their round trip. Hold is the time from grant to release of every
-	// admitted call.
+	// Wait counts the waits of calls that did not get the gate at once:
+	// those that waited for it (granted or not) and those refused at once,
+	// as a wait of 0. With MaxWait 0 every call asks the gate's Hold, so
+	// every call of the class is counted, an uncontended one as about 0 (as
+	// its round trip, for a fleet gate). Hold is the time from grant to
+	// release of every admitted call.
 	Wait, Hold Histogram
 
 	// Refusals by reason: ErrMaxWait (the class's MaxWait, or the gate's own
-	// refusal with a retry delay), ErrTooLarge, the caller's context ending
-	// while it waited, and other gate failures (a store error).
+	// refusal), ErrTooLarge (the gate's), the caller's context ending before
+	// the grant, and other gate failures (a store error, an invalid key).
 	RejectedMaxWait  uint64
 	RejectedTooLarge uint64
 	Canceled         uint64
@@ -109,7 +111,7 @@ func (c *ClassDB) Stats() ClassStats {
 		Name:             c.name,
 		Calls:            c.st.calls.Load(),
 		InUse:            c.st.inUse.Load(),
-		Waiting:          c.st.waiting.Load(),
+		Waiting:          c.st.waits.Waiting.Load(),
 		Admitted:         c.st.admitted.Load(),
 		Wait:             c.st.wait.snapshot(),
 		Hold:             c.st.hold.snapshot(),

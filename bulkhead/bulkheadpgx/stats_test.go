@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/bulkhead/bulkheadpgx"
 	"github.com/floodgate-go/floodgate/distsem"
 	"github.com/floodgate-go/floodgate/internal/pgtest"
@@ -24,7 +25,7 @@ func TestInUseNeverAboveCap(t *testing.T) {
 	t.Cleanup(func() { fleet.Close() })
 	for _, g := range []struct {
 		name string
-		gate bulkheadpgx.Gate
+		gate floodgate.Gate
 	}{
 		{"local", semaphore.New(limit, semaphore.Config{})},
 		{"fleet", fleet},

@@ -38,6 +38,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/bulkhead/bulkheadpgx"
 	"github.com/floodgate-go/floodgate/distsem"
@@ -207,7 +208,7 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 // distsem semaphore that every process using cfg.Name shares (FailLocal with a
 // local share of cfg.Share while Redis is down), else a semaphore.Weighted of
 // this process. The gate's metrics are attached to m when m is not nil.
-func reportsGate(ctx context.Context, cfg config, m *otelfloodgate.Metrics) (gate bulkheadpgx.Gate, where string, closeGate func(), err error) {
+func reportsGate(ctx context.Context, cfg config, m *otelfloodgate.Metrics) (gate floodgate.Gate, where string, closeGate func(), err error) {
 	if cfg.Redis == "" {
 		scfg := semaphore.Config{}
 		if m != nil {
