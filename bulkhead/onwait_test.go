@@ -3,103 +3,149 @@ package bulkhead_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/semaphore"
 )
 
-// TestOnWait: Config.OnWait gets the layer and the time waited of a request
-// granted a gate after waiting, on both the TryAcquire/Acquire path and the
-// Do-only path; neither a grant at once nor a wait that ends in a refusal
-// calls it.
-func TestOnWait(t *testing.T) {
-	type call struct {
-		layer  string
-		waited time.Duration
-	}
-	for _, tc := range []struct {
-		name string
-		gate func(*semaphore.Weighted) bulkhead.Gate
-	}{
-		{"acquire", func(w *semaphore.Weighted) bulkhead.Gate { return w }},
-		{"do-only", func(w *semaphore.Weighted) bulkhead.Gate { return doOnly{w} }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				var calls []call
-				w := semaphore.New(1, semaphore.Config{NoEarlyReject: true})
-				b := bulkhead.New(bulkhead.Config{
-					Layers: []bulkhead.Layer{{Name: "g", Gate: tc.gate(w), MaxWait: 2 * time.Second}},
-					OnWait: func(layer string, waited time.Duration) { calls = append(calls, call{layer, waited}) },
-				})
-				ctx := bulkhead.WithIdentity(t.Context(), bulkhead.Identity{Tenant: "a"})
-				ok := func(context.Context) error { return nil }
-				hold := make(chan struct{})
-				go b.Do(ctx, bulkhead.Request{}, func(context.Context) error { <-hold; return nil })
-				synctest.Wait()
-				if err := b.Do(ctx, bulkhead.Request{}, ok); !errors.Is(err, bulkhead.ErrMaxWait) {
-					t.Fatalf("Do on a full gate = %v, want ErrMaxWait", err)
-				}
-				done := make(chan error)
-				go func() { done <- b.Do(ctx, bulkhead.Request{}, ok) }()
-				time.Sleep(time.Second)
-				close(hold)
-				if err := <-done; err != nil {
-					t.Fatalf("Do granted after 1s = %v", err)
-				}
-				want := []call{{"g", time.Second}}
-				if tc.name == "do-only" { // the first Do waited too, for no time
-					want = []call{{"g", 0}, {"g", time.Second}}
-				}
-				if len(calls) != len(want) {
-					t.Fatalf("OnWait calls %v, want %v", calls, want)
-				}
-				for i := range want {
-					if calls[i] != want[i] {
-						t.Errorf("OnWait call %d = %v, want %v", i, calls[i], want[i])
-					}
-				}
-			})
-		})
+// events is an Observer that keeps what it is told, without the errors.
+type events struct {
+	mu  sync.Mutex
+	got []floodgate.Event
+}
+
+func (o *events) Observe(e floodgate.Event) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	e.Err = nil
+	o.got = append(o.got, e)
+}
+
+func (o *events) take() []floodgate.Event {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	got := o.got
+	o.got = nil
+	return got
+}
+
+func wantEvents(t *testing.T, what string, got, want []floodgate.Event) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: events\n%+v\nwant\n%+v", what, got, want)
 	}
 }
 
-// TestWorkersOnStart: WorkersConfig.OnStart gets each started job's class and
-// the time it spent queued.
-func TestWorkersOnStart(t *testing.T) {
+// TestObserver: Config.Observer is told, per layer, of each admission with
+// the time waited for the layer's gate (0 for a grant at once, whose clock
+// is not read), each release, each refusal with its word and wait, and a
+// request whose context ended while it waited; a request refused before any
+// layer (no identity) is a refusal of Part "".
+func TestObserver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		type call struct {
-			class  string
-			queued time.Duration
+		var o events
+		w := semaphore.New(1, semaphore.Config{NoEarlyReject: true})
+		b := bulkhead.New(bulkhead.Config{
+			Layers:   []bulkhead.Layer{{Name: "g", Gate: w, MaxWait: 2 * time.Second}},
+			Observer: &o,
+		})
+		ctx := bulkhead.WithIdentity(t.Context(), bulkhead.Identity{Tenant: "a"})
+		ok := func(context.Context) error { return nil }
+		admit := floodgate.Event{Kind: floodgate.KindAdmit, Component: floodgate.ComponentBulkhead, Part: "g", N: 1}
+		release := floodgate.Event{Kind: floodgate.KindRelease, Component: floodgate.ComponentBulkhead, Part: "g", N: 1}
+
+		hold := make(chan struct{})
+		held := make(chan error)
+		go func() { held <- b.Do(ctx, bulkhead.Request{}, func(context.Context) error { <-hold; return nil }) }()
+		synctest.Wait()
+		wantEvents(t, "a grant at once", o.take(), []floodgate.Event{admit})
+
+		if err := b.Do(ctx, bulkhead.Request{}, ok); !errors.Is(err, bulkhead.ErrMaxWait) {
+			t.Fatalf("Do on a full gate = %v, want ErrMaxWait", err)
 		}
-		calls := make(chan call, 4)
+		wantEvents(t, "a wait that timed out", o.take(), []floodgate.Event{{Kind: floodgate.KindReject, Component: floodgate.ComponentBulkhead,
+			Part: "g", N: 1, Reason: floodgate.ReasonMaxWait, Duration: 2 * time.Second}})
+
+		cctx, cancel := context.WithCancel(ctx)
+		time.AfterFunc(500*time.Millisecond, cancel)
+		if err := b.Do(cctx, bulkhead.Request{}, ok); err != context.Canceled {
+			t.Fatalf("Do cancelled while it waits = %v, want context.Canceled", err)
+		}
+		wantEvents(t, "a wait cancelled", o.take(), []floodgate.Event{{Kind: floodgate.KindCancel, Component: floodgate.ComponentBulkhead,
+			Part: "g", N: 1, Duration: 500 * time.Millisecond}})
+
+		done := make(chan error)
+		go func() { done <- b.Do(ctx, bulkhead.Request{}, ok) }()
+		time.Sleep(time.Second)
+		close(hold)
+		if err := <-held; err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("Do granted after 1s = %v", err)
+		}
+		waited := admit
+		waited.Duration = time.Second
+		wantEvents(t, "a grant after 1s", o.take(), []floodgate.Event{release, waited, release})
+
+		if err := b.Do(t.Context(), bulkhead.Request{}, ok); !errors.Is(err, bulkhead.ErrNoIdentity) {
+			t.Fatalf("Do without an identity = %v, want ErrNoIdentity", err)
+		}
+		wantEvents(t, "no identity", o.take(), []floodgate.Event{{Kind: floodgate.KindReject, Component: floodgate.ComponentBulkhead,
+			Reason: floodgate.ReasonNoIdentity}})
+	})
+}
+
+// TestWorkersObserver: WorkersConfig.Observer is told of each started job
+// with its class and the time it spent queued, of each job's end with its
+// run time, of a Submit refused (queue full), and of a Do whose context
+// ended while its job was queued.
+func TestWorkersObserver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var o events
 		w := bulkhead.NewWorkers(1, bulkhead.WorkersConfig{
-			Classes: []bulkhead.Class{{Name: "fg"}, {Name: "bg"}},
-			OnStart: func(class string, queued time.Duration) { calls <- call{class, queued} },
+			Classes:  []bulkhead.WorkerClass{{Name: "fg"}, {Name: "bg", MaxQueue: 1}},
+			Observer: &o,
 		})
 		block := make(chan struct{})
 		if err := w.Submit(t.Context(), "fg", bulkhead.Job{Run: func(context.Context) error { <-block; return nil }}); err != nil {
 			t.Fatal(err)
 		}
+		synctest.Wait()
 		if err := w.Submit(t.Context(), "bg", bulkhead.Job{Run: func(context.Context) error { return nil }}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Second)
+		if err := w.Submit(t.Context(), "bg", bulkhead.Job{Run: func(context.Context) error { return nil }}); !errors.Is(err, bulkhead.ErrQueueFull) {
+			t.Fatalf("Submit beyond MaxQueue = %v, want ErrQueueFull", err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer cancel()
+		if err := w.Do(ctx, "fg", func(context.Context) error { return nil }); err != context.DeadlineExceeded {
+			t.Fatalf("Do queued past its deadline = %v", err)
+		}
+		time.Sleep(700 * time.Millisecond)
 		close(block)
 		if err := w.Shutdown(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		close(calls)
-		var got []call
-		for c := range calls {
-			got = append(got, c)
+		ev := func(k floodgate.Kind, class string, d time.Duration) floodgate.Event {
+			return floodgate.Event{Kind: k, Component: floodgate.ComponentWorkers, Part: class, N: 1, Duration: d}
 		}
-		want := []call{{"fg", 0}, {"bg", time.Second}}
-		if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
-			t.Errorf("OnStart calls %v, want %v", got, want)
-		}
+		full := ev(floodgate.KindReject, "bg", 0)
+		full.Reason = floodgate.ReasonQueueFull
+		wantEvents(t, "workers", o.take(), []floodgate.Event{
+			ev(floodgate.KindAdmit, "fg", 0),
+			full,
+			ev(floodgate.KindCancel, "fg", 300*time.Millisecond),
+			ev(floodgate.KindRelease, "fg", time.Second),
+			ev(floodgate.KindAdmit, "bg", time.Second),
+			ev(floodgate.KindRelease, "bg", 0),
+		})
 	})
 }
