@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -303,60 +304,62 @@ func New(cfg Config) *Bulkhead {
 	}
 	seen := make(map[string]bool)
 	for i, l := range cfg.Layers {
-		what := "bulkhead: layer " + l.Name + ": "
-		switch {
-		case l.Name == "":
+		if l.Name == "" {
 			panic("bulkhead: layer without a Name")
-		case seen[l.Name]:
-			panic(what + "duplicate Name")
-		case l.Rate == nil && l.Tiers == nil && l.Gate == nil && l.KeyedGate == nil:
-			panic(what + "no Rate, Tiers, Gate or KeyedGate")
-		case l.Gate != nil && l.KeyedGate != nil:
-			panic(what + "both Gate and KeyedGate")
-		case l.N < 0:
-			panic(what + "negative N")
+		}
+		if seen[l.Name] {
+			panic("bulkhead: layer " + l.Name + ": duplicate Name")
 		}
 		seen[l.Name] = true
-		tiers := make(map[string]Rate, len(l.Tiers))
-		for k, v := range l.Tiers {
-			tiers[k] = v
-		}
-		if l.Tiers == nil {
-			tiers = nil
-		}
-		l.Tiers = tiers
-		ly := &b.layers[i]
-		ly.Layer = l
-		ly.n = cmp(l.N, 1)
-		ly.retry = cmp(l.RetryAfter, time.Second)
-		ly.status = l.Status
-		if ly.status == 0 {
-			ly.status = http.StatusServiceUnavailable
-			if l.Key != nil {
-				ly.status = http.StatusTooManyRequests
-			}
-		}
-		if l.Route != "" {
-			ly.route = parseRoute(l.Name, l.Route)
-			b.routed = true
-		}
-		ly.gate = gatewait.Keyed(l.Gate, l.KeyedGate)
-		ly.gateKeys, _ = l.KeyedGate.(keyChecker)
-		if l.Key == nil {
-			// Every request has the key "": a leaf that refuses it would
-			// refuse every request.
-			err := ly.checkKey(l.Rate, "")
-			for _, r := range l.Tiers {
-				if err == nil {
-					err = ly.checkKey(r, "")
-				}
-			}
-			if err != nil {
-				panic(what + "no Key, and a leaf refuses the key \"\" of every request: " + err.Error())
-			}
-		}
+		b.layers[i].init(l)
+		b.routed = b.routed || l.Route != ""
 	}
 	return b
+}
+
+// init makes l the layer ly, with its defaults, panicking on a programmer
+// error in l (see New).
+func (ly *layer) init(l Layer) {
+	what := "bulkhead: layer " + l.Name + ": "
+	switch {
+	case l.Rate == nil && l.Tiers == nil && l.Gate == nil && l.KeyedGate == nil:
+		panic(what + "no Rate, Tiers, Gate or KeyedGate")
+	case l.Gate != nil && l.KeyedGate != nil:
+		panic(what + "both Gate and KeyedGate")
+	case l.N < 0:
+		panic(what + "negative N")
+	}
+	if l.Tiers != nil {
+		l.Tiers = maps.Clone(l.Tiers)
+	}
+	ly.Layer = l
+	ly.n = cmp(l.N, 1)
+	ly.retry = cmp(l.RetryAfter, time.Second)
+	ly.status = l.Status
+	if ly.status == 0 {
+		ly.status = http.StatusServiceUnavailable
+		if l.Key != nil {
+			ly.status = http.StatusTooManyRequests
+		}
+	}
+	if l.Route != "" {
+		ly.route = parseRoute(l.Name, l.Route)
+	}
+	ly.gate = gatewait.Keyed(l.Gate, l.KeyedGate)
+	ly.gateKeys, _ = l.KeyedGate.(keyChecker)
+	if l.Key == nil {
+		// Every request has the key "": a leaf that refuses it would
+		// refuse every request.
+		err := ly.checkKey(l.Rate, "")
+		for _, r := range l.Tiers {
+			if err == nil {
+				err = ly.checkKey(r, "")
+			}
+		}
+		if err != nil {
+			panic(what + "no Key, and a leaf refuses the key \"\" of every request: " + err.Error())
+		}
+	}
 }
 
 // checkKey asks rate and the layer's KeyedGate whether they accept key, for
