@@ -99,6 +99,19 @@ func TestObserver(t *testing.T) {
 		}
 		wantEvents(t, "no identity", o.take(), []floodgate.Event{{Kind: floodgate.KindReject, Component: floodgate.ComponentBulkhead,
 			Reason: floodgate.ReasonNoIdentity}})
+
+		// With MaxWait 0 too, a grant at once is not a wait.
+		w0 := bulkhead.New(bulkhead.Config{
+			Layers:   []bulkhead.Layer{{Name: "g", Gate: semaphore.New(1, semaphore.Config{})}},
+			Observer: &o,
+		})
+		if err := w0.Do(ctx, bulkhead.Request{}, ok); err != nil {
+			t.Fatal(err)
+		}
+		wantEvents(t, "a grant at once, MaxWait 0", o.take(), []floodgate.Event{admit, release})
+		if ls := layerStats(t, w0, "g"); ls.Waits != 0 || ls.Admitted != 1 {
+			t.Errorf("layer after a grant at once: %+v, want 1 admitted, no wait", ls)
+		}
 	})
 }
 
