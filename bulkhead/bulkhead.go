@@ -139,8 +139,9 @@ type Layer struct {
 	// distsem.ErrNoCapacity) and its RetryAfter estimate.
 	MaxWait time.Duration
 
-	// Status is the HTTP status of this layer's rate and gate rejections. If zero: 429 Too Many Requests when Key is set (the client's
-	// own quota), 503 Service Unavailable when it is not (global saturation).
+	// Status is the HTTP status of this layer's rate and gate rejections. If
+	// zero: 429 Too Many Requests when Key is set (the client's own quota),
+	// 503 Service Unavailable when it is not (global saturation).
 	Status int
 
 	// RetryAfter is the retry delay given for a gate's rejection when the
@@ -489,8 +490,8 @@ func (b *Bulkhead) Do(ctx context.Context, req Request, fn func(context.Context)
 // prepare resolves the identity and the applicable layers' keys and rates,
 // refusing bad input before any layer is charged.
 func (b *Bulkhead) prepare(ctx context.Context, req Request, p *plan) *RejectError {
-	id, ok := b.identity(ctx, req)
-	if !ok {
+	var id Identity
+	if !b.identity(ctx, &req, &id) {
 		b.noIdentity.Add(1)
 		return b.reject(nil, floodgate.ReasonNoIdentity, b.identStatus, 0, 0, ErrNoIdentity)
 	}
@@ -539,23 +540,25 @@ func (b *Bulkhead) prepare(ctx context.Context, req Request, p *plan) *RejectErr
 	return nil
 }
 
-// identity returns the request's identity: the verified one in ctx, or,
-// with Config.Anonymous, one of its own keyed by the client's address; ok is
-// false when it has neither.
-func (b *Bulkhead) identity(ctx context.Context, req Request) (id Identity, ok bool) {
-	if id, ok := IdentityFrom(ctx); ok {
+// identity sets *id to the request's identity: the verified one in ctx, or,
+// with Config.Anonymous, one of its own keyed by the client's address. It
+// reports false when there is neither.
+func (b *Bulkhead) identity(ctx context.Context, req *Request, id *Identity) bool {
+	if v, ok := ctx.Value(identityKey{}).(Identity); ok {
+		*id = v
 		id.Anonymous = false // only bulkhead makes anonymous identities
-		return id, true
+		return true
 	}
 	if !b.anonymous || req.HTTP == nil {
-		return Identity{}, false
+		return false
 	}
 	a := ClientAddr(req.HTTP, b.trusted)
 	if !a.IsValid() {
-		return Identity{}, false
+		return false
 	}
 	key := anonPrefix + a.String()
-	return Identity{Tenant: key, Subject: key, Tier: b.anonTier, Anonymous: true}, true
+	*id = Identity{Tenant: key, Subject: key, Tier: b.anonTier, Anonymous: true}
+	return true
 }
 
 // exec passes every step of p and then runs inv, under the context of the
