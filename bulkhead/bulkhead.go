@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/internal/gatewait"
+	"github.com/floodgate-go/floodgate/internal/reject"
 	"github.com/floodgate-go/floodgate/shaper"
 )
 
@@ -47,48 +51,8 @@ type refunder interface {
 	Refund(ctx context.Context, key string, n int64, d shaper.Decision) error
 }
 
-// A Gate caps how much runs at once: it runs fn holding weight n, and gives the
-// weight back when fn returns. semaphore.Weighted and distsem.Semaphore are
-// Gates. A Gate that also has TryAcquire(n) bool, Acquire(ctx, n) error and
-// Release(n), as semaphore.Weighted does, is used through those, with no
-// closure and no clock read when there is room.
-type Gate interface {
-	Do(ctx context.Context, n int64, fn func(context.Context) error) error
-}
-
-// A KeyedGate is a Gate per key: "2 at once per tenant". semaphore.Keyed is one
-// (used through its TryAcquire, Acquire and Release, as for a Gate).
-type KeyedGate interface {
-	Do(ctx context.Context, key string, n int64, fn func(context.Context) error) error
-}
-
-// tryGate and tryKeyedGate are the optional fast shapes of Gate and KeyedGate.
-type tryGate interface {
-	TryAcquire(n int64) bool
-	Acquire(ctx context.Context, n int64) error
-	Release(n int64)
-}
-
-type tryKeyedGate interface {
-	TryAcquire(key string, n int64) bool
-	Acquire(ctx context.Context, key string, n int64) error
-	Release(key string, n int64)
-}
-
-// tryDoGate and tryDoKeyedGate are the optional non-queueing shapes of a
-// Gate and KeyedGate that have only Do (distsem.Semaphore, distsem.Keyed):
-// TryDo runs fn if the weight is free now and otherwise refuses at once,
-// never waiting. With a negative MaxWait they are called instead of Do.
-type tryDoGate interface {
-	TryDo(ctx context.Context, n int64, fn func(context.Context) error) error
-}
-
-type tryDoKeyedGate interface {
-	TryDo(ctx context.Context, key string, n int64, fn func(context.Context) error) error
-}
-
-// keyChecker is the optional shape of a Rate or KeyedGate with key rules of
-// its own (distsem.Keyed, shaperredis.Meter): CheckKey returns, without I/O,
+// keyChecker is the key rule of a Rate or KeyedGate with rules for its keys
+// (distsem.Keyed, shaperredis.Meter): CheckKey returns, without I/O,
 // the error the leaf would refuse key with, or nil. bulkhead asks it for
 // every applicable layer before it charges any, so that a key a later leaf
 // refuses never costs quota in an earlier one.
@@ -153,30 +117,34 @@ type Layer struct {
 	// is nil too, the request is refused with ErrNoPolicy (403 by default).
 	Tiers map[string]Rate
 
-	// Gate or KeyedGate (at most one), if set, is held while the request runs.
-	Gate      Gate
-	KeyedGate KeyedGate
+	// Gate or KeyedGate (at most one), if set, is held while the request
+	// runs: any floodgate gate (semaphore.Weighted or distsem.Semaphore as a
+	// Gate, semaphore.Keyed or distsem.Keyed as a KeyedGate, under the
+	// layer's key). The context the gate's Held carries (for distsem,
+	// cancelled when the lease is lost) is the one the later layers and the
+	// handler or fn run under.
+	Gate      floodgate.Gate
+	KeyedGate floodgate.KeyedGate
 
 	// N is what one request costs, in the Rate's units and the gate's weight.
 	// If zero, 1. Negative panics in New.
 	N int64
 
 	// MaxWait bounds how long a request waits for the gate, on its own
-	// context. If zero, it waits until its context is done. If negative, a
-	// request that finds no room is refused at once: a gate that has only Do
-	// is then called through its TryDo (as distsem.Semaphore and
-	// distsem.Keyed have), and one with neither TryDo nor the TryAcquire
-	// shape is called with the request's context, its own configuration
-	// deciding how long it waits.
-	// The same meaning as MaxWait in semaphore and shaper.
+	// context, as MaxWait means in every floodgate consumer. If zero, it
+	// waits until its context is done. If positive, a request not granted
+	// within MaxWait is refused with a *RejectError matching ErrMaxWait. If
+	// negative, a request that finds no room is refused at once (the gate's
+	// TryHold): with the gate's own refusal (semaphore.ErrNoCapacity,
+	// distsem.ErrNoCapacity) and its RetryAfter estimate.
 	MaxWait time.Duration
 
-	// Status is the HTTP status of this layer's rate and concurrency
-	// rejections. If zero: 429 Too Many Requests when Key is set (the client's
-	// own quota), 503 Service Unavailable when it is not (global saturation).
+	// Status is the HTTP status of this layer's rate and gate rejections. If
+	// zero: 429 Too Many Requests when Key is set (the client's own quota),
+	// 503 Service Unavailable when it is not (global saturation).
 	Status int
 
-	// RetryAfter is the retry delay given for a concurrency rejection when the
+	// RetryAfter is the retry delay given for a gate's rejection when the
 	// gate gave no estimate. If zero, 1s.
 	RetryAfter time.Duration
 }
@@ -258,14 +226,16 @@ type Config struct {
 	// err.Error() to the client.
 	Render func(w http.ResponseWriter, r *http.Request, err *RejectError)
 
-	// OnWait, if non-nil, is called with the layer's name and the time waited
-	// for each request that waited for a layer's gate and was granted it (the
-	// waits LayerStats.Waits counts, less those that ended in a refusal; a
-	// gate used through its Do method is always waited on). It is called
-	// without any lock held, on the request's goroutine; it must be quick and
-	// safe for concurrent use. A request granted a gate at once does not call
-	// it.
-	OnWait func(layer string, waited time.Duration)
+	// Observer, if non-nil, is told what each layer does, with Component
+	// floodgate.ComponentBulkhead and Part the layer's Name: KindAdmit when a
+	// request passes a layer (N the layer's N, Duration the time it waited
+	// for the layer's gate, 0 when it was granted at once or the layer has
+	// none), KindRelease when it gives the gate back, KindReject with the
+	// RejectError's Reason and the *RejectError (Part "" for ErrNoIdentity),
+	// and KindCancel when the request's context ended in the layer (Duration
+	// the wait). It is called on the request's goroutine, without any lock
+	// held.
+	Observer floodgate.Observer
 }
 
 // Bulkhead admits requests through ordered layers of rates and concurrency
@@ -288,7 +258,7 @@ type Bulkhead struct {
 	routed        bool // some layer has a Route
 	degradedHdr   string
 	render        func(http.ResponseWriter, *http.Request, *RejectError)
-	onWait        func(string, time.Duration)
+	observer      floodgate.Observer
 
 	noIdentity atomic.Uint64
 	invalidKey atomic.Uint64
@@ -298,22 +268,20 @@ type Bulkhead struct {
 
 type layer struct {
 	Layer
-	gateKeys keyChecker // KeyedGate's CheckKey, if it has one
+	gate     floodgate.KeyedGate // Gate or KeyedGate, one path; nil if neither
+	gateKeys keyChecker          // KeyedGate's CheckKey, if it has one
 	route    *route
-	tryGate  tryGate
-	tryKeyed tryKeyedGate
-	tryDo    func(ctx context.Context, key string, n int64, fn func(context.Context) error) error
 	n        int64
 	status   int
 	retry    time.Duration
+	waits    gatewait.Waits
 	stats    layerCounters
 }
 
 type layerCounters struct {
-	admitted, limited, concurrency, unavailable, errors, canceled, degraded atomic.Uint64
-	waits, waitNanos                                                        atomic.Uint64
-	refunds, refundErrors                                                   atomic.Uint64
-	waiting, inFlight                                                       atomic.Int64
+	admitted, limited, noCapacity, maxWait, unavailable, errors, canceled, degraded atomic.Uint64
+	refunds, refundErrors                                                           atomic.Uint64
+	inFlight                                                                        atomic.Int64
 }
 
 // New returns a Bulkhead for cfg. It panics on a programmer error in cfg: a
@@ -332,83 +300,67 @@ func New(cfg Config) *Bulkhead {
 		byPattern:     cfg.RouteByPattern,
 		degradedHdr:   cfg.DegradedHeader,
 		render:        cfg.Render,
-		onWait:        cfg.OnWait,
+		observer:      cfg.Observer,
 		layers:        make([]layer, len(cfg.Layers)),
 	}
 	seen := make(map[string]bool)
 	for i, l := range cfg.Layers {
-		what := "bulkhead: layer " + l.Name + ": "
-		switch {
-		case l.Name == "":
+		if l.Name == "" {
 			panic("bulkhead: layer without a Name")
-		case seen[l.Name]:
-			panic(what + "duplicate Name")
-		case l.Rate == nil && l.Tiers == nil && l.Gate == nil && l.KeyedGate == nil:
-			panic(what + "no Rate, Tiers, Gate or KeyedGate")
-		case l.Gate != nil && l.KeyedGate != nil:
-			panic(what + "both Gate and KeyedGate")
-		case l.N < 0:
-			panic(what + "negative N")
+		}
+		if seen[l.Name] {
+			panic("bulkhead: layer " + l.Name + ": duplicate Name")
 		}
 		seen[l.Name] = true
-		tiers := make(map[string]Rate, len(l.Tiers))
-		for k, v := range l.Tiers {
-			tiers[k] = v
-		}
-		if l.Tiers == nil {
-			tiers = nil
-		}
-		l.Tiers = tiers
-		ly := &b.layers[i]
-		ly.Layer = l
-		ly.n = cmp(l.N, 1)
-		ly.retry = cmp(l.RetryAfter, time.Second)
-		ly.status = l.Status
-		if ly.status == 0 {
-			ly.status = http.StatusServiceUnavailable
-			if l.Key != nil {
-				ly.status = http.StatusTooManyRequests
-			}
-		}
-		if l.Route != "" {
-			ly.route = parseRoute(l.Name, l.Route)
-			b.routed = true
-		}
-		ly.tryGate, _ = l.Gate.(tryGate)
-		ly.tryKeyed, _ = l.KeyedGate.(tryKeyedGate)
-		ly.gateKeys, _ = l.KeyedGate.(keyChecker)
-		if l.Key == nil {
-			// Every request has the key "": a leaf that refuses it would
-			// refuse every request.
-			err := ly.checkKey(l.Rate, "")
-			for _, r := range l.Tiers {
-				if err == nil {
-					err = ly.checkKey(r, "")
-				}
-			}
-			if err != nil {
-				panic(what + "no Key, and a leaf refuses the key \"\" of every request: " + err.Error())
-			}
-		}
-		if l.MaxWait < 0 {
-			ly.tryDo = tryDoOf(l.Gate, l.KeyedGate)
-		}
+		b.layers[i].init(l)
+		b.routed = b.routed || l.Route != ""
 	}
 	return b
 }
 
-// tryDoOf returns the TryDo of whichever of g and kg is set, as a keyed
-// call (a Gate's ignores the key), or nil if it has none.
-func tryDoOf(g Gate, kg KeyedGate) func(ctx context.Context, key string, n int64, fn func(context.Context) error) error {
-	if t, ok := kg.(tryDoKeyedGate); ok {
-		return t.TryDo
+// init makes l the layer ly, with its defaults, panicking on a programmer
+// error in l (see New).
+func (ly *layer) init(l Layer) {
+	what := "bulkhead: layer " + l.Name + ": "
+	switch {
+	case l.Rate == nil && l.Tiers == nil && l.Gate == nil && l.KeyedGate == nil:
+		panic(what + "no Rate, Tiers, Gate or KeyedGate")
+	case l.Gate != nil && l.KeyedGate != nil:
+		panic(what + "both Gate and KeyedGate")
+	case l.N < 0:
+		panic(what + "negative N")
 	}
-	if t, ok := g.(tryDoGate); ok {
-		return func(ctx context.Context, _ string, n int64, fn func(context.Context) error) error {
-			return t.TryDo(ctx, n, fn)
+	if l.Tiers != nil {
+		l.Tiers = maps.Clone(l.Tiers)
+	}
+	ly.Layer = l
+	ly.n = cmp(l.N, 1)
+	ly.retry = cmp(l.RetryAfter, time.Second)
+	ly.status = l.Status
+	if ly.status == 0 {
+		ly.status = http.StatusServiceUnavailable
+		if l.Key != nil {
+			ly.status = http.StatusTooManyRequests
 		}
 	}
-	return nil
+	if l.Route != "" {
+		ly.route = parseRoute(l.Name, l.Route)
+	}
+	ly.gate = gatewait.Keyed(l.Gate, l.KeyedGate)
+	ly.gateKeys, _ = l.KeyedGate.(keyChecker)
+	if l.Key == nil {
+		// Every request has the key "": a leaf that refuses it would
+		// refuse every request.
+		err := ly.checkKey(l.Rate, "")
+		for _, r := range l.Tiers {
+			if err == nil {
+				err = ly.checkKey(r, "")
+			}
+		}
+		if err != nil {
+			panic(what + "no Key, and a leaf refuses the key \"\" of every request: " + err.Error())
+		}
+	}
 }
 
 // checkKey asks rate and the layer's KeyedGate whether they accept key, for
@@ -474,7 +426,8 @@ type step struct {
 	rate Rate
 	d    shaper.Decision
 	hasD bool
-	held bool // gate acquired through the fast shape, to be released
+	h    floodgate.Held // the layer's gate, while held is set
+	held bool
 	// charged is set when rate admitted the request: a refusal after it
 	// refunds the admission (see refunder).
 	charged bool
@@ -531,27 +484,16 @@ func (b *Bulkhead) Do(ctx context.Context, req Request, fn func(context.Context)
 	if err := b.prepare(ctx, req, &p); err != nil {
 		return err
 	}
-	return b.exec(ctx, &p, 0, &invocation{fn: fn})
+	return b.exec(ctx, &p, &invocation{fn: fn})
 }
 
 // prepare resolves the identity and the applicable layers' keys and rates,
 // refusing bad input before any layer is charged.
 func (b *Bulkhead) prepare(ctx context.Context, req Request, p *plan) *RejectError {
-	id, ok := IdentityFrom(ctx)
-	if !ok {
-		if !b.anonymous || req.HTTP == nil {
-			b.noIdentity.Add(1)
-			return &RejectError{Reason: ReasonIdentity, Status: b.identStatus, Err: ErrNoIdentity}
-		}
-		a := ClientAddr(req.HTTP, b.trusted)
-		if !a.IsValid() {
-			b.noIdentity.Add(1)
-			return &RejectError{Reason: ReasonIdentity, Status: b.identStatus, Err: ErrNoIdentity}
-		}
-		key := anonPrefix + a.String()
-		id = Identity{Tenant: key, Subject: key, Tier: b.anonTier, Anonymous: true}
-	} else {
-		id.Anonymous = false // only bulkhead makes anonymous identities
+	var id Identity
+	if !b.identity(ctx, &req, &id) {
+		b.noIdentity.Add(1)
+		return b.reject(nil, floodgate.ReasonNoIdentity, b.identStatus, 0, 0, ErrNoIdentity)
 	}
 	var t target
 	pattern := ""
@@ -571,7 +513,7 @@ func (b *Bulkhead) prepare(ctx context.Context, req Request, p *plan) *RejectErr
 			k := l.Key(id, req)
 			if k == "" || len(k) > b.maxKeyLen {
 				b.invalidKey.Add(1)
-				return &RejectError{Layer: l.Name, Reason: ReasonIdentity, Status: b.identStatus, Err: ErrInvalidKey}
+				return b.reject(l, floodgate.ReasonInvalidKey, b.identStatus, 0, 0, ErrInvalidKey)
 			}
 			s.key = keyOf(k, id.Anonymous)
 		}
@@ -580,14 +522,14 @@ func (b *Bulkhead) prepare(ctx context.Context, req Request, p *plan) *RejectErr
 				s.rate = r
 			} else if l.Rate == nil {
 				b.noPolicy.Add(1)
-				return &RejectError{Layer: l.Name, Reason: ReasonNoPolicy, Status: b.noPolicyStat, Err: ErrNoPolicy}
+				return b.reject(l, floodgate.ReasonNoPolicy, b.noPolicyStat, 0, 0, ErrNoPolicy)
 			}
 		}
 		if l.Key != nil {
 			// The leaves' own key rules, before any layer is charged.
 			if err := l.checkKey(s.rate, s.key); err != nil {
 				b.invalidKey.Add(1)
-				return &RejectError{Layer: l.Name, Reason: ReasonIdentity, Status: b.identStatus, Err: err}
+				return b.reject(l, floodgate.ReasonInvalidKey, b.identStatus, 0, 0, err)
 			}
 		}
 		p.add(s)
@@ -598,215 +540,177 @@ func (b *Bulkhead) prepare(ctx context.Context, req Request, p *plan) *RejectErr
 	return nil
 }
 
-// exec passes steps[i:] and then runs inv. It releases, when it returns or
-// panics, the fast-shape gates it acquired itself, and, when the request is
-// refused before inv was called, refunds the rates it charged itself (an
-// outer exec refunds the steps before a Do-only gate).
-func (b *Bulkhead) exec(ctx context.Context, p *plan, i int, inv *invocation) (err error) {
-	first := i
+// identity sets *id to the request's identity: the verified one in ctx, or,
+// with Config.Anonymous, one of its own keyed by the client's address. It
+// reports false when there is neither.
+func (b *Bulkhead) identity(ctx context.Context, req *Request, id *Identity) bool {
+	if v, ok := ctx.Value(identityKey{}).(Identity); ok {
+		*id = v
+		id.Anonymous = false // only bulkhead makes anonymous identities
+		return true
+	}
+	if !b.anonymous || req.HTTP == nil {
+		return false
+	}
+	a := ClientAddr(req.HTTP, b.trusted)
+	if !a.IsValid() {
+		return false
+	}
+	key := anonPrefix + a.String()
+	*id = Identity{Tenant: key, Subject: key, Tier: b.anonTier, Anonymous: true}
+	return true
+}
+
+// exec passes every step of p and then runs inv, under the context of the
+// gates it holds. When it returns or panics, it gives back the gates it
+// took, last first, and, when the request is refused before inv was called,
+// refunds the rates it charged.
+func (b *Bulkhead) exec(ctx context.Context, p *plan, inv *invocation) (err error) {
+	i := 0
 	defer func() {
-		for j := i - 1; j >= first; j-- {
-			if s := p.at(j); s.held {
-				s.held = false
-				if s.l.tryKeyed != nil {
-					s.l.tryKeyed.Release(s.key, s.l.n)
-				} else {
-					s.l.tryGate.Release(s.l.n)
-				}
-				s.l.stats.inFlight.Add(-1)
-			}
-		}
+		last := min(i, p.len()-1)
+		b.release(p, last)
 		// After the gates, so that a refund's round trip holds none.
 		if err != nil && !inv.served {
-			b.refund(ctx, p, first, min(i, p.len()-1))
+			b.refund(ctx, p, 0, last)
 		}
 	}()
+	wctx := ctx
 	for ; i < p.len(); i++ {
 		s := p.at(i)
-		l := s.l
-		if s.rate != nil {
-			d, err := s.rate.Admit(ctx, s.key, l.n)
-			s.d, s.hasD = d, true
-			if degraded(d) {
-				l.stats.degraded.Add(1)
-			}
-			if err != nil {
-				return b.rateError(ctx, l, err)
-			}
-			s.charged = d.Allowed
+		if err := b.admit(wctx, s); err != nil {
+			return err
 		}
-		switch {
-		case l.tryGate != nil || l.tryKeyed != nil:
-			if err := b.acquire(ctx, s); err != nil {
-				return err
-			}
-			s.held = true
-			l.stats.inFlight.Add(1)
-		case l.Gate != nil || l.KeyedGate != nil:
-			i++
-			return b.execDo(ctx, p, i, inv)
+		if s.held {
+			wctx = s.h.Context()
 		}
-		l.stats.admitted.Add(1)
 	}
-	return inv.call(ctx, b, p)
+	return inv.call(wctx, b, p)
 }
 
-// execDo passes step i-1 through its Do-only gate, running the rest inside.
-// The plan and invocation are copied so that only this path allocates.
-func (b *Bulkhead) execDo(ctx context.Context, p *plan, i int, inv *invocation) error {
-	s := p.at(i - 1)
+// admit passes step s: its rate, then its gate, taken with gatewait.Take
+// under the layer's MaxWait.
+func (b *Bulkhead) admit(ctx context.Context, s *step) error {
 	l := s.l
-	hp := new(plan)
-	*hp = *p
-	hp.extra = append([]step(nil), p.extra...)
-	hinv := *inv
-	// MaxWait bounds the wait, not the run: the gate gets a context that a
-	// timer cancels only if fn has not started by then. state: 0 waiting,
-	// 1 started, 2 timed out.
-	var state atomic.Int32
-	gctx := ctx
-	if l.MaxWait > 0 {
-		var cancel context.CancelFunc
-		gctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		t := time.AfterFunc(l.MaxWait, func() {
-			if state.CompareAndSwap(0, 2) {
-				cancel()
-			}
-		})
-		defer t.Stop()
-	}
-	start := time.Now()
-	l.stats.waiting.Add(1)
-	inner := func(ctx context.Context) error {
-		if !state.CompareAndSwap(0, 1) {
-			return ErrMaxWait // granted just as the wait timed out: give it back
+	if s.rate != nil {
+		d, err := s.rate.Admit(ctx, s.key, l.n)
+		s.d, s.hasD = d, true
+		if degraded(d) {
+			l.stats.degraded.Add(1)
 		}
-		b.granted(l, l.waited(start))
-		l.stats.admitted.Add(1)
+		if err != nil {
+			return b.rateError(ctx, l, err)
+		}
+		s.charged = d.Allowed
+	}
+	var waited time.Duration
+	if l.gate != nil {
+		h, w, err := gatewait.Take(ctx, l.gate, s.key, l.n, l.MaxWait, ErrMaxWait, &l.waits)
+		if err != nil {
+			return b.gateError(ctx, l, w, err)
+		}
+		s.h, s.held, waited = h, true, w
 		l.stats.inFlight.Add(1)
-		defer l.stats.inFlight.Add(-1)
-		return b.exec(ctx, hp, i, &hinv)
 	}
-	var err error
-	switch {
-	case l.tryDo != nil: // negative MaxWait: one attempt, never queued
-		err = l.tryDo(gctx, s.key, l.n, inner)
-	case l.KeyedGate != nil:
-		err = l.KeyedGate.Do(gctx, s.key, l.n, inner)
-	default:
-		err = l.Gate.Do(gctx, l.n, inner)
+	l.stats.admitted.Add(1)
+	if b.observer != nil {
+		b.observe(floodgate.Event{Kind: floodgate.KindAdmit, Part: l.Name, N: l.n, Duration: waited})
 	}
-	inv.served = hinv.served
-	if state.Load() != 1 {
-		l.waited(start)
-	}
-	switch {
-	case state.Load() == 1:
-		if hinv.ran {
-			// The handler has answered; an error the gate reports after it
-			// (a lost lease, a failed release) cannot change the response.
-			return nil
+	return nil
+}
+
+// release gives back the gates that steps last down to 0 hold.
+func (b *Bulkhead) release(p *plan, last int) {
+	for j := last; j >= 0; j-- {
+		s := p.at(j)
+		if !s.held {
+			continue
 		}
-		return err
-	case state.Load() == 2:
-		err = ErrMaxWait
-	}
-	return b.gateError(ctx, l, err)
-}
-
-// acquire takes step s's gate through its fast shape: TryAcquire, then, if
-// MaxWait allows, a bounded Acquire.
-func (b *Bulkhead) acquire(ctx context.Context, s *step) error {
-	l := s.l
-	if l.tryKeyed != nil {
-		if l.tryKeyed.TryAcquire(s.key, l.n) {
-			return nil
+		s.held = false
+		s.h.Release()
+		s.l.stats.inFlight.Add(-1)
+		if b.observer != nil {
+			b.observe(floodgate.Event{Kind: floodgate.KindRelease, Part: s.l.Name, N: s.l.n})
 		}
-	} else if l.tryGate.TryAcquire(l.n) {
-		return nil
-	}
-	if l.MaxWait < 0 {
-		l.stats.concurrency.Add(1)
-		return &RejectError{Layer: l.Name, Reason: ReasonConcurrency, Status: l.status, Delay: l.retry, Err: ErrMaxWait}
-	}
-	wctx := ctx
-	if l.MaxWait > 0 {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(ctx, l.MaxWait)
-		defer cancel()
-	}
-	l.stats.waiting.Add(1)
-	start := time.Now()
-	var err error
-	if l.tryKeyed != nil {
-		err = l.tryKeyed.Acquire(wctx, s.key, l.n)
-	} else {
-		err = l.tryGate.Acquire(wctx, l.n)
-	}
-	waited := l.waited(start)
-	if err == nil {
-		b.granted(l, waited)
-		return nil
-	}
-	if wctx != ctx && wctx.Err() != nil && ctx.Err() == nil {
-		err = ErrMaxWait // our bound, not the caller's
-	}
-	return b.gateError(ctx, l, err)
-}
-
-// waited records the end of a wait that began at start, and returns its
-// length.
-func (l *layer) waited(start time.Time) time.Duration {
-	d := time.Since(start)
-	l.stats.waiting.Add(-1)
-	l.stats.waits.Add(1)
-	l.stats.waitNanos.Add(uint64(d))
-	return d
-}
-
-// granted reports a wait of l that ended in a grant to Config.OnWait.
-func (b *Bulkhead) granted(l *layer, waited time.Duration) {
-	if b.onWait != nil {
-		b.onWait(l.Name, waited)
 	}
 }
 
-// gateError turns a gate's refusal into the admission's error: ctx.Err() if
-// the request's own context ended, else a *RejectError.
-func (b *Bulkhead) gateError(ctx context.Context, l *layer, err error) error {
+// observe sends e, from the bulkhead, to the Observer (which is set).
+func (b *Bulkhead) observe(e floodgate.Event) {
+	e.Component = floodgate.ComponentBulkhead
+	b.observer.Observe(e)
+}
+
+// reject returns the refusal of layer l (nil for the request itself) with
+// reason and status, whose Err is err, wrapped to name the layer, and tells
+// the Observer.
+func (b *Bulkhead) reject(l *layer, reason floodgate.Reason, status int, delay time.Duration, waited time.Duration, err error) *RejectError {
+	re := &RejectError{Reason: reason, Status: status, Delay: delay, Err: err}
+	var n int64
+	if l != nil {
+		re.Layer, n = l.Name, l.n
+		re.Err = fmt.Errorf("bulkhead: %s: %w", l.Name, err)
+	}
+	if b.observer != nil {
+		b.observe(floodgate.Event{Kind: floodgate.KindReject, Part: re.Layer, N: n, Reason: reason, Duration: waited, Err: re})
+	}
+	return re
+}
+
+// canceled records that the request's context ended in layer l, after
+// waiting waited, and returns err (the context's error).
+func (b *Bulkhead) canceled(l *layer, waited time.Duration, err error) error {
+	l.stats.canceled.Add(1)
+	if b.observer != nil {
+		b.observe(floodgate.Event{Kind: floodgate.KindCancel, Part: l.Name, N: l.n, Duration: waited})
+	}
+	return err
+}
+
+// gateError turns the refusal of l's gate, after waiting waited, into the
+// admission's error: ctx.Err() if the request's own context ended, else a
+// *RejectError with the refusal's word (max_wait for ErrMaxWait; the gate's
+// own, no_capacity, queue_full, ..., for its refusals).
+func (b *Bulkhead) gateError(ctx context.Context, l *layer, waited time.Duration, err error) error {
 	if ctx.Err() != nil {
-		l.stats.canceled.Add(1)
-		return ctx.Err()
+		return b.canceled(l, waited, ctx.Err())
 	}
 	if errors.Is(err, breaker.ErrUnavailable) {
 		l.stats.unavailable.Add(1)
-		return &RejectError{Layer: l.Name, Reason: ReasonUnavailable, Status: b.unavailStatus, Delay: retryAfter(err, l.retry), Err: err}
+		return b.reject(l, floodgate.ReasonUnavailable, b.unavailStatus, retryAfter(err, l.retry), waited, err)
 	}
 	var ra interface{ RetryAfter() time.Duration }
 	if err != ErrMaxWait && !errors.As(err, &ra) {
 		l.stats.errors.Add(1)
-		return &RejectError{Layer: l.Name, Reason: ReasonError, Status: http.StatusInternalServerError, Err: err}
+		return b.reject(l, floodgate.ReasonError, http.StatusInternalServerError, 0, waited, err)
 	}
-	l.stats.concurrency.Add(1)
-	return &RejectError{Layer: l.Name, Reason: ReasonConcurrency, Status: l.status, Delay: retryAfter(err, l.retry), Err: err}
+	reason := reject.ReasonOf(err)
+	switch reason {
+	case floodgate.ReasonMaxWait:
+		l.stats.maxWait.Add(1)
+	case floodgate.ReasonError: // a refusal with a delay and no word of its own
+		reason = floodgate.ReasonNoCapacity
+		fallthrough
+	default:
+		l.stats.noCapacity.Add(1)
+	}
+	return b.reject(l, reason, l.status, retryAfter(err, l.retry), waited, err)
 }
 
 // rateError turns a Rate's error into the admission's error.
 func (b *Bulkhead) rateError(ctx context.Context, l *layer, err error) error {
 	switch {
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
-		l.stats.canceled.Add(1)
-		return err
+		return b.canceled(l, 0, err)
 	case errors.Is(err, breaker.ErrUnavailable):
 		l.stats.unavailable.Add(1)
-		return &RejectError{Layer: l.Name, Reason: ReasonUnavailable, Status: b.unavailStatus, Delay: retryAfter(err, l.retry), Err: err}
+		return b.reject(l, floodgate.ReasonUnavailable, b.unavailStatus, retryAfter(err, l.retry), 0, err)
 	case errors.Is(err, shaper.ErrLimited):
 		l.stats.limited.Add(1)
-		return &RejectError{Layer: l.Name, Reason: ReasonLimited, Status: l.status, Delay: retryAfter(err, l.retry), Err: err}
+		return b.reject(l, floodgate.ReasonLimited, l.status, retryAfter(err, l.retry), 0, err)
 	default: // too large for the meter, or a failure its policy did not resolve
 		l.stats.errors.Add(1)
-		return &RejectError{Layer: l.Name, Reason: ReasonError, Status: http.StatusInternalServerError, Err: err}
+		return b.reject(l, floodgate.ReasonError, http.StatusInternalServerError, 0, 0, err)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
+
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/semaphore"
@@ -19,14 +21,14 @@ import (
 
 // Every local leaf fits bulkhead's interfaces as it is.
 var (
-	_ bulkhead.Rate      = (*shaper.Meter)(nil)
-	_ bulkhead.Rate      = (*shaper.TokenBucket)(nil)
-	_ bulkhead.Rate      = (*shaper.FixedWindow)(nil)
-	_ bulkhead.Rate      = (*shaper.SlidingLog)(nil)
-	_ bulkhead.Rate      = (*shaper.SlidingCounter)(nil)
-	_ bulkhead.Rate      = (*shaper.Limiter)(nil)
-	_ bulkhead.Gate      = (*semaphore.Weighted)(nil)
-	_ bulkhead.KeyedGate = (*semaphore.Keyed)(nil)
+	_ bulkhead.Rate       = (*shaper.Meter)(nil)
+	_ bulkhead.Rate       = (*shaper.TokenBucket)(nil)
+	_ bulkhead.Rate       = (*shaper.FixedWindow)(nil)
+	_ bulkhead.Rate       = (*shaper.SlidingLog)(nil)
+	_ bulkhead.Rate       = (*shaper.SlidingCounter)(nil)
+	_ bulkhead.Rate       = (*shaper.Limiter)(nil)
+	_ floodgate.Gate      = (*semaphore.Weighted)(nil)
+	_ floodgate.KeyedGate = (*semaphore.Keyed)(nil)
 )
 
 func ok(context.Context) error { return nil }
@@ -235,10 +237,10 @@ func TestStoreOutageAndErrors(t *testing.T) {
 		err    error
 		status int
 		retry  string
-		reason bulkhead.Reason
+		reason floodgate.Reason
 	}{
-		{"open breaker", &breaker.OpenError{Name: "redis", State: breaker.StateOpen, Delay: 2500 * time.Millisecond}, 503, "3", bulkhead.ReasonUnavailable},
-		{"too large", errors.New("shaper: cost exceeds burst (secret internal detail)"), 500, "", bulkhead.ReasonError},
+		{"open breaker", &breaker.OpenError{Name: "redis", State: breaker.StateOpen, Delay: 2500 * time.Millisecond}, 503, "3", floodgate.ReasonUnavailable},
+		{"too large", errors.New("shaper: cost exceeds burst (secret internal detail)"), 500, "", floodgate.ReasonError},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := bulkhead.New(bulkhead.Config{Layers: []bulkhead.Layer{{Name: "r", Key: bulkhead.ByTenant, Rate: fakeRate{tc.err}}}})

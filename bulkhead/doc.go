@@ -5,17 +5,19 @@
 //
 // # Layers
 //
-// A [Layer] is a key, an optional [Rate] and an optional [Gate] or [KeyedGate]:
+// A [Layer] is a key, an optional [Rate] and an optional gate (a
+// floodgate.Gate, or a floodgate.KeyedGate held under the layer's key):
 // a global concurrency cap (a Gate, no key), a tenant-tier quota (a Rate picked
 // from [Layer.Tiers] by the identity's tier, keyed by tenant), per-route rates
 // ([Layer.Route], a ServeMux pattern: "GET /items/{id}" vs "POST
 // /reports/export-pdf") and per-route,
 // per-tenant concurrency (a KeyedGate). A request passes the layers that apply
 // to it in order; each layer checks its rate first, then takes its gate. The
-// interfaces are small and declared here; the leaves satisfy them as they are:
-// every shaper meter and shaper.Limiter is a Rate (Admit), semaphore.Weighted
-// and distsem.Semaphore are Gates, semaphore.Keyed (and a fleet-wide keyed
-// gate) is a KeyedGate. This package imports no Redis client: an application
+// leaves satisfy them as they are: every shaper meter and shaper.Limiter is a
+// Rate (Admit), semaphore.Weighted and distsem.Semaphore are Gates,
+// semaphore.Keyed and distsem.Keyed are KeyedGates. A layer takes its gate
+// as every floodgate consumer does (TryHold, then a Hold bounded by
+// [Layer.MaxWait]). This package imports no Redis client: an application
 // wires Redis-backed leaves in, and what a layer does when Redis is down is
 // the policy of the leaf underneath (FailOpen, FailClosed, FailLocal).
 //
@@ -33,7 +35,8 @@
 //
 // # Rejections and quota already taken
 //
-// A refusal is a [*RejectError] naming its layer, with a [Reason], an HTTP
+// A refusal is a [*RejectError] (floodgate's one refusal type) naming its
+// layer, with a Reason (a word: limited, no_capacity, max_wait, ...), an HTTP
 // status, RetryAfter, and the leaf's error underneath (errors.Is(err,
 // shaper.ErrLimited) works through it). A refused request costs nothing:
 // whatever step refuses it (a later layer's rate, a full gate, a gate wait
@@ -141,10 +144,10 @@
 // most 5/s fleet-wide, smoothly; at most 8 run at once; interactive exports
 // are never starved by background ones; shutdown drains". [NewWorkers] takes
 // how many jobs may run at once in this process and a [WorkersConfig]:
-// priority classes ([Class]) with reserved capacity (what a reservation
+// priority classes ([WorkerClass]) with reserved capacity (what a reservation
 // protects, and from whom, is said once, in [Class.Reserved]) and a bounded
 // backlog, a [Pacer] that spaces out starts (a shaper.Queue, or the
-// fleet-wide Redis queue) and a [Gate] shared beyond the process (a
+// fleet-wide Redis queue) and a gate shared beyond the process (a
 // distsem.Semaphore for the fleet). [Workers.Submit] queues a job and returns at once, refusing with
 // [ErrQueueFull] and a RetryAfter when the class's backlog is full, so the
 // loop can leave the message on its broker; [Workers.Do] queues a job and

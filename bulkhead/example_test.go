@@ -49,7 +49,7 @@ func ExampleNew() {
 	// 200  pdf
 	// 200  pdf
 	// 200  pdf
-	// 429 12 {"error":"too_many_requests","message":"Quota exceeded. Retry in 12s.","retry_after_seconds":12}
+	// 429 12 {"error":"limited","message":"Quota exceeded. Retry in 12s.","retry_after_seconds":12}
 	//
 	// exporting for globex
 	// <nil>

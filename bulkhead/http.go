@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/floodgate-go/floodgate"
 )
 
 // Handler returns a handler that admits each request through b's layers
@@ -18,8 +20,10 @@ import (
 // Config statuses) with Retry-After in whole seconds, rounded up and at least 1
 // whenever there is a delay, and the JSON body
 //
-//	{"error":"too_many_requests","message":"Quota exceeded. Retry in 12s.","retry_after_seconds":12}
+//	{"error":"limited","message":"Quota exceeded. Retry in 12s.","retry_after_seconds":12}
 //
+// whose "error" is the RejectError's Reason (limited, no_capacity, max_wait,
+// unavailable, no_identity, ...),
 // or whatever Config.Render writes. The error's text never reaches the client.
 // A request whose context ends while it waits for a gate (the client went
 // away) gets 503 with no body. Used as a method value, b.Handler is a
@@ -33,7 +37,7 @@ func (b *Bulkhead) Handler(h http.Handler) http.Handler {
 		if rerr := b.prepare(ctx, req, &p); rerr != nil {
 			err = rerr
 		} else {
-			err = b.exec(ctx, &p, 0, &invocation{h: h, w: w, r: r})
+			err = b.exec(ctx, &p, &invocation{h: h, w: w, r: r})
 		}
 		if err == nil {
 			return
@@ -153,7 +157,7 @@ func rateItem(s *step, rerr *RejectError) (q, w, r, t int64, ok bool) {
 		earn = time.Duration(min(quo, math.MaxInt64))
 	}
 	w = max(retrySeconds(earn), 1)
-	if rerr != nil && rerr.Layer == s.l.Name && (rerr.Reason == ReasonLimited || rerr.Reason == ReasonUnavailable) {
+	if rerr != nil && rerr.Layer == s.l.Name && (rerr.Reason == floodgate.ReasonLimited || rerr.Reason == floodgate.ReasonUnavailable) {
 		return q, w, 0, retrySeconds(rerr.Delay), true
 	}
 	r = min(max(s.d.Remaining, 0)/n, q)
@@ -161,21 +165,24 @@ func rateItem(s *step, rerr *RejectError) (q, w, r, t int64, ok bool) {
 }
 
 // writeBody writes the default JSON rejection body ({"error", "message",
-// "retry_after_seconds"}), with a
-// code and a message chosen from the status, never from the error's text.
+// "retry_after_seconds"}): the code is the Reason's word and the message is
+// chosen from the status, never from the error's text.
 func writeBody(w http.ResponseWriter, e *RejectError) {
-	code, msg := "error", http.StatusText(e.Status)
+	code, msg := string(e.Reason), http.StatusText(e.Status)
+	if code == "" {
+		code = string(floodgate.ReasonError)
+	}
 	switch e.Status {
 	case http.StatusTooManyRequests:
-		code, msg = "too_many_requests", "Quota exceeded."
+		msg = "Quota exceeded."
 	case http.StatusServiceUnavailable:
-		code, msg = "service_unavailable", "Service temporarily unavailable."
+		msg = "Service temporarily unavailable."
 	case http.StatusUnauthorized:
-		code, msg = "unauthorized", "Authentication required."
+		msg = "Authentication required."
 	case http.StatusForbidden:
-		code, msg = "forbidden", "No quota for this client."
+		msg = "No quota for this client."
 	case http.StatusInternalServerError:
-		code, msg = "internal_error", "Internal server error."
+		msg = "Internal server error."
 	}
 	if msg == "" {
 		msg = "Request refused."

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
+
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/distsem"
@@ -152,7 +154,7 @@ func TestRedisLeafKeyRuleCheckedFirst(t *testing.T) {
 	for range 3 {
 		err := b.Do(ctx, bulkhead.Request{}, func(context.Context) error { return nil })
 		rerr, ok := errors.AsType[*bulkhead.RejectError](err)
-		if !ok || rerr.Reason != bulkhead.ReasonIdentity || rerr.Status != http.StatusUnauthorized ||
+		if !ok || rerr.Reason != floodgate.ReasonInvalidKey || rerr.Status != http.StatusUnauthorized ||
 			!errors.Is(err, bulkhead.ErrInvalidKey) || !errors.Is(err, shaperredis.ErrInvalidKey) {
 			t.Fatalf("Do with a key too long for the second layer's meter: %v, want a 401 identity refusal matching both ErrInvalidKeys", err)
 		}

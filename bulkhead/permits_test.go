@@ -115,9 +115,9 @@ func TestPermitBackAfterWaitTimeout(t *testing.T) {
 	<-rg.entered
 	rp := mustCall(t, rg.srv.Client(), rg.srv.URL, "GET", "/", "t")
 	<-rg.exited
-	wantReject(t, rp, 503, 1, "service_unavailable")
-	if ls := layerStats(t, rg.b, "global"); ls.Concurrency != 1 || ls.Waits != 1 || ls.WaitTime < 50*time.Millisecond {
-		t.Errorf("global layer after a MaxWait timeout: %+v, want 1 concurrency rejection after one wait ≥ 50ms", ls)
+	wantReject(t, rp, 503, 1, "max_wait")
+	if ls := layerStats(t, rg.b, "global"); ls.MaxWait != 1 || ls.Waits != 1 || ls.WaitTime < 50*time.Millisecond {
+		t.Errorf("global layer after a MaxWait timeout: %+v, want 1 max_wait rejection after one wait ≥ 50ms", ls)
 	}
 	// The caller's own deadline, shorter than MaxWait: ctx.Err, nothing kept.
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
@@ -158,33 +158,31 @@ func TestDoWaitTimeoutSynctest(t *testing.T) {
 		if st := g.Stats(); st.InUse != 0 || st.Waiting != 0 {
 			t.Errorf("gate after timeouts: %+v, want empty", st)
 		}
-		if ls := layerStats(t, b, "g"); ls.Canceled != 1 || ls.Concurrency != 1 || ls.Admitted != 1 || ls.Waiting != 0 {
-			t.Errorf("layer: %+v, want 1 admitted, 1 concurrency, 1 canceled", ls)
+		if ls := layerStats(t, b, "g"); ls.Canceled != 1 || ls.MaxWait != 1 || ls.Admitted != 1 || ls.Waiting != 0 {
+			t.Errorf("layer: %+v, want 1 admitted, 1 max_wait, 1 canceled", ls)
 		}
 	})
 }
 
-// doOnly hides a Weighted's fast shape: the Bulkhead must go through Do, as
-// it will for distsem.Semaphore.
-type doOnly struct{ w *semaphore.Weighted }
-
-func (d doOnly) Do(ctx context.Context, n int64, fn func(context.Context) error) error {
-	return d.w.Do(ctx, n, fn)
-}
-
-// TestDoOnlyGate: a Gate with only Do holds its weight while fn runs, bounds
-// the wait (not the run) by MaxWait, gives the weight back on panic, and a
-// later layer's refusal inside it still answers as that layer.
-func TestDoOnlyGate(t *testing.T) {
+// TestMaxWaitBoundsTheWait: a gate granted after a wait holds its weight
+// while fn runs, whose context MaxWait does not end (MaxWait bounds the wait,
+// not the run); the gate gives the weight back on panic, and a later
+// layer's refusal inside it still answers as that layer. (It was the test of
+// a Gate with only Do, a shape that is gone.)
+func TestMaxWaitBoundsTheWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := semaphore.New(1, semaphore.Config{NoEarlyReject: true})
-		rate := shaper.NewLimiter(shaper.Limit{Rate: shaper.PerMinute(2)})
+		rate := shaper.NewLimiter(shaper.Limit{Rate: shaper.PerMinute(4)})
 		b := bulkhead.New(bulkhead.Config{Layers: []bulkhead.Layer{
-			{Name: "g", Gate: doOnly{w}, MaxWait: time.Second},
+			{Name: "g", Gate: w, MaxWait: time.Second},
 			{Name: "r", Rate: rate},
 		}})
 		ctx := bulkhead.WithIdentity(t.Context(), bulkhead.Identity{Tenant: "a"})
-		// The run may outlast MaxWait.
+		// The run may outlast MaxWait, after a wait too.
+		first := make(chan struct{})
+		go b.Do(ctx, bulkhead.Request{}, func(context.Context) error { <-first; return nil })
+		synctest.Wait()
+		time.AfterFunc(500*time.Millisecond, func() { close(first) })
 		err := b.Do(ctx, bulkhead.Request{}, func(ctx context.Context) error {
 			if w.Stats().InUse != 1 {
 				t.Error("fn runs without the gate's weight")
@@ -199,18 +197,22 @@ func TestDoOnlyGate(t *testing.T) {
 		go b.Do(ctx, bulkhead.Request{}, func(context.Context) error { <-hold; return nil })
 		synctest.Wait()
 		if err := b.Do(ctx, bulkhead.Request{}, func(context.Context) error { return nil }); !errors.Is(err, bulkhead.ErrMaxWait) {
-			t.Errorf("Do behind a held Do-only gate = %v, want ErrMaxWait", err)
+			t.Errorf("Do behind a held gate = %v, want ErrMaxWait", err)
 		}
 		close(hold)
 		synctest.Wait()
 		func() {
-			defer func() { recover() }()
+			defer func() {
+				if r := recover(); r != "bug" {
+					t.Errorf("Do whose fn panics: recovered %v, want the panic", r)
+				}
+			}()
 			b.Do(ctx, bulkhead.Request{}, func(context.Context) error { panic("bug") })
 		}()
 		if st := w.Stats(); st.InUse != 0 || st.Waiting != 0 {
 			t.Errorf("gate after panic: %+v, want empty", st)
 		}
-		// Rate "r" (2/min) is spent: the next Do is refused by "r", inside g.
+		// Rate "r" (4/min) is spent: the next Do is refused by "r", inside g.
 		err = b.Do(ctx, bulkhead.Request{}, func(context.Context) error { return errBoom })
 		var re *bulkhead.RejectError
 		if !errors.As(err, &re) || re.Layer != "r" || !errors.Is(err, shaper.ErrLimited) {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
+
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/distsem"
 	"github.com/floodgate-go/floodgate/internal/redistest"
@@ -32,7 +34,7 @@ type fleetResult struct {
 // mk(i), and drives them concurrently for d: on each server, drivers
 // goroutines call the slow route (a handler that works 20ms) and as many call
 // the rated route, all as tenant acme.
-func runFleet(t *testing.T, d time.Duration, drivers int, mk func(i int) (bulkhead.Rate, bulkhead.Gate)) fleetResult {
+func runFleet(t *testing.T, d time.Duration, drivers int, mk func(i int) (bulkhead.Rate, floodgate.Gate)) fleetResult {
 	t.Helper()
 	var cur, maxConc atomic.Int64
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -120,7 +122,7 @@ func TestRedisFleet(t *testing.T) {
 		return lim.Burst + int64(elapsed.Seconds()*float64(lim.Rate.Count)) + 1
 	}
 
-	shared := runFleet(t, d, 3, func(int) (bulkhead.Rate, bulkhead.Gate) {
+	shared := runFleet(t, d, 3, func(int) (bulkhead.Rate, floodgate.Gate) {
 		rdb := redis.NewClient(redistest.Options(addr))
 		t.Cleanup(func() { rdb.Close() })
 		m := shaperredis.NewMeter(rdb, lim, shaperredis.Config{Prefix: db.Key("rate:")})
@@ -150,7 +152,7 @@ func TestRedisFleet(t *testing.T) {
 
 	// The contrast: the same fleet with a local meter and a local semaphore
 	// per server.
-	local := runFleet(t, d, 3, func(int) (bulkhead.Rate, bulkhead.Gate) {
+	local := runFleet(t, d, 3, func(int) (bulkhead.Rate, floodgate.Gate) {
 		return shaper.NewMeter(lim), semaphore.New(gateLimit, semaphore.Config{})
 	})
 	t.Logf("local fleet: %+v, one server's rate bound %d", local, bound(local.elapsed))

@@ -122,7 +122,7 @@ func TestRedisOutage(t *testing.T) {
 						t.Errorf("%s, FailOpen: request %d: status %d, want 200", phase, i, rp.status)
 					}
 				case breaker.FailClosed:
-					if rp.status != http.StatusServiceUnavailable || rp.retryAfter < 1 || rp.body.Error != "service_unavailable" {
+					if rp.status != http.StatusServiceUnavailable || rp.retryAfter < 1 || rp.body.Error != "unavailable" {
 						t.Errorf("%s, FailClosed: request %d: status %d, Retry-After %d, body %q; want 503 with Retry-After",
 							phase, i, rp.status, rp.retryAfter, rp.raw)
 					}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
+
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/distsem"
 	"github.com/floodgate-go/floodgate/shaper/shaperredis"
@@ -13,9 +15,9 @@ import (
 
 // The Redis-backed leaves fit bulkhead's interfaces.
 var (
-	_ bulkhead.Rate = (*shaperredis.Meter)(nil)
-	_ bulkhead.Rate = (*shaperredis.Lease)(nil)
-	_ bulkhead.Gate = (*distsem.Semaphore)(nil)
+	_ bulkhead.Rate  = (*shaperredis.Meter)(nil)
+	_ bulkhead.Rate  = (*shaperredis.Lease)(nil)
+	_ floodgate.Gate = (*distsem.Semaphore)(nil)
 )
 
 // tenantServer is a real httptest.Server running h behind auth and b, where

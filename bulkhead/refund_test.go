@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
+
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/semaphore"
@@ -33,23 +35,22 @@ func peek(t *testing.T, m interface {
 	return d.Remaining
 }
 
-// keyedDoOnly hides semaphore.Keyed's fast shape and offers the Do and TryDo
-// of distsem.Keyed instead, so that bulkhead runs the rest of the admission
-// inside the gate's call.
-type keyedDoOnly struct{ k *semaphore.Keyed }
+// ownKeyed is a KeyedGate of the application's own, over semaphore.Keyed,
+// whose refusal is its own error in a *RejectError: bulkhead must treat it as
+// any gate's.
+type ownKeyed struct{ k *semaphore.Keyed }
 
-func (g keyedDoOnly) Do(ctx context.Context, key string, n int64, fn func(context.Context) error) error {
-	return g.k.Do(ctx, key, n, fn)
+func (g ownKeyed) Hold(ctx context.Context, key string, n int64) (floodgate.Held, error) {
+	return g.k.Hold(ctx, key, n)
 }
 
 var errNoRoom = errors.New("no room")
 
-func (g keyedDoOnly) TryDo(ctx context.Context, key string, n int64, fn func(context.Context) error) error {
+func (g ownKeyed) TryHold(ctx context.Context, key string, n int64) (floodgate.Held, error) {
 	if !g.k.TryAcquire(key, n) {
-		return &bulkhead.RejectError{Reason: bulkhead.ReasonConcurrency, Err: errNoRoom, Delay: time.Second}
+		return floodgate.Held{}, &bulkhead.RejectError{Reason: floodgate.ReasonNoCapacity, Err: errNoRoom, Delay: time.Second}
 	}
-	defer g.k.Release(key, n)
-	return fn(ctx)
+	return floodgate.NewHeld(ctx, g.k.Release, key, n), nil
 }
 
 // TestRefundOnKeyedGateRefusal is the README's job 3 in one process: a tier
@@ -57,18 +58,18 @@ func (g keyedDoOnly) TryDo(ctx context.Context, key string, n int64, fn func(con
 // queued). Three exports at once: two run, the third is refused by the
 // KeyedGate; then exports one after the other pass until the 5/min is spent.
 // Five in all must pass (the refused one spent nothing), and the tier quota
-// must be charged for exactly the five served. Both shapes of the gate: with
-// TryAcquire (semaphore.Keyed) and Do only (as distsem.Keyed).
+// must be charged for exactly the five served. With semaphore.Keyed, and
+// with a KeyedGate of the application's own (ownKeyed).
 func TestRefundOnKeyedGateRefusal(t *testing.T) {
-	for _, shape := range []string{"TryAcquire", "DoOnly"} {
+	for _, shape := range []string{"semaphore.Keyed", "own"} {
 		t.Run(shape, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				tier := shaper.NewMeter(shaper.Limit{Rate: shaper.PerMinute(100)})
 				export := shaper.NewMeter(shaper.Limit{Rate: shaper.PerMinute(5)})
 				sk := semaphore.NewKeyed(2, semaphore.KeyedConfig{})
-				var gate bulkhead.KeyedGate = sk
-				if shape == "DoOnly" {
-					gate = keyedDoOnly{sk}
+				var gate floodgate.KeyedGate = sk
+				if shape == "own" {
+					gate = ownKeyed{sk}
 				}
 				b := bulkhead.New(bulkhead.Config{Layers: []bulkhead.Layer{
 					{Name: "tier", Key: bulkhead.ByTenant, Tiers: map[string]bulkhead.Rate{"free": tier}},
@@ -91,7 +92,7 @@ func TestRefundOnKeyedGateRefusal(t *testing.T) {
 				<-running
 				err := b.Do(ctx, bulkhead.Request{}, func(context.Context) error { return nil })
 				var re *bulkhead.RejectError
-				if !errors.As(err, &re) || re.Reason != bulkhead.ReasonConcurrency || re.Layer != "export" {
+				if !errors.As(err, &re) || re.Reason != floodgate.ReasonNoCapacity || re.Layer != "export" {
 					t.Fatalf("third export at once: %v, want a concurrency refusal by the export layer", err)
 				}
 				close(release)
@@ -183,7 +184,7 @@ func TestRefundOnLaterRateRefusal(t *testing.T) {
 					if i == 0 && err != nil {
 						t.Fatalf("first request: %v", err)
 					}
-					if re, ok := errors.AsType[*bulkhead.RejectError](err); i > 0 && (!ok || re.Layer != "second" || re.Reason != bulkhead.ReasonLimited) {
+					if re, ok := errors.AsType[*bulkhead.RejectError](err); i > 0 && (!ok || re.Layer != "second" || re.Reason != floodgate.ReasonLimited) {
 						t.Fatalf("request %d: %v, want a denial by the second layer", i, err)
 					}
 				}
@@ -220,7 +221,7 @@ func checkRefundOnLaterStoreUnavailable(t *testing.T, first, dead bulkhead.Rate,
 	ctx := bulkhead.WithIdentity(t.Context(), bulkhead.Identity{Tenant: "acme", Subject: "u"})
 	for i := range 12 {
 		err := b.Do(ctx, bulkhead.Request{}, func(context.Context) error { return nil })
-		if re, ok := errors.AsType[*bulkhead.RejectError](err); !ok || re.Reason != bulkhead.ReasonUnavailable || re.Layer != "fleet" {
+		if re, ok := errors.AsType[*bulkhead.RejectError](err); !ok || re.Reason != floodgate.ReasonUnavailable || re.Layer != "fleet" {
 			t.Fatalf("request %d with the fleet store down: %v, want ReasonUnavailable from the fleet layer", i, err)
 		}
 	}

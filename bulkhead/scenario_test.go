@@ -106,7 +106,7 @@ func TestSeedScenario(t *testing.T) {
 				t.Fatalf("acme request %d: %d %s, want 200", i, rp.status, rp.raw)
 			}
 			if i >= 100 {
-				wantReject(t, rp, 429, 1, "too_many_requests") // 600 ms to the next slot
+				wantReject(t, rp, 429, 1, "limited") // 600 ms to the next slot
 			}
 		}
 
@@ -123,7 +123,7 @@ func TestSeedScenario(t *testing.T) {
 		for range globalCap {
 			<-s.entered
 		}
-		wantReject(t, mustCall(t, c, base, "GET", "/items", "tok-beta"), 503, 1, "service_unavailable")
+		wantReject(t, mustCall(t, c, base, "GET", "/items", "tok-beta"), 503, 1, "no_capacity")
 		close(s.block)
 		wg.Wait()
 		s.block = make(chan struct{})
@@ -140,7 +140,7 @@ func TestSeedScenario(t *testing.T) {
 				t.Fatalf("goldco request %d: %d %s, want 200", i, rp.status, rp.raw)
 			}
 			if i >= 10 {
-				wantReject(t, rp, 503, 1, "service_unavailable") // 12 ms to the next slot
+				wantReject(t, rp, 503, 1, "limited") // 12 ms to the next slot
 			}
 		}
 
@@ -152,7 +152,7 @@ func TestSeedScenario(t *testing.T) {
 				t.Fatalf("beta export %d: %d %s, want 200", i, rp.status, rp.raw)
 			}
 			if i >= 5 {
-				wantReject(t, rp, 429, 12, "too_many_requests")
+				wantReject(t, rp, 429, 12, "limited")
 			}
 		}
 
@@ -167,7 +167,7 @@ func TestSeedScenario(t *testing.T) {
 		}
 		<-s.entered
 		<-s.entered
-		wantReject(t, mustCall(t, c, base, "POST", "/reports/export-pdf", "tok-gold"), 429, 1, "too_many_requests")
+		wantReject(t, mustCall(t, c, base, "POST", "/reports/export-pdf", "tok-gold"), 429, 1, "no_capacity")
 		if rp := mustCall(t, c, base, "POST", "/reports/export-pdf", "tok-acme"); rp.status != 429 || rp.retryAfter != 1 {
 			// acme's tier quota is spent (10 refused above kept nothing back)
 			t.Fatalf("acme export: %d Retry-After %d, want 429 from its tier", rp.status, rp.retryAfter)
@@ -175,7 +175,7 @@ func TestSeedScenario(t *testing.T) {
 		close(s.block)
 		wg.Wait()
 
-		want := map[string][2]uint64{ // layer: {limited, concurrency}
+		want := map[string][2]uint64{ // layer: {limited, no capacity}
 			"global":      {0, 1},
 			"tier":        {11, 0},
 			"items":       {10, 0},
@@ -184,8 +184,8 @@ func TestSeedScenario(t *testing.T) {
 		}
 		for name, w := range want {
 			ls := layerStats(t, s.b, name)
-			if ls.Limited != w[0] || ls.Concurrency != w[1] || ls.Unavailable != 0 || ls.Errors != 0 || ls.InFlight != 0 || ls.Waiting != 0 {
-				t.Errorf("layer %s: %+v, want Limited %d, Concurrency %d, nothing else, nothing held", name, ls, w[0], w[1])
+			if ls.Limited != w[0] || ls.NoCapacity != w[1] || ls.Unavailable != 0 || ls.Errors != 0 || ls.InFlight != 0 || ls.Waiting != 0 {
+				t.Errorf("layer %s: %+v, want Limited %d, NoCapacity %d, nothing else, nothing held", name, ls, w[0], w[1])
 			}
 		}
 		if st := s.exports.Stats(); st.Keys != 0 || st.InUse != 0 {

@@ -8,11 +8,12 @@ type LayerStats struct {
 
 	Admitted uint64 // requests that passed the layer
 
-	// Rejections by reason (see Reason).
-	Limited     uint64 // rate denials
-	Concurrency uint64 // no room in the gate within the wait allowed
-	Unavailable uint64 // store unavailable, refused by its policy
-	Errors      uint64 // leaf errors (configuration, unresolved failures)
+	// Rejections, by RejectError.Reason.
+	Limited     uint64 // limited: rate denials
+	NoCapacity  uint64 // the gate refused: no_capacity, or its own queue_full, deadline, too_large, ...
+	MaxWait     uint64 // max_wait: not granted within Layer.MaxWait
+	Unavailable uint64 // unavailable: store unavailable, refused by its policy
+	Errors      uint64 // error: leaf errors (configuration, unresolved failures)
 	Canceled    uint64 // the request's context ended in the layer
 
 	// Degraded counts rate decisions made by a fallback while the store was
@@ -59,7 +60,8 @@ func (b *Bulkhead) Stats() Stats {
 			Name:         l.Name,
 			Admitted:     c.admitted.Load(),
 			Limited:      c.limited.Load(),
-			Concurrency:  c.concurrency.Load(),
+			NoCapacity:   c.noCapacity.Load(),
+			MaxWait:      c.maxWait.Load(),
 			Unavailable:  c.unavailable.Load(),
 			Errors:       c.errors.Load(),
 			Canceled:     c.canceled.Load(),
@@ -67,9 +69,9 @@ func (b *Bulkhead) Stats() Stats {
 			Refunds:      c.refunds.Load(),
 			RefundErrors: c.refundErrors.Load(),
 			InFlight:     c.inFlight.Load(),
-			Waiting:      c.waiting.Load(),
-			Waits:        c.waits.Load(),
-			WaitTime:     time.Duration(c.waitNanos.Load()),
+			Waiting:      l.waits.Waiting.Load(),
+			Waits:        l.waits.Count.Load(),
+			WaitTime:     time.Duration(l.waits.Nanos.Load()),
 		}
 	}
 	return st

@@ -8,19 +8,24 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/internal/gatewait"
+	"github.com/floodgate-go/floodgate/internal/reject"
 )
 
 // Errors of the worker throttle ([Workers]).
 var (
-	// ErrQueueFull: a class's backlog already holds Class.MaxQueue jobs. It
-	// comes in a *RejectError whose RetryAfter estimates when the class's next
-	// job will start: the recent interval between its starts while it had a
-	// backlog (1s before there is one).
-	ErrQueueFull = errors.New("bulkhead: queue full")
+	// ErrQueueFull: a class's backlog already holds WorkerClass.MaxQueue
+	// jobs. It comes in a *RejectError (Reason queue_full, Layer the class)
+	// whose RetryAfter estimates when the class's next job will start: the
+	// recent interval between its starts while it had a backlog (1s before
+	// there is one).
+	ErrQueueFull = reject.Sentinel(floodgate.ReasonQueueFull, "bulkhead: queue full")
 
 	// ErrClosed: Submit or Do after Shutdown began; also the error a queued
 	// job is handed back with when Shutdown does not run it.
-	ErrClosed = errors.New("bulkhead: workers closed")
+	ErrClosed = reject.Sentinel(floodgate.ReasonClosed, "bulkhead: workers closed")
 
 	// ErrUnknownClass: Submit or Do named a class that is not in
 	// WorkersConfig.Classes. The returned error wraps it and names the class.
@@ -56,8 +61,8 @@ type Job struct {
 	Value any
 }
 
-// A Class is a priority class of jobs.
-type Class struct {
+// A WorkerClass is a priority class of jobs of a Workers.
+type WorkerClass struct {
 	// Name names the class in Submit, Do and Stats. Required, unique.
 	Name string
 
@@ -85,7 +90,7 @@ type Class struct {
 type WorkersConfig struct {
 	// Classes are the priority classes, highest first. If empty, one class
 	// named DefaultClass.
-	Classes []Class
+	Classes []WorkerClass
 
 	// Pace, if non-nil, spaces out starts: every job start takes one slot of
 	// weight 1 (a local shaper.Queue for this process, or the fleet-wide Redis
@@ -94,10 +99,12 @@ type WorkersConfig struct {
 	Pace Pacer
 
 	// Gate, if non-nil, is a cap shared beyond this Workers (a distsem.Semaphore
-	// for the fleet, or a semaphore.Weighted shared with other code). Every job
-	// runs holding weight 1 of it, on top of the Workers' own limit. Its ctx
-	// (for distsem, cancelled when the lease is lost) is a parent of the job's.
-	Gate Gate
+	// for the fleet, or a semaphore.Weighted shared with other code): any
+	// floodgate gate. Every job runs holding weight 1 of it, on top of the
+	// Workers' own limit, taken with its Hold (waiting as long as it takes,
+	// until Shutdown stops the dispatching). Its Held's context (for distsem,
+	// cancelled when the lease is lost) is a parent of the job's.
+	Gate floodgate.Gate
 
 	// HandBack, if true, makes Shutdown hand every queued job back instead of
 	// running it: Do returns ErrClosed and OnUnstarted receives each submitted
@@ -115,12 +122,15 @@ type WorkersConfig struct {
 	// Shutdown: Shutdown waits for it to return.
 	OnUnstarted func(class string, job Job, err error)
 
-	// OnStart, if non-nil, is called with the class and the time the job
-	// spent queued (from Submit or Do to its start, the delay ClassStats
-	// sums in QueueDelay) for every job that starts, on the job's goroutine
-	// just before the job runs, without locks held. It must be quick and safe
-	// for concurrent use.
-	OnStart func(class string, queued time.Duration)
+	// Observer, if non-nil, is told what the Workers does, with Component
+	// floodgate.ComponentWorkers, Part the class and N 1: KindAdmit when a
+	// job starts (Duration the time it spent queued, from Submit or Do to its
+	// start, the delay WorkerClassStats sums in QueueDelay), KindRelease when
+	// it returns (Duration its run time), KindReject when Submit or Do
+	// refuses it (queue_full, closed) or its start fails (the Pace's or the
+	// Gate's error; Reason its word), and KindCancel when Do's context ends
+	// while the job is queued. It is called without locks held.
+	Observer floodgate.Observer
 }
 
 // Workers is a worker throttle for job loops: "export jobs start at most 5/s
@@ -132,7 +142,7 @@ type WorkersConfig struct {
 // # Use in a job loop
 //
 //	w := bulkhead.NewWorkers(8, bulkhead.WorkersConfig{
-//		Classes: []bulkhead.Class{
+//		Classes: []bulkhead.WorkerClass{
 //			{Name: "interactive", Reserved: 2, MaxQueue: 100},
 //			{Name: "background", MaxQueue: 1000},
 //		},
@@ -177,7 +187,7 @@ type WorkersConfig struct {
 // the price is a permit held for up to one start interval before its job
 // starts. Priority is strict: a higher class with queued jobs and room always
 // goes first, so a steady flood of a higher class can starve lower ones of
-// everything but their reservations (see [Class.Reserved]: a reservation is
+// everything but their reservations (see [WorkerClass.Reserved]: a reservation is
 // kept for its class alone, against higher and lower classes alike). Reservations and
 // priorities are decided in this process: a Gate shared by the fleet knows
 // nothing of classes, so one process's background jobs can fill a fleet-wide
@@ -222,10 +232,10 @@ type Workers struct {
 	classes     []*class
 	byName      map[string]*class
 	pace        Pacer
-	gate        Gate
+	gate        floodgate.KeyedGate // WorkersConfig.Gate, for gatewait
 	handBack    bool
 	onUnstarted func(string, Job, error)
-	onStart     func(string, time.Duration)
+	observer    floodgate.Observer
 
 	// runCtx is the parent of every job's context; abort cancels it when
 	// Shutdown's context ends. dispatchCtx, its child, bounds the waits of
@@ -259,7 +269,7 @@ type class struct {
 	running   int64
 	lastStart time.Time
 	interval  time.Duration // moving average of the time between starts with a backlog
-	stats     ClassStats
+	stats     WorkerClassStats
 }
 
 type entry struct {
@@ -271,7 +281,10 @@ type entry struct {
 	queued time.Time
 	delay  time.Duration // from queued to the start; set when it starts
 	res    chan error    // Do only; buffered
-	state  int           // guarded by Workers.mu
+	// canceled is set, before its Do is sent ctx.Err(), when the dispatcher
+	// drops a Do job whose context ended while it was queued.
+	canceled bool
+	state    int // guarded by Workers.mu
 	// shutdowns counts the calls of Shutdown made with the job's context
 	// that are under way; guarded by Workers.mu.
 	shutdowns int
@@ -319,16 +332,16 @@ func NewWorkers(limit int64, cfg WorkersConfig) *Workers {
 	}
 	classes := cfg.Classes
 	if len(classes) == 0 {
-		classes = []Class{{Name: DefaultClass}}
+		classes = []WorkerClass{{Name: DefaultClass}}
 	}
 	w := &Workers{
 		limit:       limit,
 		byName:      make(map[string]*class, len(classes)),
 		pace:        cfg.Pace,
-		gate:        cfg.Gate,
+		gate:        gatewait.Keyed(cfg.Gate, nil),
 		handBack:    cfg.HandBack,
 		onUnstarted: cfg.OnUnstarted,
-		onStart:     cfg.OnStart,
+		observer:    cfg.Observer,
 	}
 	var reserved int64
 	for _, c := range classes {
@@ -398,6 +411,9 @@ func (w *Workers) Do(ctx context.Context, class string, job func(context.Context
 	}
 	select {
 	case err := <-e.res:
+		if e.canceled {
+			w.canceled(e)
+		}
 		return err
 	case <-ctx.Done():
 	}
@@ -407,10 +423,15 @@ func (w *Workers) Do(ctx context.Context, class string, job func(context.Context
 		e.c.stats.Canceled++
 		w.changedLocked()
 		w.mu.Unlock()
+		w.canceled(e)
 		return ctx.Err()
 	}
 	w.mu.Unlock()
-	return <-e.res
+	err = <-e.res
+	if e.canceled {
+		w.canceled(e)
+	}
+	return err
 }
 
 func (w *Workers) enqueue(ctx context.Context, name string, job Job, wait bool) (*entry, error) {
@@ -431,10 +452,22 @@ func (w *Workers) enqueue(ctx context.Context, name string, job Job, wait bool) 
 		e.ctx = context.WithoutCancel(ctx)
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	err := w.queueLocked(e)
+	w.mu.Unlock()
+	if err != nil {
+		w.refused(c, err)
+		return nil, err
+	}
+	return e, nil
+}
+
+// queueLocked queues e in its class, or returns why not: ErrClosed, or a
+// *RejectError matching ErrQueueFull.
+func (w *Workers) queueLocked(e *entry) error {
+	c := e.c
 	if w.closed {
 		c.stats.Closed++
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	if c.maxQueue > 0 && len(c.queue) >= c.maxQueue {
 		c.stats.QueueFull++
@@ -442,13 +475,13 @@ func (w *Workers) enqueue(ctx context.Context, name string, job Job, wait bool) 
 		if d <= 0 {
 			d = time.Second
 		}
-		return nil, &RejectError{Reason: ReasonQueueFull, Status: http.StatusServiceUnavailable, Delay: d, Err: ErrQueueFull}
+		return &RejectError{Reason: floodgate.ReasonQueueFull, Layer: c.name, Status: http.StatusServiceUnavailable, Delay: d, Err: ErrQueueFull}
 	}
 	e.queued = time.Now()
 	c.queue = append(c.queue, e)
 	c.stats.Submitted++
 	w.kickLocked()
-	return e, nil
+	return nil
 }
 
 // kickLocked starts the dispatcher if it is not running and a job can start.
@@ -464,7 +497,7 @@ func (w *Workers) kickLocked() {
 // pickableLocked returns the highest class that has a queued job and room to
 // start it, or nil. A class has room while it runs fewer jobs than it
 // reserves, or while starting one leaves the unused reservations of every
-// other class free (see Class.Reserved). Every start keeps running plus the
+// other class free (see WorkerClass.Reserved). Every start keeps running plus the
 // unused reservations of all classes at most the limit.
 func (w *Workers) pickableLocked() *class {
 	var unused int64 // of all classes
@@ -502,6 +535,7 @@ func (w *Workers) popLocked() *entry {
 		c.queue = c.queue[1:]
 		if e.res != nil && e.ctx.Err() != nil {
 			e.state = removedState
+			e.canceled = true
 			c.stats.Canceled++
 			e.res <- e.ctx.Err()
 			continue
@@ -524,53 +558,78 @@ func (w *Workers) dispatch() {
 			// Nothing to wait for: start every job there is room for.
 			for e := w.popLocked(); e != nil; e = w.popLocked() {
 				w.startLocked(e)
-				w.spawnLocked(e)
+				w.spawnLocked(e, floodgate.Held{})
 			}
 			w.mu.Unlock()
 			continue
 		}
 		w.mu.Unlock()
-
-		var wk *worker
-		if w.gate != nil {
-			var err error
-			if wk, err = w.acquire(); err != nil {
-				w.failNext(err, false)
-				continue
-			}
-		}
-		if w.pace != nil {
-			if err := w.pace.Wait(w.dispatchCtx, 1); err != nil {
-				if wk != nil {
-					wk.assign <- nil
-				}
-				w.failNext(err, true)
-				continue
-			}
-		}
-		w.mu.Lock()
-		var e *entry
-		if !w.stopped {
-			e = w.popLocked()
-		}
-		if e != nil {
-			w.startLocked(e)
-			if wk == nil {
-				w.spawnLocked(e)
-			}
-		}
-		w.mu.Unlock()
-		if wk != nil {
-			wk.assign <- e // nil: nothing to start after all; the permit goes back
-		}
+		w.startNext()
 	}
 }
 
-// spawnLocked runs e on a new goroutine, with no Gate.
-func (w *Workers) spawnLocked(e *entry) {
+// startNext takes a permit of the Gate, then a slot of the Pace (those that
+// are set), and then starts the first job that can start, under the permit;
+// if the Gate or the Pace fails, it fails that job instead.
+func (w *Workers) startNext() {
+	var h floodgate.Held // the zero Held, without a Gate
+	if w.gate != nil {
+		var err error
+		if h, err = w.hold(); err != nil {
+			w.failNext(err, false)
+			return
+		}
+	}
+	if w.pace != nil {
+		if err := w.pace.Wait(w.dispatchCtx, 1); err != nil {
+			h.Release()
+			w.failNext(err, true)
+			return
+		}
+	}
+	w.mu.Lock()
+	var e *entry
+	if !w.stopped {
+		e = w.popLocked()
+	}
+	if e != nil {
+		w.startLocked(e)
+		w.spawnLocked(e, h)
+	}
+	w.mu.Unlock()
+	if e == nil {
+		h.Release() // nothing to start after all: the permit goes back
+	}
+}
+
+// hold takes weight 1 of the Gate, waiting until dispatching stops. What it
+// holds outlives the wait: its context, the parent of the job's, ends only
+// with runCtx or when the Held is released.
+func (w *Workers) hold() (floodgate.Held, error) {
+	ctx, cancel := context.WithCancelCause(w.runCtx)
+	stop := context.AfterFunc(w.dispatchCtx, func() { cancel(context.Cause(w.dispatchCtx)) })
+	h, _, err := gatewait.Take(ctx, w.gate, "", 1, 0, nil, nil)
+	if !stop() { // dispatching stopped while we waited: give back a late grant
+		h.Release()
+		cancel(nil)
+		return floodgate.Held{}, context.Cause(w.dispatchCtx)
+	}
+	if err != nil {
+		cancel(nil)
+		return floodgate.Held{}, err
+	}
+	return floodgate.NewHeld(h.Context(), func(string, int64) {
+		h.Release()
+		cancel(nil)
+	}, "", 1), nil
+}
+
+// spawnLocked runs e on a new goroutine, holding h (the zero Held without a
+// Gate).
+func (w *Workers) spawnLocked(e *entry, h floodgate.Held) {
 	w.goroutines++
 	go func() {
-		w.run(w.runCtx, e)
+		w.run(e, h)
 		w.mu.Lock()
 		w.exitLocked()
 		w.mu.Unlock()
@@ -620,6 +679,7 @@ func (w *Workers) failNext(err error, rate bool) {
 	}
 	w.mu.Unlock()
 	if e != nil {
+		w.refused(e.c, err)
 		w.giveBack(e, err)
 	}
 }
@@ -633,91 +693,77 @@ func (w *Workers) giveBack(e *entry, err error) {
 	}
 }
 
-// A worker is a goroutine that holds a permit of the Gate for one job.
-type worker struct {
-	held   chan error  // nil once the permit is held, or why not
-	assign chan *entry // the job to run under the permit; nil: none
-}
-
-// acquire starts a worker and waits until it holds a permit of the Gate.
-func (w *Workers) acquire() (*worker, error) {
-	wk := &worker{held: make(chan error, 1), assign: make(chan *entry, 1)}
-	w.mu.Lock()
-	w.goroutines++
-	w.mu.Unlock()
-	go func() {
-		defer func() {
-			w.mu.Lock()
-			w.exitLocked()
-			w.mu.Unlock()
-		}()
-		// The wait for the permit ends when dispatching stops; the job it
-		// runs ends only with runCtx.
-		actx, cancel := context.WithCancelCause(w.runCtx)
-		defer cancel(nil)
-		stop := context.AfterFunc(w.dispatchCtx, func() { cancel(context.Cause(w.dispatchCtx)) })
-		defer stop()
-		held := false
-		err := w.gate.Do(actx, 1, func(gctx context.Context) error {
-			if !stop() {
-				return context.Cause(w.dispatchCtx) // dispatching stopped while we waited
-			}
-			held = true
-			wk.held <- nil
-			if e := <-wk.assign; e != nil {
-				w.run(gctx, e)
-			}
-			return nil
-		})
-		if !held {
-			if err == nil {
-				err = errors.New("bulkhead: gate returned without running the job")
-			}
-			wk.held <- err
-		}
-	}()
-	if err := <-wk.held; err != nil {
-		return nil, err
+// run runs e's job, holding h, with a context derived from e.ctx and from
+// h's (runCtx without a Gate), and records its end, after giving h back.
+func (w *Workers) run(e *entry, h floodgate.Held) {
+	parent := w.runCtx
+	if h.N() != 0 {
+		parent = h.Context()
 	}
-	return wk, nil
-}
-
-// run runs e's job with a context derived from e.ctx and parent, and records
-// its end.
-func (w *Workers) run(parent context.Context, e *entry) {
 	e.vctx = jobValueCtx{e.ctx, e}
 	ctx, cancel := context.WithCancelCause(&e.vctx)
 	stop := context.AfterFunc(parent, func() { cancel(context.Cause(parent)) })
+	var start time.Time
 	var err error
 	defer func() {
 		stop()
 		cancel(nil)
-		c := e.c
-		w.mu.Lock()
-		c.running--
-		w.running--
-		c.stats.Finished++
-		if err != nil {
-			c.stats.Failed++
+		h.Release()
+		w.finished(e, err)
+		if w.observer != nil {
+			w.observe(floodgate.Event{Kind: floodgate.KindRelease, Part: e.c.name, N: 1, Duration: time.Since(start)})
 		}
-		e.state = finishedState
-		if e.shutdowns > 0 {
-			// Left behind by the job (say, on a goroutine of its own), those
-			// calls now wait as any other caller does.
-			e.shutdowns = 0
-			w.inShutdown--
-			w.changedLocked()
-		}
-		w.kickLocked()
-		w.mu.Unlock()
 		if e.res != nil {
 			e.res <- err
 		}
 	}()
-	if w.onStart != nil {
-		w.onStart(e.c.name, e.delay)
+	if w.observer != nil {
+		w.observe(floodgate.Event{Kind: floodgate.KindAdmit, Part: e.c.name, N: 1, Duration: e.delay})
+		start = time.Now()
 	}
 	err = e.job.Run(ctx)
+}
+
+// finished records that e's job returned err.
+func (w *Workers) finished(e *entry, err error) {
+	c := e.c
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c.running--
+	w.running--
+	c.stats.Finished++
+	if err != nil {
+		c.stats.Failed++
+	}
+	e.state = finishedState
+	if e.shutdowns > 0 {
+		// Left behind by the job (say, on a goroutine of its own), those
+		// calls now wait as any other caller does.
+		e.shutdowns = 0
+		w.inShutdown--
+		w.changedLocked()
+	}
+	w.kickLocked()
+}
+
+// observe sends e, from the Workers, to the Observer (which is set).
+func (w *Workers) observe(e floodgate.Event) {
+	e.Component = floodgate.ComponentWorkers
+	w.observer.Observe(e)
+}
+
+// canceled tells the Observer that Do's context ended while e was queued.
+func (w *Workers) canceled(e *entry) {
+	if w.observer != nil {
+		w.observe(floodgate.Event{Kind: floodgate.KindCancel, Part: e.c.name, N: 1, Duration: time.Since(e.queued)})
+	}
+}
+
+// refused tells the Observer that a job of class c was refused with err.
+func (w *Workers) refused(c *class, err error) {
+	if w.observer != nil {
+		w.observe(floodgate.Event{Kind: floodgate.KindReject, Part: c.name, N: 1, Reason: reject.ReasonOf(err), Err: err})
+	}
 }
 
 // exitLocked records that a goroutine of w ends.
@@ -890,8 +936,8 @@ func (w *Workers) Shutdown(ctx context.Context) error {
 	return fmt.Errorf("bulkhead: shutdown: %d queued jobs handed back, %d running jobs cancelled: %w", len(back), aborted, ctx.Err())
 }
 
-// ClassStats counts what one class did. Counters are totals since NewWorkers.
-type ClassStats struct {
+// WorkerClassStats counts what one class did. Counters are totals since NewWorkers.
+type WorkerClassStats struct {
 	Name string
 
 	Queued  int   // jobs waiting now
@@ -916,16 +962,16 @@ type ClassStats struct {
 
 // WorkersStats is a snapshot of a Workers' state and counters.
 type WorkersStats struct {
-	Limit   int64        // the most jobs run at once
-	Running int64        // jobs running now
-	Classes []ClassStats // in WorkersConfig.Classes order
+	Limit   int64              // the most jobs run at once
+	Running int64              // jobs running now
+	Classes []WorkerClassStats // in WorkersConfig.Classes order
 }
 
 // Stats returns a snapshot, taken at one instant.
 func (w *Workers) Stats() WorkersStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	st := WorkersStats{Limit: w.limit, Running: w.running, Classes: make([]ClassStats, len(w.classes))}
+	st := WorkersStats{Limit: w.limit, Running: w.running, Classes: make([]WorkerClassStats, len(w.classes))}
 	for i, c := range w.classes {
 		cs := c.stats
 		cs.Name = c.name
@@ -937,11 +983,11 @@ func (w *Workers) Stats() WorkersStats {
 }
 
 // Class returns the stats of the class named name, and whether there is one.
-func (st WorkersStats) Class(name string) (ClassStats, bool) {
+func (st WorkersStats) Class(name string) (WorkerClassStats, bool) {
 	for _, c := range st.Classes {
 		if c.Name == name {
 			return c, true
 		}
 	}
-	return ClassStats{}, false
+	return WorkerClassStats{}, false
 }

@@ -14,7 +14,7 @@ import (
 // output is in order; Shutdown runs the backlog before it returns.
 func ExampleNewWorkers() {
 	w := bulkhead.NewWorkers(1, bulkhead.WorkersConfig{
-		Classes: []bulkhead.Class{{Name: "background", MaxQueue: 10}},
+		Classes: []bulkhead.WorkerClass{{Name: "background", MaxQueue: 10}},
 		Pace:    shaper.NewQueue(shaper.PerSecond(20), shaper.QueueConfig{}),
 	})
 	var mu sync.Mutex

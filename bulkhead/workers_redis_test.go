@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate/bulkhead"
@@ -18,7 +20,7 @@ import (
 	"github.com/floodgate-go/floodgate/shaper/shaperredis"
 )
 
-var _ bulkhead.Gate = (*distsem.Semaphore)(nil)
+var _ floodgate.Gate = (*distsem.Semaphore)(nil)
 
 // TestWorkersFleet: three worker groups ("processes", each with its own Redis
 // client) share one fleet rate (a Redis queue, 10/s) and one fleet cap

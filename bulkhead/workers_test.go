@@ -11,6 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
+
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/semaphore"
 	"github.com/floodgate-go/floodgate/shaper"
@@ -21,7 +23,7 @@ import (
 var (
 	_ bulkhead.Pacer = (*shaper.Queue)(nil)
 	_ bulkhead.Pacer = (*shaperredis.Queue)(nil)
-	_ bulkhead.Gate  = (*semaphore.Weighted)(nil)
+	_ floodgate.Gate = (*semaphore.Weighted)(nil)
 )
 
 // recorder records job starts and the most jobs seen running at once.
@@ -121,7 +123,7 @@ func TestWorkersLongRunRate(t *testing.T) {
 func TestWorkersConcurrencyCap(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		gate bulkhead.Gate
+		gate floodgate.Gate
 		want int
 	}{
 		{"limit", nil, 8},
@@ -152,7 +154,7 @@ func TestWorkersInteractiveNotDelayed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var r recorder
 		w := bulkhead.NewWorkers(8, bulkhead.WorkersConfig{
-			Classes: []bulkhead.Class{{Name: "interactive", Reserved: 2}, {Name: "background"}},
+			Classes: []bulkhead.WorkerClass{{Name: "interactive", Reserved: 2}, {Name: "background"}},
 			Pace:    pace(5),
 		})
 		for i := range 1000 {
@@ -198,7 +200,7 @@ func canceled() context.Context {
 // free), a takes the last one.
 func TestWorkersReservation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := bulkhead.NewWorkers(4, bulkhead.WorkersConfig{Classes: []bulkhead.Class{
+		w := bulkhead.NewWorkers(4, bulkhead.WorkersConfig{Classes: []bulkhead.WorkerClass{
 			{Name: "a", Reserved: 1}, {Name: "b", Reserved: 1}, {Name: "c"},
 		}})
 		block := make(chan struct{})
@@ -241,7 +243,7 @@ func TestWorkersReservation(t *testing.T) {
 // lower class's (until 85c20e6 a higher class took lower reservations).
 func TestWorkersClassUsesUnreserved(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := bulkhead.NewWorkers(4, bulkhead.WorkersConfig{Classes: []bulkhead.Class{
+		w := bulkhead.NewWorkers(4, bulkhead.WorkersConfig{Classes: []bulkhead.WorkerClass{
 			{Name: "hi"}, {Name: "lo", Reserved: 3}, {Name: "none"},
 		}})
 		block := make(chan struct{})
@@ -256,7 +258,7 @@ func TestWorkersClassUsesUnreserved(t *testing.T) {
 		close(block)
 		shutdown(t, w)
 
-		w = bulkhead.NewWorkers(4, bulkhead.WorkersConfig{Classes: []bulkhead.Class{
+		w = bulkhead.NewWorkers(4, bulkhead.WorkersConfig{Classes: []bulkhead.WorkerClass{
 			{Name: "hi"}, {Name: "lo", Reserved: 3},
 		}})
 		block = make(chan struct{})
@@ -278,7 +280,7 @@ func TestWorkersFIFOWithinClass(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var r recorder
 		w := bulkhead.NewWorkers(1, bulkhead.WorkersConfig{
-			Classes: []bulkhead.Class{{Name: "hi"}, {Name: "lo"}},
+			Classes: []bulkhead.WorkerClass{{Name: "hi"}, {Name: "lo"}},
 			Pace:    pace(10),
 		})
 		block := make(chan struct{})
@@ -308,7 +310,7 @@ func TestWorkersFIFOWithinClass(t *testing.T) {
 func TestWorkersQueueFull(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := bulkhead.NewWorkers(100, bulkhead.WorkersConfig{
-			Classes: []bulkhead.Class{{Name: "bg", MaxQueue: 2}},
+			Classes: []bulkhead.WorkerClass{{Name: "bg", MaxQueue: 2}},
 			Pace:    pace(5),
 		})
 		block := make(chan struct{})
@@ -546,8 +548,11 @@ func TestWorkersDo(t *testing.T) {
 type failing struct{ err error }
 
 func (f failing) Wait(context.Context, int64) error { return f.err }
-func (f failing) Do(context.Context, int64, func(context.Context) error) error {
-	return f.err
+func (f failing) Hold(context.Context, int64) (floodgate.Held, error) {
+	return floodgate.Held{}, f.err
+}
+func (f failing) TryHold(context.Context, int64) (floodgate.Held, error) {
+	return floodgate.Held{}, f.err
 }
 
 // TestWorkersStartErrors: when the Pace or the Gate refuses, the job fails
@@ -594,7 +599,7 @@ func TestWorkersBadInput(t *testing.T) {
 	if err := w.Submit(canceled(), bulkhead.DefaultClass, bulkhead.Job{Run: func(context.Context) error { return nil }}); err != context.Canceled {
 		t.Errorf("Submit(done ctx) = %v, want context.Canceled", err)
 	}
-	if st := w.Stats().Classes[0]; st != (bulkhead.ClassStats{Name: bulkhead.DefaultClass}) {
+	if st := w.Stats().Classes[0]; st != (bulkhead.WorkerClassStats{Name: bulkhead.DefaultClass}) {
 		t.Errorf("stats after bad input %+v, want zero", st)
 	}
 	shutdown(t, w)
@@ -607,22 +612,22 @@ func TestWorkersBadInput(t *testing.T) {
 		{"nil job Do", "bulkhead: Workers: nil job", func() { w.Do(t.Context(), bulkhead.DefaultClass, nil) }},
 		{"limit 0", "bulkhead: NewWorkers: limit < 1", func() { bulkhead.NewWorkers(0, bulkhead.WorkersConfig{}) }},
 		{"reserved > limit", "bulkhead: NewWorkers: Reserved adds up to more than limit", func() {
-			bulkhead.NewWorkers(8, bulkhead.WorkersConfig{Classes: []bulkhead.Class{{Name: "a", Reserved: 9}}})
+			bulkhead.NewWorkers(8, bulkhead.WorkersConfig{Classes: []bulkhead.WorkerClass{{Name: "a", Reserved: 9}}})
 		}},
 		{"reserved sum > limit", "bulkhead: NewWorkers: Reserved adds up to more than limit", func() {
-			bulkhead.NewWorkers(8, bulkhead.WorkersConfig{Classes: []bulkhead.Class{{Name: "a", Reserved: 5}, {Name: "b", Reserved: 4}}})
+			bulkhead.NewWorkers(8, bulkhead.WorkersConfig{Classes: []bulkhead.WorkerClass{{Name: "a", Reserved: 5}, {Name: "b", Reserved: 4}}})
 		}},
 		{"negative reserved", "bulkhead: NewWorkers: class a: negative Reserved", func() {
-			bulkhead.NewWorkers(8, bulkhead.WorkersConfig{Classes: []bulkhead.Class{{Name: "a", Reserved: -1}}})
+			bulkhead.NewWorkers(8, bulkhead.WorkersConfig{Classes: []bulkhead.WorkerClass{{Name: "a", Reserved: -1}}})
 		}},
 		{"negative max queue", "bulkhead: NewWorkers: class a: negative MaxQueue", func() {
-			bulkhead.NewWorkers(8, bulkhead.WorkersConfig{Classes: []bulkhead.Class{{Name: "a", MaxQueue: -1}}})
+			bulkhead.NewWorkers(8, bulkhead.WorkersConfig{Classes: []bulkhead.WorkerClass{{Name: "a", MaxQueue: -1}}})
 		}},
 		{"no name", "bulkhead: NewWorkers: class without a Name", func() {
-			bulkhead.NewWorkers(8, bulkhead.WorkersConfig{Classes: []bulkhead.Class{{}}})
+			bulkhead.NewWorkers(8, bulkhead.WorkersConfig{Classes: []bulkhead.WorkerClass{{}}})
 		}},
 		{"duplicate", "bulkhead: NewWorkers: duplicate class a", func() {
-			bulkhead.NewWorkers(8, bulkhead.WorkersConfig{Classes: []bulkhead.Class{{Name: "a"}, {Name: "a"}}})
+			bulkhead.NewWorkers(8, bulkhead.WorkersConfig{Classes: []bulkhead.WorkerClass{{Name: "a"}, {Name: "a"}}})
 		}},
 		{"hand back without callback", "bulkhead: NewWorkers: HandBack without OnUnstarted", func() {
 			bulkhead.NewWorkers(8, bulkhead.WorkersConfig{HandBack: true})
@@ -660,10 +665,10 @@ func TestWorkersZero(t *testing.T) {
 // some class can never start a job (the other classes' reservations take
 // the whole limit), and accepts every one in which each class can start one.
 func TestWorkersEveryClassCanStart(t *testing.T) {
-	cls := func(reserved ...int64) []bulkhead.Class {
-		var cs []bulkhead.Class
+	cls := func(reserved ...int64) []bulkhead.WorkerClass {
+		var cs []bulkhead.WorkerClass
 		for i, r := range reserved {
-			cs = append(cs, bulkhead.Class{Name: string(rune('a' + i)), Reserved: r})
+			cs = append(cs, bulkhead.WorkerClass{Name: string(rune('a' + i)), Reserved: r})
 		}
 		return cs
 	}
@@ -733,7 +738,7 @@ func TestWorkersReservationIsOwn(t *testing.T) {
 				{"lo", "hi", 6, 2}, // lo flood: hi's 2 stay free
 			} {
 				synctest.Test(t, func(t *testing.T) {
-					cfg := bulkhead.WorkersConfig{Classes: []bulkhead.Class{
+					cfg := bulkhead.WorkersConfig{Classes: []bulkhead.WorkerClass{
 						{Name: "hi", Reserved: 2}, {Name: "lo", Reserved: 3},
 					}}
 					if paced {

@@ -102,8 +102,8 @@ func TestRedisKeyedGateNeverWaits(t *testing.T) {
 	<-exited
 
 	ls := layerStats(t, b, "tenant")
-	if ls.Admitted != 4 || ls.Concurrency != 1 || ls.Canceled != 0 || ls.Errors != 0 {
-		t.Errorf("layer stats: %+v, want 4 admitted and 1 concurrency rejection", ls)
+	if ls.Admitted != 4 || ls.NoCapacity != 1 || ls.Canceled != 0 || ls.Errors != 0 {
+		t.Errorf("layer stats: %+v, want 4 admitted and 1 no_capacity rejection", ls)
 	}
 	if ls.InFlight != 0 || ls.Waiting != 0 {
 		t.Errorf("layer stats: InFlight %d, Waiting %d, want 0", ls.InFlight, ls.Waiting)
@@ -173,8 +173,8 @@ func TestRedisGateNeverWaits(t *testing.T) {
 		t.Errorf("first request: %v, want 200", err)
 	}
 	<-rg.exited
-	if ls := layerStats(t, rg.b, "global"); ls.Admitted != 1 || ls.Concurrency != 1 {
-		t.Errorf("layer stats: %+v, want 1 admitted and 1 concurrency rejection", ls)
+	if ls := layerStats(t, rg.b, "global"); ls.Admitted != 1 || ls.NoCapacity != 1 {
+		t.Errorf("layer stats: %+v, want 1 admitted and 1 no_capacity rejection", ls)
 	}
 	rg.wantFree(t)
 }
