@@ -68,7 +68,7 @@ type Config struct {
 	// call; a call that outlives it while the caller's context is not done is
 	// a store failure (an error matching breaker.ErrTimeout, not
 	// context.DeadlineExceeded). Share one Breaker per Redis endpoint. If nil,
-	// the Semaphore makes its own with breaker.Config{Policy: Policy}, hence
+	// the Semaphore makes its own with breaker.Config{}, hence
 	// breaker.DefaultCallTimeout.
 	Breaker *breaker.Breaker
 
@@ -192,7 +192,7 @@ func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Se
 	if name == "" || len(name) > cfg.MaxNameLen {
 		panic("distsem: name must be non-empty and at most MaxNameLen bytes")
 	}
-	st := storecall.New("distsem", client, cfg.Breaker, "distsem:"+name, cfg.Policy)
+	st := storecall.New("distsem", client, cfg.Breaker, "distsem:"+name)
 	callTimeout := st.Breaker.CallTimeout()
 	if cfg.Lease < 3*callTimeout {
 		panic("distsem: Lease < 3 × CallTimeout")

@@ -141,7 +141,7 @@ func NewKeyed(client redis.UniversalClient, prefix string, limit int64, cfg Keye
 		panic("distsem: prefix longer than MaxNameLen")
 	}
 	// One breaker for all the keys: the Keyed's own if cfg has none.
-	st := storecall.New("distsem", client, c.Breaker, "distsem:"+prefix, c.Policy)
+	st := storecall.New("distsem", client, c.Breaker, "distsem:"+prefix)
 	c.Breaker = st.Breaker
 	if callTimeout := st.Breaker.CallTimeout(); c.Lease < 3*callTimeout || c.WaiterTTL < 3*callTimeout {
 		panic("distsem: Lease or WaiterTTL < 3 × CallTimeout")
