@@ -2,35 +2,18 @@ package breaker_test
 
 import (
 	"context"
+	"errors"
 	"slices"
-	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/internal/observetest"
+	"github.com/floodgate-go/floodgate/internal/reject"
 )
-
-// events is an Observer that keeps the events it is told.
-type events struct {
-	mu sync.Mutex
-	ev []floodgate.Event
-}
-
-func (e *events) Observe(ev floodgate.Event) {
-	e.mu.Lock()
-	e.ev = append(e.ev, ev)
-	e.mu.Unlock()
-}
-
-func (e *events) take() []floodgate.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	ev := e.ev
-	e.ev = nil
-	return ev
-}
 
 // Each call that reached the store is one KindStoreCall: its duration, its
 // error when it was a store failure (ErrTimeout for a timeout), and the
@@ -39,7 +22,7 @@ func (e *events) take() []floodgate.Event {
 // words.
 func TestObserverStoreCallsAndTransitions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var rec events
+		var rec observetest.Recorder
 		b := breaker.New("t", breaker.Config{ConsecutiveFailures: 2, OpenDuration: time.Minute, Jitter: -1, CallTimeout: time.Second, Logger: discard, Observer: &rec})
 		slowly := func(d time.Duration, err error) func(context.Context) (int, error) {
 			return func(ctx context.Context) (int, error) {
@@ -68,7 +51,7 @@ func TestObserverStoreCallsAndTransitions(t *testing.T) {
 			{Kind: floodgate.KindStateChange, Component: floodgate.ComponentBreaker, From: floodgate.StateClosed, To: floodgate.StateOpen},
 			{Kind: floodgate.KindStoreCall, Component: floodgate.ComponentBreaker, Duration: time.Second, Source: floodgate.SourceFailClosed, Err: breaker.ErrTimeout},
 		}
-		if got := rec.take(); !slices.Equal(got, want) {
+		if got := rec.Take(); !slices.Equal(got, want) {
 			t.Fatalf("events:\n got %+v\nwant %+v", got, want)
 		}
 	})
@@ -96,5 +79,23 @@ func TestSourceWords(t *testing.T) {
 		if p.String() != string(w) {
 			t.Errorf("Policy %d: String %q, want %q", p, p.String(), w)
 		}
+	}
+}
+
+// A refusal's reason word is unavailable, whether the breaker was open or the
+// store call failed, so that every Event and metric of it says so.
+func TestRefusalReason(t *testing.T) {
+	b := breaker.New("t", breaker.Config{ConsecutiveFailures: 1, OpenDuration: time.Minute, Jitter: -1, Logger: discard})
+	var s store
+	s.set(errRefused)
+	storeErr := do(b, &s)
+	openErr := do(b, &s)
+	for name, err := range map[string]error{"store failure": storeErr, "open": openErr} {
+		if got := reject.ReasonOf(err); got != floodgate.ReasonUnavailable {
+			t.Errorf("%s: ReasonOf(%v) = %q, want %q", name, err, got, floodgate.ReasonUnavailable)
+		}
+	}
+	if !errors.Is(storeErr, syscall.ECONNREFUSED) || !errors.Is(storeErr, breaker.ErrUnavailable) {
+		t.Errorf("store failure %v: want it to match the store's error and ErrUnavailable", storeErr)
 	}
 }

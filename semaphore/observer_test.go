@@ -4,35 +4,22 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/internal/observetest"
 	"github.com/floodgate-go/floodgate/semaphore"
 )
 
-// recorder is an Observer that keeps every event, with Err dropped so that
-// events compare with ==.
-type recorder struct {
-	mu     sync.Mutex
-	events []floodgate.Event
-}
-
-func (r *recorder) Observe(e floodgate.Event) {
-	e.Err = nil
-	r.mu.Lock()
-	r.events = append(r.events, e)
-	r.mu.Unlock()
-}
-
-func (r *recorder) take() []floodgate.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ev := r.events
-	r.events = nil
+// take returns rec's events with Err dropped, so that they compare with ==.
+func take(rec *observetest.Recorder) []floodgate.Event {
+	ev := rec.Take()
+	for i := range ev {
+		ev[i].Err = nil
+	}
 	return ev
 }
 
@@ -100,7 +87,7 @@ func TestObserverReportsWait(t *testing.T) {
 // early rejection, a TryHold refusal, and releases.
 func TestObserverEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec := new(recorder)
+		rec := new(observetest.Recorder)
 		s := semaphore.New(2, semaphore.Config{MaxWait: 5 * time.Second, Observer: rec})
 		const sem = floodgate.ComponentSemaphore
 		s.Acquire(t.Context(), 2)
@@ -146,7 +133,7 @@ func TestObserverEvents(t *testing.T) {
 			{Kind: floodgate.KindAdmit, Component: sem, N: 1, Duration: 2 * time.Second},
 			{Kind: floodgate.KindRelease, Component: sem, N: 1},
 		}
-		if got := rec.take(); !slices.Equal(got, want) {
+		if got := take(rec); !slices.Equal(got, want) {
 			t.Fatalf("events:\n got %+v\nwant %+v", got, want)
 		}
 	})
@@ -156,7 +143,7 @@ func TestObserverEvents(t *testing.T) {
 // and its own ErrTooManyKeys refusals.
 func TestKeyedObserverEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec := new(recorder)
+		rec := new(observetest.Recorder)
 		k := semaphore.NewKeyed(1, semaphore.KeyedConfig{MaxKeys: 1, Observer: rec})
 		const sem = floodgate.ComponentSemaphore
 		ctx := t.Context()
@@ -185,7 +172,7 @@ func TestKeyedObserverEvents(t *testing.T) {
 			{Kind: floodgate.KindAdmit, Component: sem, N: 1, Duration: 2 * time.Second},
 			{Kind: floodgate.KindRelease, Component: sem, N: 1},
 		}
-		if got := rec.take(); !slices.Equal(got, want) {
+		if got := take(rec); !slices.Equal(got, want) {
 			t.Fatalf("events:\n got %+v\nwant %+v", got, want)
 		}
 	})
