@@ -96,10 +96,11 @@ type Config struct {
 	//     else 0) and Source: floodgate.SourceStore, or SourceFailOpen or
 	//     SourceFailLocal for a permit granted without Redis (Degraded);
 	//   - KindReject for a refusal, with its Reason, the wait, the error
-	//     and, when a store or a policy made it, Source (SourceStore for
-	//     ErrNoCapacity, SourceFailLocal for ErrLocalBusy, SourceFailClosed
-	//     for breaker.ErrUnavailable); KindCancel for a call that returned
-	//     ctx.Err(), with the wait;
+	//     and, when a failure policy made it, Source (SourceFailLocal for
+	//     ErrLocalBusy, SourceFailClosed for breaker.ErrUnavailable), but not
+	//     for TryAcquire's ErrNoCapacity: a non-waiting call that finds no
+	//     room is a probe whose caller reports the outcome (LocalStats counts
+	//     it); KindCancel for a call that returned ctx.Err(), with the wait;
 	//   - KindRelease by the first Release of a permit that was not lost, with
 	//     N and how long it was held (from the return of Acquire);
 	//   - KindRenew for every renewal call that returned (Err set if it

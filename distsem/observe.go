@@ -21,11 +21,16 @@ func emit(o floodgate.Observer, e floodgate.Event) {
 // a grant (p), the caller's context ending, or a refusal. The Observer is
 // non-nil.
 func (s *Semaphore) observeAcquire(ctx context.Context, n int64, p *Permit, waited time.Duration, err error) {
-	if err == nil {
+	switch {
+	case err == nil:
 		emit(s.cfg.Observer, floodgate.Event{Kind: floodgate.KindAdmit, N: n, Duration: waited, Source: p.source()})
-		return
+	case errors.Is(err, ErrNoCapacity):
+		// A non-waiting call found no room: a probe (a consumer's TryHold
+		// before its bounded wait), whose caller reports the outcome; it is
+		// counted in LocalStats.
+	default:
+		observeFailure(s.cfg.Observer, ctx, n, waited, err)
 	}
-	observeFailure(s.cfg.Observer, ctx, n, waited, err)
 }
 
 // observeFailure reports an acquire of n that failed with err after waiting
@@ -38,13 +43,11 @@ func observeFailure(o floodgate.Observer, ctx context.Context, n int64, waited t
 	emit(o, floodgate.Event{Kind: floodgate.KindReject, N: n, Reason: reject.ReasonOf(err), Duration: waited, Err: err, Source: refusalSource(err)})
 }
 
-// refusalSource returns the Source of a refusal made by the store or by a
-// failure policy, or "" for one made here (ErrTooLarge before any call,
-// ErrClosed, an invalid key).
+// refusalSource returns the Source of a refusal made by a failure policy, or
+// "" for one made by the store or here (ErrTooLarge, ErrClosed, an invalid
+// key).
 func refusalSource(err error) floodgate.Source {
 	switch {
-	case errors.Is(err, ErrNoCapacity):
-		return floodgate.SourceStore
 	case errors.Is(err, ErrLocalBusy):
 		return floodgate.SourceFailLocal
 	case errors.Is(err, breaker.ErrUnavailable):

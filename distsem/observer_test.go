@@ -53,7 +53,8 @@ func wantShapes(t *testing.T, rec *observetest.Recorder, want []shape) {
 }
 
 // A Semaphore reports its grants (with the wait when the call queued), its
-// refusals, cancellations, releases (with the hold time) and renewals.
+// refusals (not TryAcquire's ErrNoCapacity: a probe), cancellations,
+// releases (with the hold time) and renewals.
 func TestObserverEvents(t *testing.T) {
 	db := redistest.Connect(t)
 	rec := new(observetest.Recorder)
@@ -77,7 +78,6 @@ func TestObserverEvents(t *testing.T) {
 	cancel()
 	wantShapes(t, rec, []shape{
 		{kind: floodgate.KindAdmit, n: 2, source: floodgate.SourceStore},
-		{kind: floodgate.KindReject, n: 1, reason: floodgate.ReasonNoCapacity, source: floodgate.SourceStore},
 		{kind: floodgate.KindReject, n: 3, reason: floodgate.ReasonTooLarge},
 		{kind: floodgate.KindCancel, n: 1, waited: true},
 	})
@@ -186,8 +186,9 @@ func TestObserverDegradedSources(t *testing.T) {
 	}
 }
 
-// A Keyed reports as its keys' Semaphores do, and its own refusals too (a
-// new key beyond MaxKeys, an invalid key), never with the key.
+// A Keyed reports as its keys' Semaphores do (TryHold finding no room is not
+// an event), and its own refusals too (a new key beyond MaxKeys, an invalid
+// key), never with the key.
 func TestKeyedObserverEvents(t *testing.T) {
 	db := redistest.Connect(t)
 	rec := new(observetest.Recorder)
@@ -203,7 +204,6 @@ func TestKeyedObserverEvents(t *testing.T) {
 	h.Release()
 	wantShapes(t, rec, []shape{
 		{kind: floodgate.KindAdmit, n: 1, source: floodgate.SourceStore},
-		{kind: floodgate.KindReject, n: 1, reason: floodgate.ReasonNoCapacity, source: floodgate.SourceStore},
 		{kind: floodgate.KindReject, n: 1, reason: floodgate.ReasonTooManyKeys},
 		{kind: floodgate.KindReject, n: 1, reason: floodgate.ReasonInvalidKey},
 		{kind: floodgate.KindRelease, n: 1, waited: true},

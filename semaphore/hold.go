@@ -22,8 +22,10 @@ func (s *Weighted) Hold(ctx context.Context, n int64) (floodgate.Held, error) {
 // TryHold is Hold without waiting: it takes n as TryAcquire does and
 // otherwise fails at once with a *RejectError matching ErrNoCapacity, whose
 // delay estimates when n could be free (0 without a basis yet), or ErrTooLarge
-// when n exceeds the limit (both reported to Config.Observer as KindReject).
-// It allocates only on refusal. It panics if n < 0.
+// when n exceeds the limit. As a failed TryAcquire, a refusal is not counted
+// in Stats nor reported to Config.Observer: a consumer's TryHold is the probe
+// before a bounded wait (see floodgate.Gate), and the consumer reports the
+// outcome. It allocates only on refusal. It panics if n < 0.
 func (s *Weighted) TryHold(ctx context.Context, n int64) (floodgate.Held, error) {
 	if s.TryAcquire(n) {
 		return floodgate.NewHeld(ctx, s.releaser(), "", n), nil
@@ -36,11 +38,7 @@ func (s *Weighted) TryHold(ctx context.Context, n int64) (floodgate.Held, error)
 	if tooLarge {
 		sentinel, d = ErrTooLarge, 0
 	}
-	err := reject.New(sentinel, d)
-	if s.cfg.Observer != nil {
-		s.reportReject(n, err, 0)
-	}
-	return floodgate.Held{}, err
+	return floodgate.Held{}, reject.New(sentinel, d)
 }
 
 // releaser returns the function a Held calls to release: one per Weighted,

@@ -246,19 +246,20 @@ func (k *Keyed) Hold(ctx context.Context, key string, n int64) (floodgate.Held, 
 // otherwise fails at once with a *RejectError matching ErrTooLarge (n above
 // the limit), ErrTooManyKeys (a new key while MaxKeys keys are live) or
 // ErrNoCapacity (key has no room now, or callers queued on it), whose delay
-// estimates when key could have room (0 without a basis). It panics if n <= 0.
+// estimates when key could have room (0 without a basis). A refusal is not
+// reported to the Observer, as for Weighted.TryHold. It panics if n <= 0.
 func (k *Keyed) TryHold(ctx context.Context, key string, n int64) (floodgate.Held, error) {
 	if k.TryAcquire(key, n) {
 		return floodgate.NewHeld(ctx, k.releaser(), key, n), nil
 	}
 	if n > k.limit {
-		return floodgate.Held{}, k.rejected(n, reject.New(ErrTooLarge, 0), 0)
+		return floodgate.Held{}, reject.New(ErrTooLarge, 0)
 	}
 	k.mu.Lock()
 	e := k.keys[key]
 	if e == nil && k.maxKeys > 0 && len(k.keys) >= k.maxKeys {
 		k.mu.Unlock()
-		return floodgate.Held{}, k.rejected(n, reject.New(ErrTooManyKeys, 0), 0)
+		return floodgate.Held{}, reject.New(ErrTooManyKeys, 0)
 	}
 	var d time.Duration
 	if e != nil {
@@ -267,7 +268,7 @@ func (k *Keyed) TryHold(ctx context.Context, key string, n int64) (floodgate.Hel
 		e.w.mu.Unlock()
 	}
 	k.mu.Unlock()
-	return floodgate.Held{}, k.rejected(n, reject.New(ErrNoCapacity, d), 0)
+	return floodgate.Held{}, reject.New(ErrNoCapacity, d)
 }
 
 func (k *Keyed) releaser() func(string, int64) {

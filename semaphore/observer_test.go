@@ -84,7 +84,7 @@ func TestObserverReportsWait(t *testing.T) {
 
 // Every kind of event a Weighted reports, with its fields: a grant at once
 // and after a wait, a wait cancelled, a MaxWait rejection after the wait, an
-// early rejection, a TryHold refusal, and releases.
+// early rejection, and releases; a TryHold refusal is not an event.
 func TestObserverEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := new(observetest.Recorder)
@@ -127,7 +127,6 @@ func TestObserverEvents(t *testing.T) {
 			{Kind: floodgate.KindCancel, Component: sem, N: 1, Duration: time.Second},
 			{Kind: floodgate.KindReject, Component: sem, N: 2, Duration: 5 * time.Second, Reason: floodgate.ReasonMaxWait},
 			{Kind: floodgate.KindReject, Component: sem, N: 3, Reason: floodgate.ReasonTooLarge},
-			{Kind: floodgate.KindReject, Component: sem, N: 1, Reason: floodgate.ReasonNoCapacity},
 			{Kind: floodgate.KindCancel, Component: sem, N: 1},
 			{Kind: floodgate.KindRelease, Component: sem, N: 2},
 			{Kind: floodgate.KindAdmit, Component: sem, N: 1, Duration: 2 * time.Second},
@@ -140,7 +139,8 @@ func TestObserverEvents(t *testing.T) {
 }
 
 // A Keyed reports as its semaphores do (Component semaphore, never a key),
-// and its own ErrTooManyKeys refusals.
+// and its own ErrTooManyKeys refusals of Acquire; TryHold's refusals are not
+// events.
 func TestKeyedObserverEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := new(observetest.Recorder)
@@ -166,7 +166,6 @@ func TestKeyedObserverEvents(t *testing.T) {
 		want := []floodgate.Event{
 			{Kind: floodgate.KindAdmit, Component: sem, N: 1},
 			{Kind: floodgate.KindReject, Component: sem, N: 1, Reason: floodgate.ReasonTooManyKeys},
-			{Kind: floodgate.KindReject, Component: sem, N: 1, Reason: floodgate.ReasonNoCapacity},
 			{Kind: floodgate.KindCancel, Component: sem, N: 1, Duration: time.Second},
 			{Kind: floodgate.KindRelease, Component: sem, N: 1},
 			{Kind: floodgate.KindAdmit, Component: sem, N: 1, Duration: 2 * time.Second},

@@ -43,9 +43,11 @@ type Config struct {
 	// Observer, if non-nil, is told of every grant (KindAdmit, with the wait:
 	// 0 for a grant without queueing, for which the clock is not read), every
 	// Release (KindRelease; the hold time is not measured, so Duration is 0),
-	// every rejection of an Acquire or TryHold (KindReject, with the reason,
-	// the wait and the *RejectError) and every Acquire that returned ctx.Err()
-	// (KindCancel, with the wait). A TryAcquire that fails is not an event.
+	// every rejection of an Acquire (KindReject, with the reason, the wait
+	// and the *RejectError) and every Acquire that returned ctx.Err()
+	// (KindCancel, with the wait). A TryAcquire or TryHold that finds no room
+	// is not an event (nor counted in Stats): it is a probe, whose caller
+	// reports the outcome.
 	// Events have Component floodgate.ComponentSemaphore. Observe is called
 	// without any lock held and may call back into the Weighted. If it panics
 	// on a KindAdmit, the weight is released before the panic goes on to the

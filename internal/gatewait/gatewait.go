@@ -43,8 +43,12 @@ type Waits struct {
 // maxWait, as every consumer's MaxWait means:
 //
 //   - maxWait < 0: TryHold only; no room is TryHold's error.
-//   - maxWait == 0: Hold, waiting until ctx is done.
+//   - maxWait == 0: TryHold, and if it refuses, Hold, waiting until ctx is
+//     done.
 //   - maxWait > 0: TryHold, and if it refuses, Hold for at most maxWait.
+//
+// TryHold comes first in every case so that a call granted at once is not a
+// wait: it is not counted in w, its waited is 0 and no clock is read.
 //
 // It returns what was held, how long the call waited (0 when it did not
 // wait), and on failure: ctx.Err() when ctx ended, errMaxWait when the bound
@@ -52,20 +56,18 @@ type Waits struct {
 // w, if non-nil, counts the wait. The fast path (room at once) reads no clock
 // and allocates nothing of its own.
 func Take(ctx context.Context, g floodgate.KeyedGate, key string, n int64, maxWait time.Duration, errMaxWait error, w *Waits) (floodgate.Held, time.Duration, error) {
-	if maxWait != 0 {
-		h, err := g.TryHold(ctx, key, n)
-		if err == nil || maxWait < 0 {
-			return h, 0, err
-		}
-		if ctx.Err() != nil {
-			return floodgate.Held{}, 0, ctx.Err()
-		}
+	h, err := g.TryHold(ctx, key, n)
+	if err == nil || maxWait < 0 {
+		return h, 0, err
+	}
+	if ctx.Err() != nil {
+		return floodgate.Held{}, 0, ctx.Err()
 	}
 	if w != nil {
 		w.Waiting.Add(1)
 	}
 	start := time.Now()
-	h, err := hold(ctx, g, key, n, maxWait, errMaxWait)
+	h, err = hold(ctx, g, key, n, maxWait, errMaxWait)
 	waited := time.Since(start)
 	if w != nil {
 		w.Waiting.Add(-1)

@@ -72,16 +72,23 @@ func TestNegativeMaxWaitNeverWaits(t *testing.T) {
 	})
 }
 
-// MaxWait == 0: Hold, waiting until the weight is free or ctx ends.
+// MaxWait == 0: Hold, waiting until the weight is free or ctx ends; a grant
+// at once is not a wait.
 func TestZeroMaxWaitWaitsForTheContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, g := full(t)
+		s := semaphore.New(1, semaphore.Config{})
+		g := gatewait.Keyed(s, nil)
 		var w gatewait.Waits
+		h, waited, err := gatewait.Take(t.Context(), g, "", 1, 0, errMaxWait, &w)
+		if err != nil || h.N() != 1 || waited != 0 {
+			t.Fatalf("Take with room = (%+v, %v, %v), want a Held of 1 at once", h, waited, err)
+		}
+		checkWaits(t, &w, 0, 0, 0)
 		ch := takeAsync(t.Context(), g, 0, &w)
 		time.Sleep(time.Hour)
 		synctest.Wait()
 		checkWaits(t, &w, 1, 0, 0)
-		s.Release(1)
+		h.Release()
 		r := <-ch
 		if r.err != nil || r.h.N() != 1 || r.waited != time.Hour {
 			t.Fatalf("Take released after 1h = (%+v, %v, %v), want a Held after 1h", r.h, r.waited, r.err)
