@@ -38,8 +38,9 @@ type KeyedConfig struct {
 	// Observer, if non-nil, is told what every key's semaphore does, as
 	// Config.Observer is for a Weighted (Component
 	// floodgate.ComponentSemaphore; the key is never in an event: keys are
-	// unbounded, metric attributes must not be), and of the calls refused
-	// with ErrTooManyKeys. It is called without any lock held.
+	// unbounded, metric attributes must not be), and of the Acquire calls
+	// refused with ErrTooManyKeys (TryAcquire and TryHold refusals are not
+	// events, as for a Weighted). It is called without any lock held.
 	Observer floodgate.Observer
 }
 
