@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
@@ -121,7 +122,7 @@ func TestTripOpenHalfOpenCloseTiming(t *testing.T) {
 		}
 		wantState(t, b, breaker.StateClosed)
 		st := b.Stats()
-		if st.Trips != 1 || st.Transitions != 3 || st.StoreFailures != 5 || st.Rejections != 7 {
+		if st.Trips != 1 || st.Transitions != 3 || st.StoreFailures != 5 || st.FailClosed != 7 {
 			t.Fatalf("Stats() = %+v, want 1 trip, 3 transitions, 5 store failures, 7 rejections (5 failed calls, 2 while open)", st)
 		}
 	})
@@ -241,7 +242,7 @@ func TestHalfOpenLetsProbesThroughOnly(t *testing.T) {
 		wantState(t, b, breaker.StateHalfOpen)
 		_, src, err := breaker.Do(context.Background(), b, breaker.FailClosed, slow, nil)
 		oe, ok := errors.AsType[*breaker.OpenError](err)
-		if !ok || src != breaker.Rejected || oe.State != breaker.StateHalfOpen {
+		if !ok || src != breaker.FromFailClosed || oe.State != breaker.StateHalfOpen {
 			t.Fatalf("third call while half-open = %v, %v; want Rejected, *OpenError in half-open", src, err)
 		}
 		if !errors.Is(err, breaker.ErrUnavailable) || !errors.Is(err, gobreaker.ErrTooManyRequests) || errors.Is(err, gobreaker.ErrOpenState) {
@@ -251,10 +252,10 @@ func TestHalfOpenLetsProbesThroughOnly(t *testing.T) {
 			t.Fatalf("half-open RetryAfter = %v, want the call timeout %v", got, breaker.DefaultCallTimeout)
 		}
 		// FailOpen and FailLocal callers are answered by their policies meanwhile.
-		if _, src, err := breaker.Do(context.Background(), b, breaker.FailOpen, slow, nil); src != breaker.Degraded || err != nil {
+		if _, src, err := breaker.Do(context.Background(), b, breaker.FailOpen, slow, nil); src != breaker.FromFailOpen || err != nil {
 			t.Fatalf("FailOpen while probes in flight = %v, %v; want Degraded, nil", src, err)
 		}
-		if v, src, err := breaker.Do(context.Background(), b, breaker.FailLocal, slow, local); v != 7 || src != breaker.FromFallback || err != nil {
+		if v, src, err := breaker.Do(context.Background(), b, breaker.FailLocal, slow, local); v != 7 || src != breaker.FromFailLocal || err != nil {
 			t.Fatalf("FailLocal while probes in flight = %v, %v, %v; want 7, FromFallback, nil", v, src, err)
 		}
 		close(release)
@@ -325,7 +326,7 @@ func TestPolicies(t *testing.T) {
 			ctx := context.Background()
 
 			v, src, err := breaker.Do(ctx, b, breaker.FailClosed, s.call, local)
-			if v != 0 || src != breaker.Rejected || !errors.Is(err, breaker.ErrUnavailable) || !errors.Is(err, gobreaker.ErrOpenState) {
+			if v != 0 || src != breaker.FromFailClosed || !errors.Is(err, breaker.ErrUnavailable) || !errors.Is(err, gobreaker.ErrOpenState) {
 				t.Errorf("FailClosed = %v, %v, %v; want 0, Rejected, ErrUnavailable and ErrOpenState", v, src, err)
 			}
 			var ra interface{ RetryAfter() time.Duration }
@@ -337,22 +338,22 @@ func TestPolicies(t *testing.T) {
 			}
 
 			v, src, err = breaker.Do(ctx, b, breaker.FailOpen, s.call, local)
-			if v != 0 || src != breaker.Degraded || err != nil {
+			if v != 0 || src != breaker.FromFailOpen || err != nil {
 				t.Errorf("FailOpen = %v, %v, %v; want 0 (zero T, fallback unused), Degraded, nil", v, src, err)
 			}
 			v, src, err = breaker.Do(ctx, b, breaker.FailLocal, s.call, local)
-			if v != 7 || src != breaker.FromFallback || err != nil {
+			if v != 7 || src != breaker.FromFailLocal || err != nil {
 				t.Errorf("FailLocal = %v, %v, %v; want 7, FromFallback, nil", v, src, err)
 			}
 			_, src, err = breaker.Do(ctx, b, breaker.FailLocal, s.call, localDeny)
-			if src != breaker.FromFallback || err != errLocal {
+			if src != breaker.FromFailLocal || err != errLocal {
 				t.Errorf("FailLocal with a denying fallback = %v, %v; want FromFallback, the fallback's error", src, err)
 			}
 			if n := s.calls.Load(); n != 0 {
 				t.Errorf("store called %d times while open", n)
 			}
 			st := b.Stats()
-			if st.Rejections != 2 || st.Degraded != 1 || st.Fallbacks != 2 || st.RetryAfter != time.Minute || st.State != breaker.StateOpen {
+			if st.FailClosed != 2 || st.FailOpen != 1 || st.FailLocal != 2 || st.RetryAfter != time.Minute || st.State != breaker.StateOpen {
 				t.Errorf("Stats() = %+v; want 2 rejections (the tripping call and one while open), 1 degraded, 2 fallbacks, open 1m", st)
 			}
 		})
@@ -367,19 +368,19 @@ func TestPolicies(t *testing.T) {
 
 		v, src, err := breaker.Do(ctx, b, breaker.FailClosed, s.call, local)
 		se, ok := errors.AsType[*breaker.StoreError](err)
-		if v != 0 || src != breaker.Rejected || !ok || se.Err != errRefused || !errors.Is(err, breaker.ErrUnavailable) || !errors.Is(err, syscall.ECONNREFUSED) {
+		if v != 0 || src != breaker.FromFailClosed || !ok || se.Err != errRefused || !errors.Is(err, breaker.ErrUnavailable) || !errors.Is(err, syscall.ECONNREFUSED) {
 			t.Errorf("FailClosed = %v, %v, %v; want 0, Rejected, *StoreError wrapping ErrUnavailable and the cause", v, src, err)
 		}
 		if errors.Is(err, gobreaker.ErrOpenState) {
 			t.Errorf("store failure %v matches ErrOpenState", err)
 		}
-		if v, src, err = breaker.Do(ctx, b, breaker.FailOpen, s.call, local); v != 0 || src != breaker.Degraded || err != nil {
+		if v, src, err = breaker.Do(ctx, b, breaker.FailOpen, s.call, local); v != 0 || src != breaker.FromFailOpen || err != nil {
 			t.Errorf("FailOpen = %v, %v, %v; want 0, Degraded, nil", v, src, err)
 		}
-		if v, src, err = breaker.Do(ctx, b, breaker.FailLocal, s.call, local); v != 7 || src != breaker.FromFallback || err != nil {
+		if v, src, err = breaker.Do(ctx, b, breaker.FailLocal, s.call, local); v != 7 || src != breaker.FromFailLocal || err != nil {
 			t.Errorf("FailLocal = %v, %v, %v; want 7, FromFallback, nil", v, src, err)
 		}
-		if st := b.Stats(); st.StoreFailures != 3 || st.State != breaker.StateClosed || st.Rejections != 1 || st.Degraded != 1 || st.Fallbacks != 1 {
+		if st := b.Stats(); st.StoreFailures != 3 || st.State != breaker.StateClosed || st.FailClosed != 1 || st.FailOpen != 1 || st.FailLocal != 1 {
 			t.Errorf("Stats() = %+v; want 3 store failures, still closed, one answer by each policy", st)
 		}
 	})
@@ -396,7 +397,7 @@ func TestPolicies(t *testing.T) {
 					t.Errorf("%v: Do with a call returning %v = %v, %v; want it as is, FromStore", p, want, src, err)
 				}
 			}
-			if st := b.Stats(); st.StoreFailures != 0 || st.State != breaker.StateClosed || st.Fallbacks+st.Degraded+st.Rejections != 0 {
+			if st := b.Stats(); st.StoreFailures != 0 || st.State != breaker.StateClosed || st.FailLocal+st.FailOpen+st.FailClosed != 0 {
 				t.Errorf("%v: Stats() = %+v, want nothing counted", p, st)
 			}
 		}
@@ -467,7 +468,7 @@ func TestCallTimeout(t *testing.T) {
 				t.Fatalf("Do returned after %v, want the 200ms call timeout", el)
 			}
 			se, ok := errors.AsType[*breaker.StoreError](err)
-			if src != breaker.Rejected || !ok || !errors.Is(err, breaker.ErrTimeout) || !errors.Is(err, breaker.ErrUnavailable) || !se.Timeout() {
+			if src != breaker.FromFailClosed || !ok || !errors.Is(err, breaker.ErrTimeout) || !errors.Is(err, breaker.ErrUnavailable) || !se.Timeout() {
 				t.Fatalf("Do past CallTimeout = %v, %v; want Rejected, a timeout *StoreError matching ErrTimeout and ErrUnavailable", src, err)
 			}
 			// The caller's context is not done: the error must not look like it is.
@@ -487,7 +488,7 @@ func TestCallTimeout(t *testing.T) {
 				time.Sleep(300 * time.Millisecond)
 				return 0, errDenied // a late answer is still a slow store
 			}, nil)
-			if src != breaker.Degraded {
+			if src != breaker.FromFailOpen {
 				t.Fatalf("late answer: Source %v, want Degraded", src)
 			}
 			wantState(t, b, breaker.StateOpen)
@@ -530,11 +531,12 @@ func TestCallTimeout(t *testing.T) {
 	})
 }
 
-// TestOnStateChangeCallsBackWithoutDeadlock is the regression test for
-// gobreaker calling OnStateChange under its mutex: a hook that calls back into
-// the breaker (State, Stats, Do) must not deadlock.
-func TestOnStateChangeCallsBackWithoutDeadlock(t *testing.T) {
-	type change struct{ from, to breaker.State }
+// TestStateChangeObserverCallsBackWithoutDeadlock is the regression test for
+// gobreaker calling OnStateChange under its mutex: an Observer of
+// transitions that calls back into the breaker (State, Stats, Do) must not
+// deadlock.
+func TestStateChangeObserverCallsBackWithoutDeadlock(t *testing.T) {
+	type change struct{ from, to string }
 	var (
 		b       *breaker.Breaker
 		changes []change
@@ -542,17 +544,23 @@ func TestOnStateChangeCallsBackWithoutDeadlock(t *testing.T) {
 	)
 	b = breaker.New("t", breaker.Config{
 		ConsecutiveFailures: 1, OpenDuration: 20 * time.Millisecond, Jitter: -1, Logger: discard,
-		OnStateChange: func(name string, from, to breaker.State) {
+		Observer: floodgate.ObserverFunc(func(e floodgate.Event) {
+			if e.Kind != floodgate.KindStateChange {
+				return
+			}
+			if e.Component != floodgate.ComponentBreaker {
+				t.Errorf("state change from Component %q, want breaker", e.Component)
+			}
 			if !inHook.CompareAndSwap(false, true) {
-				t.Errorf("OnStateChange called concurrently or recursively")
+				t.Errorf("Observer called concurrently or recursively")
 			}
 			defer inHook.Store(false)
-			changes = append(changes, change{from, to})
+			changes = append(changes, change{e.From, e.To})
 			// Call back into the breaker; State may itself cause a transition.
 			_ = b.State()
 			_ = b.Stats()
 			breaker.Do(context.Background(), b, breaker.FailOpen, func(context.Context) (int, error) { return 0, nil }, nil)
-		},
+		}),
 	})
 	finished := make(chan struct{})
 	go func() {
@@ -570,7 +578,7 @@ func TestOnStateChangeCallsBackWithoutDeadlock(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("deadlock: the breaker did not return within 10s of a state change whose hook calls back into it")
 	}
-	want := []change{{breaker.StateClosed, breaker.StateOpen}, {breaker.StateOpen, breaker.StateHalfOpen}, {breaker.StateHalfOpen, breaker.StateClosed}}
+	want := []change{{floodgate.StateClosed, floodgate.StateOpen}, {floodgate.StateOpen, floodgate.StateHalfOpen}, {floodgate.StateHalfOpen, floodgate.StateClosed}}
 	if len(changes) != len(want) {
 		t.Fatalf("transitions %v, want %v", changes, want)
 	}
@@ -628,9 +636,9 @@ func TestOneLogLinePerTransition(t *testing.T) {
 			breaker.Do(ctx, b, breaker.FailOpen, s.call, nil)
 		}
 		want := []string{
-			"WARN breaker: open limiter=redis:1 kind=breaker from=closed to=open open_for=1s trips=1 store_failures=2 rejected=0 degraded=2 fallbacks=0",
-			"INFO breaker: half-open limiter=redis:1 kind=breaker from=open to=half-open store_failures=0 rejected=0 degraded=98 fallbacks=50",
-			"INFO breaker: closed limiter=redis:1 kind=breaker from=half-open to=closed store_failures=0 rejected=0 degraded=0 fallbacks=0",
+			"WARN breaker: open limiter=redis:1 kind=breaker from=closed to=open open_for=1s trips=1 store_failures=2 fail_closed=0 fail_open=2 fail_local=0",
+			"INFO breaker: half_open limiter=redis:1 kind=breaker from=open to=half_open store_failures=0 fail_closed=0 fail_open=98 fail_local=50",
+			"INFO breaker: closed limiter=redis:1 kind=breaker from=half_open to=closed store_failures=0 fail_closed=0 fail_open=0 fail_local=0",
 		}
 		got := rec.lines()
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -662,7 +670,7 @@ func TestHalfOpenProbeInFlight(t *testing.T) {
 		for _, tc := range []struct {
 			p   breaker.Policy
 			src breaker.Source
-		}{{breaker.FailClosed, breaker.Rejected}, {breaker.FailOpen, breaker.Degraded}, {breaker.FailLocal, breaker.FromFallback}} {
+		}{{breaker.FailClosed, breaker.FromFailClosed}, {breaker.FailOpen, breaker.FromFailOpen}, {breaker.FailLocal, breaker.FromFailLocal}} {
 			_, src, err := breaker.Do(t.Context(), b, tc.p, s.call, local)
 			if src != tc.src || (err != nil) != (tc.p == breaker.FailClosed) {
 				t.Fatalf("Do(%v) with the probe in flight = %v, %v; want %v", tc.p, src, err, tc.src)
@@ -712,7 +720,6 @@ func TestInvalidConfig(t *testing.T) {
 		{"negative MaxOpenDuration", breaker.Config{MaxOpenDuration: -1}, "breaker: MaxOpenDuration < 0"},
 		{"jitter above 1", breaker.Config{Jitter: 2}, "breaker: Jitter > 1"},
 		{"negative probes", breaker.Config{HalfOpenProbes: -1}, "breaker: HalfOpenProbes < 0"},
-		{"invalid policy", breaker.Config{Policy: 3}, "breaker: invalid Policy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()
@@ -764,27 +771,24 @@ func TestZeroBreaker(t *testing.T) {
 	if v != 7 || src != breaker.FromStore || err != nil {
 		t.Fatalf("Do on a zero Breaker = %v, %v, %v", v, src, err)
 	}
-	if b.Name() != "" || b.Policy() != breaker.FailClosed {
-		t.Fatalf("zero Breaker Name %q Policy %v", b.Name(), b.Policy())
+	if b.Name() != "" {
+		t.Fatalf("zero Breaker Name %q", b.Name())
 	}
 }
 
 func TestSharedBreakerPerCallPolicies(t *testing.T) {
 	// One breaker per endpoint; a semaphore failing closed and a meter failing
 	// open share it, and each gets its own policy's answer.
-	b := breaker.New("redis:1", breaker.Config{ConsecutiveFailures: 2, OpenDuration: time.Minute, Policy: breaker.FailOpen, Logger: discard})
-	if b.Policy() != breaker.FailOpen {
-		t.Fatalf("Policy() = %v, want the configured fail-open", b.Policy())
-	}
+	b := breaker.New("redis:1", breaker.Config{ConsecutiveFailures: 2, OpenDuration: time.Minute, Logger: discard})
 	var s store
 	s.set(errRefused)
 	breaker.Do(context.Background(), b, breaker.FailClosed, s.call, nil)
 	breaker.Do(context.Background(), b, breaker.FailOpen, s.call, nil)
 	wantState(t, b, breaker.StateOpen)
-	if _, src, _ := breaker.Do(context.Background(), b, breaker.FailClosed, s.call, nil); src != breaker.Rejected {
+	if _, src, _ := breaker.Do(context.Background(), b, breaker.FailClosed, s.call, nil); src != breaker.FromFailClosed {
 		t.Errorf("semaphore's call: %v, want Rejected", src)
 	}
-	if _, src, _ := breaker.Do(context.Background(), b, b.Policy(), s.call, nil); src != breaker.Degraded {
+	if _, src, _ := breaker.Do(context.Background(), b, breaker.FailOpen, s.call, nil); src != breaker.FromFailOpen {
 		t.Errorf("meter's call: %v, want Degraded", src)
 	}
 }
@@ -795,7 +799,11 @@ func TestConcurrentUseRace(t *testing.T) {
 		b := breaker.New("t", breaker.Config{
 			ConsecutiveFailures: 3, OpenDuration: 10 * time.Millisecond, MaxOpenDuration: 40 * time.Millisecond,
 			HalfOpenProbes: 2, Logger: discard,
-			OnStateChange: func(string, breaker.State, breaker.State) { changes.Add(1) },
+			Observer: floodgate.ObserverFunc(func(e floodgate.Event) {
+				if e.Kind == floodgate.KindStateChange {
+					changes.Add(1)
+				}
+			}),
 		})
 		var wg sync.WaitGroup
 		for g := range 8 {
@@ -857,7 +865,7 @@ func TestStragglerDoesNotShortenGrownOpenPeriod(t *testing.T) {
 		wantState(t, b, breaker.StateOpen)
 		s.set(nil)
 		before := s.calls.Load()
-		if _, src, err := breaker.Do(t.Context(), b, breaker.FailClosed, s.call, nil); src != breaker.Rejected || err == nil {
+		if _, src, err := breaker.Do(t.Context(), b, breaker.FailClosed, s.call, nil); src != breaker.FromFailClosed || err == nil {
 			t.Fatalf("Do 1.2s into a 2s open period = %v, %v; want Rejected", src, err)
 		}
 		if s.calls.Load() != before {

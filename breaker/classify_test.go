@@ -162,7 +162,7 @@ func TestIsStoreFailureRealRedisErrors(t *testing.T) {
 	// Do's own CallTimeout on the paused server counts.
 	b = breaker.New("t", breaker.Config{ConsecutiveFailures: 1, CallTimeout: 50 * time.Millisecond, Logger: discard})
 	_, src, err = breaker.Do(ctx, b, breaker.FailClosed, func(ctx context.Context) (string, error) { return rdb.Ping(ctx).Result() }, nil)
-	if !errors.Is(err, breaker.ErrUnavailable) || src != breaker.Rejected || b.State() != breaker.StateOpen {
+	if !errors.Is(err, breaker.ErrUnavailable) || src != breaker.FromFailClosed || b.State() != breaker.StateOpen {
 		t.Errorf("Do past its CallTimeout on a paused server = %v, %v, state %v; want Rejected, ErrUnavailable, open", src, err, b.State())
 	}
 	srv.Resume()

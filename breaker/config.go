@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"math"
 	"time"
+
+	"github.com/floodgate-go/floodgate"
 )
 
 // Default values of the Config fields.
@@ -22,8 +24,7 @@ const (
 // Config configures a [Breaker]. The zero value is a valid Config: trip after 5
 // consecutive store failures, stay open 1s (plus up to 10% jitter), let 1 probe
 // through when half-open, bound each guarded call to 250ms, classify failures
-// with [IsStoreFailure], default to [FailClosed], and log transitions to
-// [slog.Default].
+// with [IsStoreFailure], and log transitions to [slog.Default].
 //
 // A Config is read once by [New]; changing it afterwards has no effect.
 type Config struct {
@@ -108,25 +109,19 @@ type Config struct {
 	// nil, [IsStoreFailure] is used. It is called without locks held.
 	IsFailure func(err error) bool
 
-	// Policy is the breaker's default policy, returned by [Breaker.Policy] for
-	// callers that do not have their own; [Do] takes the
-	// policy of each call as an argument. The zero value is FailClosed.
-	Policy Policy
-
-	// OnStateChange, if non-nil, is called after each state transition, with
-	// the breaker's name and the old and new states. It is called without
-	// any lock held, once per transition, in order, never concurrently with
-	// itself, and may call methods on the Breaker. It runs on the goroutine
-	// whose call caused the transition (or one that was already delivering
-	// transitions), before that call returns, so it should be quick.
-	OnStateChange func(name string, from, to State)
-
-	// OnStoreCall, if non-nil, is called after each guarded call that reached
-	// the store, with how long it took and whether its outcome was a store
-	// failure (a timeout included). It is not called for calls refused while
-	// open nor for calls ended by the caller's context. It is called without
-	// any lock held, on the caller's goroutine, so it should be quick.
-	OnStoreCall func(d time.Duration, failed bool)
+	// Observer, if non-nil, is told of each state transition
+	// (floodgate.KindStateChange, From and To the states' words) and of each
+	// guarded call that reached the store (floodgate.KindStoreCall: its
+	// Duration; Err, set when its outcome was a store failure, ErrTimeout for
+	// a timeout; Source, FromStore's word when the store answered, else the
+	// word of the policy's answer). Calls refused while open and calls ended
+	// by the caller's context are not store calls. Events have Component
+	// floodgate.ComponentBreaker. Observe is called without any lock held, on
+	// the caller's goroutine: transitions once each, in order, never
+	// concurrently with one another (a goroutine already reporting them
+	// reports the ones that come meanwhile), before the call that caused them
+	// returns; it may call methods on the Breaker.
+	Observer floodgate.Observer
 
 	// Logger receives exactly one line per state transition (Warn when
 	// opening, Info otherwise) and never one per call. If nil, slog.Default()
@@ -161,8 +156,6 @@ func (c Config) Validate() error {
 		return errors.New("breaker: HalfOpenProbes < 0")
 	case uint64(c.HalfOpenProbes) > math.MaxUint32:
 		return errors.New("breaker: HalfOpenProbes too large")
-	case c.Policy > FailLocal:
-		return errors.New("breaker: invalid Policy")
 	}
 	return nil
 }

@@ -2,8 +2,11 @@
 // Redis-backed limiter does when Redis degrades, so that a dead or frozen Redis
 // costs one timeout, not one per request.
 //
-// A [Breaker] wraps one github.com/sony/gobreaker/v2 state machine (closed,
-// open, half-open). Every call to the store goes through it with [Do], which
+// A [Breaker] drives one github.com/sony/gobreaker/v2 state machine (closed,
+// open, half-open: gobreaker decides the states) and adds what guarding a
+// store needs beside it: the per-call timeout, the failure classifier, a
+// policy per call, growing and jittered open periods, and transition reports
+// without gobreaker's lock. Every call to the store goes through it with [Do], which
 // bounds the call with the per-call timeout [Config.CallTimeout] (default
 // [DefaultCallTimeout]), counts only infrastructure failures ([IsStoreFailure]: timeouts, refused or
 // reset connections, EOF, LOADING, READONLY, MASTERDOWN, BUSY, OOM,
@@ -12,10 +15,15 @@
 // open, or the call failed), a [Policy] chosen per call decides:
 //
 //   - [FailClosed] (the zero value) rejects with [ErrUnavailable], as an
-//     [*OpenError] whose RetryAfter is the remaining open time;
-//   - [FailOpen] admits and marks the answer [Degraded];
+//     [*OpenError] whose RetryAfter is the remaining open time
+//     ([FromFailClosed]);
+//   - [FailOpen] admits without the store ([FromFailOpen]);
 //   - [FailLocal] returns the answer of a fallback the caller supplies, such
-//     as a local limiter with a share of the global limit.
+//     as a local limiter with a share of the global limit ([FromFailLocal]).
+//
+// An answer from FailOpen or FailLocal is degraded ([Source.Degraded]), as
+// everywhere in floodgate; each [Source]'s String is its word in the
+// vocabulary ("store", "fail_open", "fail_local", "fail_closed").
 //
 // While the breaker is open no call reaches the network: Do answers in
 // microseconds.
@@ -48,11 +56,12 @@
 // succeed it closes, if one fails it opens again.
 //
 // Each transition is reported once: one [log/slog] line (never one per call,
-// with the counts of degraded answers during the previous state) and a call of
-// [Config.OnStateChange], made with no lock held, so the hook may call back
-// into the Breaker (gobreaker's own OnStateChange runs under its mutex).
-// [Breaker.Stats] returns counters of trips, transitions, store failures, and
-// calls answered by each policy.
+// with the counts of answers by each policy during the previous state) and a
+// floodgate.KindStateChange event to [Config.Observer], made with no lock
+// held, so the Observer may call back into the Breaker (gobreaker's own
+// OnStateChange runs under its mutex). The Observer also sees each store call
+// (floodgate.KindStoreCall). [Breaker.Stats] returns counters of trips,
+// transitions, store failures, and calls answered by each policy.
 //
 // # Concurrency and zero values
 //

@@ -65,6 +65,10 @@ func (e *OpenError) Is(target error) bool {
 // reach the store again.
 func (e *OpenError) RetryAfter() time.Duration { return e.Delay }
 
+// Unwrap returns ErrUnavailable, whose word (floodgate.ReasonUnavailable)
+// is the refusal's reason.
+func (e *OpenError) Unwrap() error { return ErrUnavailable }
+
 // A StoreError reports that the breaker let a call through under the
 // [FailClosed] policy and the store call failed with an infrastructure error
 // (see [Config.IsFailure]) or outlived [Config.CallTimeout]. It matches
@@ -96,8 +100,10 @@ func (e *StoreError) Timeout() bool {
 	return ok && ne.Timeout()
 }
 
-// Unwrap returns Err.
-func (e *StoreError) Unwrap() error { return e.Err }
+// Unwrap returns Err and ErrUnavailable, so that errors.As finds the store's
+// error and the sentinel's vocabulary word (floodgate.ReasonUnavailable)
+// alike.
+func (e *StoreError) Unwrap() []error { return []error{e.Err, ErrUnavailable} }
 
 // Temporary reports Timeout(), as net.Error's timeouts do; with Timeout it
 // makes a *StoreError a [net.Error].

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/redis/go-redis/v9"
 )
@@ -32,9 +33,11 @@ func ExampleDo() {
 	b := breaker.New("redis:6379", breaker.Config{
 		ConsecutiveFailures: 2,
 		Logger:              slog.New(slog.DiscardHandler),
-		OnStateChange: func(name string, from, to breaker.State) {
-			fmt.Printf("  [%s: %v -> %v]\n", name, from, to)
-		},
+		Observer: floodgate.ObserverFunc(func(e floodgate.Event) {
+			if e.Kind == floodgate.KindStateChange {
+				fmt.Printf("  [%s -> %s]\n", e.From, e.To)
+			}
+		}),
 	})
 	store := &fakeStore{}
 	var local atomic.Int64 // a local count standing in for a local limiter
@@ -48,10 +51,10 @@ func ExampleDo() {
 	}
 	// Output:
 	// call 0: n=1 from store, err=<nil>
-	// call 1: n=1 from fallback, err=<nil>
-	//   [redis:6379: closed -> open]
-	// call 2: n=2 from fallback, err=<nil>
-	// call 3: n=3 from fallback, err=<nil>
+	// call 1: n=1 from fail_local, err=<nil>
+	//   [closed -> open]
+	// call 2: n=2 from fail_local, err=<nil>
+	// call 3: n=3 from fail_local, err=<nil>
 }
 
 // Each call chooses its policy: one Breaker per Redis endpoint serves a
@@ -71,21 +74,21 @@ func Example_policies() {
 	admitLocally := func(context.Context) (bool, error) { return true, nil }
 	for _, p := range []breaker.Policy{breaker.FailClosed, breaker.FailOpen, breaker.FailLocal} {
 		ok, src, err := breaker.Do(ctx, b, p, dead, admitLocally)
-		// Degraded means "admitted without the store"; its value is the zero T.
-		admitted := err == nil && (ok || src == breaker.Degraded)
+		// FromFailOpen means "admitted without the store"; its value is the zero T.
+		admitted := err == nil && (ok || src == breaker.FromFailOpen)
 		fmt.Printf("%v: admitted=%v source=%v err=%v\n", p, admitted, src, err)
 		if oe, isOpen := errors.AsType[*breaker.OpenError](err); isOpen {
 			fmt.Printf("  retry after %v; errors.Is(err, ErrUnavailable) = %v\n", oe.RetryAfter().Round(time.Second), errors.Is(err, breaker.ErrUnavailable))
 		}
 	}
 	st := b.Stats()
-	fmt.Printf("rejections=%d degraded=%d fallbacks=%d\n", st.Rejections, st.Degraded, st.Fallbacks)
+	fmt.Printf("fail_closed=%d fail_open=%d fail_local=%d degraded=%d\n", st.FailClosed, st.FailOpen, st.FailLocal, st.Degraded)
 	// Output:
-	// fail-closed: admitted=false source=rejected err=breaker: store unavailable (circuit open)
+	// fail_closed: admitted=false source=fail_closed err=breaker: store unavailable (circuit open)
 	//   retry after 30s; errors.Is(err, ErrUnavailable) = true
-	// fail-open: admitted=true source=degraded err=<nil>
-	// fail-local: admitted=true source=fallback err=<nil>
-	// rejections=1 degraded=2 fallbacks=1
+	// fail_open: admitted=true source=fail_open err=<nil>
+	// fail_local: admitted=true source=fail_local err=<nil>
+	// fail_closed=1 fail_open=2 fail_local=1 degraded=3
 }
 
 // The log line of a transition carries the counts of answers given by each
@@ -108,7 +111,7 @@ func ExampleConfig_logger() {
 		breaker.Do(context.Background(), b, breaker.FailOpen, dead, nil)
 	}
 	// Output:
-	// level=WARN msg="breaker: open" limiter=redis:6379 kind=breaker from=closed to=open open_for=1s trips=1 store_failures=3 rejected=0 degraded=3 fallbacks=0
+	// level=WARN msg="breaker: open" limiter=redis:6379 kind=breaker from=closed to=open open_for=1s trips=1 store_failures=3 fail_closed=0 fail_open=3 fail_local=0
 }
 
 // A Breaker shared by everything that uses one Redis endpoint. The client must

@@ -66,7 +66,7 @@ func TestRedisPausedMidLoad(t *testing.T) {
 				if err != nil {
 					t.Errorf("Do under FailOpen returned %v", err)
 				}
-				if src == breaker.Degraded {
+				if src == breaker.FromFailOpen {
 					degraded.Add(1)
 				}
 				time.Sleep(time.Millisecond) // pacing the load, not synchronisation
@@ -113,7 +113,7 @@ func TestRedisPausedMidLoad(t *testing.T) {
 		s := time.Now()
 		_, src, err := breaker.Do(ctx, b, breaker.FailClosed, counted, nil)
 		worst = max(worst, time.Since(s))
-		if src != breaker.Rejected || err == nil {
+		if src != breaker.FromFailClosed || err == nil {
 			t.Fatalf("FailClosed call while open = %v, %v", src, err)
 		}
 	}
@@ -147,7 +147,7 @@ func TestRedisPausedMidLoad(t *testing.T) {
 	}
 	st = b.Stats()
 	t.Logf("final %+v, %d degraded answers under load", st, degraded.Load())
-	if st.Degraded == 0 || degraded.Load() == 0 {
+	if st.FailOpen == 0 || degraded.Load() == 0 {
 		t.Errorf("no degraded answers counted during the outage")
 	}
 }
@@ -178,7 +178,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	for i := range 3 {
 		start := time.Now()
 		v, src, err := breaker.Do(ctx, b, breaker.FailLocal, ping, fallback)
-		if v != "local" || src != breaker.FromFallback || err != nil {
+		if v != "local" || src != breaker.FromFailLocal || err != nil {
 			t.Fatalf("call %d on a killed server: %q, %v, %v; want the fallback", i, v, src, err)
 		}
 		if el := time.Since(start); el > breaker.DefaultCallTimeout/2 {

@@ -680,7 +680,7 @@ func (b *Bulkhead) gateError(ctx context.Context, l *layer, waited time.Duration
 		return b.reject(l, floodgate.ReasonUnavailable, b.unavailStatus, retryAfter(err, l.retry), waited, err)
 	}
 	var ra interface{ RetryAfter() time.Duration }
-	if err != ErrMaxWait && !errors.As(err, &ra) {
+	if !errors.Is(err, ErrMaxWait) && !errors.As(err, &ra) {
 		l.stats.errors.Add(1)
 		return b.reject(l, floodgate.ReasonError, http.StatusInternalServerError, 0, waited, err)
 	}

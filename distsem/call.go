@@ -146,30 +146,17 @@ func (f *failure) release(p *Permit) {
 
 // fallback admits a call without Redis, by policy: FailOpen admits at once
 // with a permit held nowhere; FailLocal takes weight from the local share (or
-// tries to, for TryAcquire). It is only reached with those two policies.
-func (s *Semaphore) fallback(ctx context.Context, w int64, wait bool) (*Permit, error) {
+// tries to, for TryAcquire), setting *queued if it waits for it. It is only
+// reached with those two policies.
+func (s *Semaphore) fallback(ctx context.Context, w int64, wait bool, queued *bool) (*Permit, error) {
 	switch s.fail.policy {
 	case breaker.FailOpen:
 		s.fail.degraded.Add(1)
 		s.local.failOpen.Add(1)
 		return s.basePermit(w, permitOpen), nil
 	case breaker.FailLocal:
-		if !wait {
-			if !s.fail.local.TryAcquire(w) {
-				s.local.localBusy.Add(1)
-				return nil, reject.New(ErrLocalBusy, 0)
-			}
-		} else if err := s.fail.local.Acquire(ctx, w); err != nil {
-			if cerr := ctx.Err(); cerr != nil {
-				return nil, cerr
-			}
-			var d time.Duration
-			var ra interface{ RetryAfter() time.Duration }
-			if errors.As(err, &ra) {
-				d = ra.RetryAfter()
-			}
-			s.local.localBusy.Add(1)
-			return nil, reject.New(ErrLocalBusy, d)
+		if err := s.takeLocal(ctx, w, wait, queued); err != nil {
+			return nil, err
 		}
 		s.fail.degraded.Add(1)
 		s.local.failLocal.Add(1)
@@ -178,4 +165,32 @@ func (s *Semaphore) fallback(ctx context.Context, w int64, wait bool) (*Permit, 
 		return p, nil
 	}
 	panic("distsem: fallback with policy " + s.fail.policy.String())
+}
+
+// takeLocal takes w from the local share under FailLocal: at once, or, if
+// wait, waiting for it (setting *queued) until ctx is done. It returns
+// ctx.Err() or a *RejectError matching ErrLocalBusy, with the share's
+// estimate, if it cannot.
+func (s *Semaphore) takeLocal(ctx context.Context, w int64, wait bool, queued *bool) error {
+	if s.fail.local.TryAcquire(w) {
+		return nil
+	}
+	if !wait {
+		s.local.localBusy.Add(1)
+		return reject.New(ErrLocalBusy, 0)
+	}
+	*queued = true
+	err := s.fail.local.Acquire(ctx, w)
+	if err == nil {
+		return nil
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	var d time.Duration
+	if re, ok := errors.AsType[*RejectError](err); ok {
+		d = re.RetryAfter()
+	}
+	s.local.localBusy.Add(1)
+	return reject.New(ErrLocalBusy, d)
 }

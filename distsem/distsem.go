@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/breaker"
-	"github.com/floodgate-go/floodgate/internal/reject"
 	"github.com/floodgate-go/floodgate/internal/storecall"
 	"github.com/redis/go-redis/v9"
 )
@@ -68,7 +68,7 @@ type Config struct {
 	// call; a call that outlives it while the caller's context is not done is
 	// a store failure (an error matching breaker.ErrTimeout, not
 	// context.DeadlineExceeded). Share one Breaker per Redis endpoint. If nil,
-	// the Semaphore makes its own with breaker.Config{Policy: Policy}, hence
+	// the Semaphore makes its own with breaker.Config{}, hence
 	// breaker.DefaultCallTimeout.
 	Breaker *breaker.Breaker
 
@@ -88,17 +88,28 @@ type Config struct {
 	// including what it already held. If zero, 1.
 	LocalShare int64
 
-	// OnAcquire, if non-nil, is called after every successful Acquire or
-	// TryAcquire with the weight granted and the time the call took (its
-	// Redis calls included, and the wait in the queue for Acquire). It is
-	// called without any lock held, on the caller's goroutine.
-	OnAcquire func(n int64, waited time.Duration)
-
-	// OnRelease, if non-nil, is called by the first Release of a permit that
-	// was not lost, with its weight and how long it was held (from the return
-	// of Acquire to Release). It is called without any lock held, before the
-	// release call to Redis.
-	OnRelease func(n int64, held time.Duration)
+	// Observer, if non-nil, is told what the Semaphore does, with Component
+	// floodgate.ComponentDistsem and no key ever:
+	//   - KindAdmit for every grant of Acquire or TryAcquire (and Hold,
+	//     TryHold, Do), with N, the wait (Duration: the time the call took,
+	//     Redis calls included, if it queued in Redis or on the local share;
+	//     else 0) and Source: floodgate.SourceStore, or SourceFailOpen or
+	//     SourceFailLocal for a permit granted without Redis (Degraded);
+	//   - KindReject for a refusal, with its Reason, the wait, the error
+	//     and, when a failure policy made it, Source (SourceFailLocal for
+	//     ErrLocalBusy, SourceFailClosed for breaker.ErrUnavailable), but not
+	//     for TryAcquire's ErrNoCapacity: a non-waiting call that finds no
+	//     room is a probe whose caller reports the outcome (LocalStats counts
+	//     it); KindCancel for a call that returned ctx.Err(), with the wait;
+	//   - KindRelease by the first Release of a permit that was not lost, with
+	//     N and how long it was held (from the return of Acquire);
+	//   - KindRenew for every renewal call that returned (Err set if it
+	//     failed; it is retried until the local deadline), and KindLeaseLost
+	//     with N and Err ErrLeaseLost when a permit's lease is lost.
+	// It is called without any lock held, on the caller's goroutine (a
+	// renewal's and a loss's on the renewal goroutine), before the release
+	// call to Redis for KindRelease.
+	Observer floodgate.Observer
 
 	// Logger receives one record per lost lease (Warn, "distsem: lease lost",
 	// with the semaphore's name as "limiter"), and never one per call. If nil,
@@ -136,15 +147,6 @@ type Semaphore struct {
 	readopts atomic.Int64
 	lost     atomic.Int64
 	local    localCounters
-}
-
-// localCounters are what LocalStats reads: this process's own calls.
-type localCounters struct {
-	acquired, canceled, errors                atomic.Int64
-	noCapacity, tooLarge, unavailable, closed atomic.Int64
-	renewals, renewalErrors                   atomic.Int64
-	held                                      atomic.Int64
-	failOpen, failLocal, localBusy            atomic.Int64
 }
 
 // Bounds of the values a Semaphore sends to Redis. The scripts compute in Lua
@@ -192,7 +194,7 @@ func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Se
 	if name == "" || len(name) > cfg.MaxNameLen {
 		panic("distsem: name must be non-empty and at most MaxNameLen bytes")
 	}
-	st := storecall.New("distsem", client, cfg.Breaker, "distsem:"+name, cfg.Policy)
+	st := storecall.New("distsem", client, cfg.Breaker, "distsem:"+name)
 	callTimeout := st.Breaker.CallTimeout()
 	if cfg.Lease < 3*callTimeout {
 		panic("distsem: Lease < 3 × CallTimeout")
@@ -321,25 +323,38 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int64) (*Permit, error) {
 	return s.acquireCounted(ctx, n, false)
 }
 
-// acquireCounted is acquire, counted in LocalStats and reported to the hooks.
+// acquireCounted is acquire, counted in LocalStats and reported to the
+// Observer.
 func (s *Semaphore) acquireCounted(ctx context.Context, n int64, wait bool) (*Permit, error) {
+	obs := s.cfg.Observer
 	var start time.Time
-	if s.cfg.OnAcquire != nil || s.cfg.OnRelease != nil {
+	if obs != nil {
 		start = time.Now()
 	}
-	p, err := s.acquire(ctx, n, wait)
+	var queued bool
+	p, err := s.acquire(ctx, n, wait, &queued)
+	s.count(ctx, p, err)
+	if obs == nil {
+		return p, err
+	}
+	var waited time.Duration
+	if queued {
+		waited = time.Since(start)
+	}
+	if err == nil {
+		p.acquiredAt = time.Now()
+	}
+	s.observeAcquire(ctx, n, p, waited, err)
+	return p, err
+}
+
+// count counts the outcome of an acquire in LocalStats.
+func (s *Semaphore) count(ctx context.Context, p *Permit, err error) {
 	c := &s.local
 	switch {
 	case err == nil:
 		c.acquired.Add(1)
 		c.held.Add(p.weight)
-		if s.cfg.OnRelease != nil {
-			p.acquiredAt = time.Now()
-		}
-		if s.cfg.OnAcquire != nil {
-			s.cfg.OnAcquire(n, time.Since(start))
-		}
-		return p, nil
 	case errors.Is(err, ErrNoCapacity):
 		c.noCapacity.Add(1)
 	case errors.Is(err, ErrTooLarge):
@@ -354,58 +369,6 @@ func (s *Semaphore) acquireCounted(ctx context.Context, n int64, wait bool) (*Pe
 		c.unavailable.Add(1)
 	default:
 		c.errors.Add(1)
-	}
-	return nil, err
-}
-
-// LocalStats counts what this Semaphore (this process) did, without I/O: use
-// it where Stats' round trip is unwelcome (a metrics callback).
-type LocalStats struct {
-	// Held is the weight this process's permits hold now (degraded ones
-	// included, lost ones not).
-	Held int64
-	// Acquired counts successful Acquire and TryAcquire calls (degraded
-	// grants included: see Stats.Degraded); Canceled those that returned
-	// ctx.Err().
-	Acquired, Canceled int64
-	// Refusals by reason, and Errors for other failures (a Redis error that
-	// is not a store failure, a broken invariant).
-	RejectedNoCapacity, RejectedTooLarge, RejectedUnavailable, RejectedClosed int64
-	// RejectedLocalBusy counts refusals by the local share under FailLocal.
-	RejectedLocalBusy int64
-	Errors            int64
-	// FailOpen and FailLocal count the grants made without Redis, by the
-	// policy that made them (they add up to Degraded).
-	FailOpen, FailLocal int64
-	// Renewals counts lease renewals that Redis answered, RenewalErrors those
-	// that failed (retried until the local deadline).
-	Renewals, RenewalErrors int64
-	// Readopted, Lost and Degraded are as in Stats.
-	Readopted, Lost, Degraded int64
-}
-
-// LocalStats returns this process's counters for the semaphore. It does no
-// I/O, takes no lock and allocates nothing.
-func (s *Semaphore) LocalStats() LocalStats {
-	s.mustBeMade()
-	c := &s.local
-	return LocalStats{
-		Held:                c.held.Load(),
-		Acquired:            c.acquired.Load(),
-		Canceled:            c.canceled.Load(),
-		RejectedNoCapacity:  c.noCapacity.Load(),
-		RejectedTooLarge:    c.tooLarge.Load(),
-		RejectedUnavailable: c.unavailable.Load(),
-		RejectedClosed:      c.closed.Load(),
-		RejectedLocalBusy:   c.localBusy.Load(),
-		FailOpen:            c.failOpen.Load(),
-		FailLocal:           c.failLocal.Load(),
-		Errors:              c.errors.Load(),
-		Renewals:            c.renewals.Load(),
-		RenewalErrors:       c.renewalErrors.Load(),
-		Readopted:           s.readopts.Load(),
-		Lost:                s.lost.Load(),
-		Degraded:            s.fail.degraded.Load(),
 	}
 }
 
@@ -441,254 +404,6 @@ func runHolding(ctx context.Context, p *Permit, fn func(context.Context) error) 
 	h := p.hold(ctx, "")
 	defer h.Release()
 	return fn(h.Context())
-}
-
-// acquire is Acquire (wait) or TryAcquire (!wait): the checks that need no
-// I/O, then a loop of acquire calls. Each call grants, refuses or queues the
-// token; a queued caller waits for a hand-off message, its next heartbeat,
-// its context or Close (see attempt).
-func (s *Semaphore) acquire(ctx context.Context, n int64, wait bool) (*Permit, error) {
-	s.mustBeMade()
-	if n < 1 {
-		panic("distsem: n < 1")
-	}
-	if n > s.limit {
-		return nil, reject.New(ErrTooLarge, 0)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if s.isClosed() {
-		return nil, ErrClosed
-	}
-	if s.fail.open() && s.fail.policy != breaker.FailClosed {
-		return s.fallback(ctx, n, wait)
-	}
-	tok := s.newToken()
-	a := attempt{s: s, n: n, wait: wait, tok: tok}
-	if wait {
-		// Registered before the first call, so a hand-off notification that
-		// arrives before that call returns is not lost.
-		a.wake = s.register(tok)
-		defer s.unregister(tok)
-		defer a.stopTimer()
-	}
-	for {
-		r, err := a.send(ctx)
-		if err != nil {
-			if a.rideOut(ctx, err) {
-				continue
-			}
-			return a.failed(ctx, err)
-		}
-		p, err := a.answer(r)
-		if err != errQueued {
-			return p, err
-		}
-		if p, err = a.await(ctx, r); err != errQueued {
-			return p, err
-		}
-	}
-}
-
-// errQueued is what attempt.answer and attempt.await return when the caller
-// is still queued and must call again; it never leaves the package.
-var errQueued = errors.New("distsem: queued")
-
-// An attempt is one Acquire or TryAcquire in progress: its token and what its
-// calls so far have told it.
-type attempt struct {
-	s    *Semaphore
-	n    int64
-	wait bool
-	tok  any        // the token, boxed once for every call with it
-	wake chan int64 // hand-off notifications (wait only)
-
-	start time.Time // send time of the call in flight or last made
-	sent  bool      // a call with tok was sent: Redis may know tok
-	calls int       // calls with tok sent: more than one means its release needs a tombstone
-	errs  int       // store failures in a row ridden out (see rideOut)
-	timer *time.Timer
-
-	// queuedSent is the send time of the last call that left tok queued, and
-	// queuedAt its Redis time (µs). A hand-off grant made after that call
-	// lives at least min(WaiterTTL, Lease) after queuedSent, so that is the
-	// local deadline of a permit claimed from a hand-off message; and a
-	// message whose fence is not above queuedAt is stale: it is for an earlier
-	// grant of tok that expired unseen before tok was queued again.
-	queuedSent time.Time
-	queuedAt   int64
-}
-
-// send makes one acquire call for the attempt.
-func (a *attempt) send(ctx context.Context) ([]int64, error) {
-	s := a.s
-	a.start = time.Now()
-	// Through the breaker with FailClosed: the policy is applied by failed, so
-	// that a queued waiter can ride out a blip before falling back.
-	r, _, ran, err := s.callBefore(ctx, breaker.FailClosed, acquireScript, a.tok, a.n, s.leaseArg, b2i(a.wait), s.waitArg, s.idArg)
-	a.sent = a.sent || ran
-	if ran {
-		a.calls++
-	}
-	if err == nil {
-		a.errs = 0
-	}
-	return r, err
-}
-
-// rideOut reports whether a failed call should be made again: a queued
-// waiter survives a blip (at most two failures in a row, not while the
-// breaker is open), because the script is idempotent per token, so retrying
-// keeps its place in the queue (the entry lives for WaiterTTL without a
-// heartbeat). It sleeps before the retry; false if ctx ends meanwhile (failed
-// then returns ctx.Err()).
-func (a *attempt) rideOut(ctx context.Context, err error) bool {
-	var open *breaker.OpenError
-	if !a.wait || !a.sent || a.errs >= 2 || ctx.Err() != nil ||
-		!errors.Is(err, breaker.ErrUnavailable) || errors.As(err, &open) {
-		return false
-	}
-	a.errs++
-	return sleepCtx(ctx, a.s.beat()/8)
-}
-
-// failed ends the attempt after a failed call: the token is released in the
-// background if Redis may know it; the caller's own cancellation is returned
-// as ctx.Err(); a store failure goes to the failure policy.
-func (a *attempt) failed(ctx context.Context, err error) (*Permit, error) {
-	s := a.s
-	if a.sent {
-		// The outcome is unknown: the call may still run in Redis.
-		s.cleanup(a.tok)
-	}
-	if cerr := ctx.Err(); cerr != nil {
-		return nil, cerr
-	}
-	if errors.Is(err, breaker.ErrUnavailable) && s.fail.policy != breaker.FailClosed {
-		return s.fallback(ctx, a.n, a.wait)
-	}
-	return nil, fmt.Errorf("distsem: acquire %q: %w", s.name, err)
-}
-
-// answer reads the reply of an acquire call: a grant (with the full Lease:
-// the call made or extended it), a refusal, or errQueued.
-func (a *attempt) answer(r []int64) (*Permit, error) {
-	s := a.s
-	switch r[0] {
-	case stGranted:
-		return a.granted(r[1], a.start, s.cfg.Lease)
-	case stBusy:
-		return nil, reject.New(ErrNoCapacity, s.retryAfter(a.n, r))
-	case stTooHeavy:
-		return nil, reject.New(ErrTooLarge, 0)
-	case stTomb:
-		// Only our own cleanup tombstones our token, and we never reuse a
-		// token after cleanup: a broken invariant, not a caller error.
-		return nil, fmt.Errorf("distsem: acquire %q: token released while acquiring", s.name)
-	case stQueued:
-		a.queuedSent = a.start
-		if len(r) > 6 {
-			a.queuedAt = r[6]
-		}
-		return nil, errQueued
-	}
-	s.cleanup(a.tok)
-	return nil, fmt.Errorf("distsem: acquire %q: unexpected status %d", s.name, r[0])
-}
-
-// granted returns the Permit of a grant with fence whose lease, at the
-// store, lasts at least lease after sent. A grant seen after Close is given
-// back: Close fails waiting callers with ErrClosed.
-func (a *attempt) granted(fence int64, sent time.Time, lease time.Duration) (*Permit, error) {
-	s := a.s
-	if s.isClosed() {
-		s.cleanup(a.tok)
-		return nil, ErrClosed
-	}
-	return s.newPermit(a.tok, a.n, fence, sent, lease, a.calls > 1), nil
-}
-
-// await waits, after a call that left the token queued (reply r), for a
-// hand-off message, the next heartbeat, ctx or Close. It returns errQueued
-// when the caller must call again.
-func (a *attempt) await(ctx context.Context, r []int64) (*Permit, error) {
-	s := a.s
-	s.listen()
-	// Heartbeat every beat. The head of the queue also calls just after the
-	// earliest lease expires, so that a crashed holder's permit is reaped and
-	// handed on at once rather than at the next heartbeat.
-	next := s.beat()
-	if len(r) > 5 && r[4] == 0 && r[5] >= 0 {
-		next = min(next, time.Duration(r[5])*time.Millisecond+5*time.Millisecond)
-	}
-	if a.timer == nil {
-		a.timer = time.NewTimer(next)
-	} else {
-		a.timer.Reset(next)
-	}
-	select {
-	case <-ctx.Done():
-		s.cleanup(a.tok)
-		return nil, ctx.Err()
-	case <-s.stopCtx.Done():
-		s.cleanup(a.tok) // withdraws the entry, or gives back a grant racing Close
-		return nil, ErrClosed
-	case fence := <-a.wake:
-		// Granted by hand-off after our last queued call: the grant lives
-		// until that call's queue entry would have expired, and is claimed
-		// for the full Lease by the permit's first renewal. With too little of
-		// that left for a renewal call (the message came late), claim it now
-		// with a call instead: it finds the token held and extends it.
-		claim := min(s.cfg.WaiterTTL, s.cfg.Lease)
-		if fence > 0 && fence > a.queuedAt && time.Until(a.queuedSent.Add(claim)) > s.callTimeout() {
-			return a.granted(fence, a.queuedSent, claim)
-		}
-	case <-a.timer.C:
-	}
-	return nil, errQueued
-}
-
-func (a *attempt) stopTimer() {
-	if a.timer != nil {
-		a.timer.Stop()
-	}
-}
-
-// beat is the waiter heartbeat period: a third of the shorter of WaiterTTL
-// and Lease. A waiter granted by hand-off whose message was lost must call
-// (and find itself held) before that grant runs out, or it would be reaped
-// and queued again at the back, for ever under load.
-func (s *Semaphore) beat() time.Duration {
-	return min(s.cfg.WaiterTTL, s.cfg.Lease) / 3
-}
-
-// observeHold folds the hold time of a released permit into s.hold, an
-// exponentially weighted mean (weight 1/8). Concurrent updates may lose one
-// another's sample: it is an estimate.
-func (s *Semaphore) observeHold(d time.Duration) {
-	old := time.Duration(s.hold.Load())
-	if old > 0 {
-		d = old + (d-old)/8
-	}
-	s.hold.Store(int64(max(d, 1)))
-}
-
-// retryAfter estimates when a TryAcquire of w refused with the busy reply r
-// ({2, 0, limit, used, waiters}) could succeed: the weight short (what is held,
-// plus one per waiter queued ahead, plus w, minus the limit) divided by the
-// rate at which held weight is released, taken as used / the mean hold time
-// this Semaphore observed. An estimate from this process's own permits (0
-// before it released any), never negative, at most an hour.
-func (s *Semaphore) retryAfter(w int64, r []int64) time.Duration {
-	hold := time.Duration(s.hold.Load())
-	if hold <= 0 || len(r) < 5 {
-		return 0
-	}
-	limit, used, waiters := r[2], r[3], r[4]
-	short := max(used+waiters+w-limit, 1)
-	d := float64(hold) * float64(short) / float64(max(used, 1))
-	return time.Duration(min(d, float64(time.Hour)))
 }
 
 func b2i(b bool) int {
@@ -775,67 +490,6 @@ func (s *Semaphore) SetLimit(ctx context.Context, limit int64) error {
 		return fmt.Errorf("distsem: set limit %q: %w", s.name, err)
 	}
 	return nil
-}
-
-// Stats describes a semaphore at one moment.
-type Stats struct {
-	// Limit is the limit stored in Redis (0 if the semaphore has no state yet);
-	// ConfiguredLimit the one given to New.
-	Limit, ConfiguredLimit int64
-	// InUse is the weight held, Holders the number of permits, Waiting the
-	// number of queued callers of all processes. Expired holders and dead waiters
-	// are counted until a script reaps them.
-	InUse, Holders, Waiting int64
-	// Readopted and Lost count this Semaphore's permits re-adopted after they
-	// vanished from Redis and permits lost; Degraded counts permits granted
-	// without Redis by the failure policy (FailOpen or FailLocal).
-	Readopted, Lost, Degraded int64
-}
-
-// Stats reads the semaphore's state from Redis in one round trip (MULTI). It
-// returns ErrClosed after Close.
-func (s *Semaphore) Stats(ctx context.Context) (Stats, error) {
-	s.mustBeMade()
-	if s.isClosed() {
-		return Stats{}, ErrClosed
-	}
-	st := Stats{
-		ConfiguredLimit: s.limit,
-		Readopted:       s.readopts.Load(),
-		Lost:            s.lost.Load(),
-		Degraded:        s.fail.degraded.Load(),
-	}
-	// Through the breaker like every other call: while it is open, Stats
-	// returns ErrUnavailable at once instead of waiting on the network.
-	var hm *redis.SliceCmd
-	var hc, qc *redis.IntCmd
-	_, _, err := storecall.Do(ctx, &s.fail.st, breaker.FailClosed, func(ctx context.Context, client redis.UniversalClient) (struct{}, error) {
-		_, err := client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			hm = p.HMGet(ctx, s.keys[0], "limit", "used")
-			hc = p.ZCard(ctx, s.keys[1])
-			qc = p.ZCard(ctx, s.keys[2])
-			return nil
-		})
-		return struct{}{}, err
-	}, nil)
-	if err != nil {
-		if cerr := ctx.Err(); cerr != nil {
-			return st, cerr
-		}
-		return st, fmt.Errorf("distsem: stats %q: %w", s.name, err)
-	}
-	vals := hm.Val()
-	st.Limit = atoi(vals[0])
-	st.InUse = atoi(vals[1])
-	st.Holders = hc.Val()
-	st.Waiting = qc.Val()
-	return st, nil
-}
-
-func atoi(v any) int64 {
-	str, _ := v.(string)
-	n, _ := strconv.ParseInt(str, 10, 64)
-	return n
 }
 
 // Close fails every Acquire still waiting with ErrClosed (each withdraws its

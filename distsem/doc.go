@@ -13,10 +13,13 @@
 // tenant runs at most 2 exports at once, across the fleet", for any number of
 // tenants; its keys share one pub/sub connection, renewal schedule and
 // breaker, and a key costs nothing in the process while no call waits on it
-// and no permit of it is held. [Semaphore.Hold] acquires a permit for work
-// that outlives a function's return (open rows, a transaction) and returns the
-// context the work runs under, cancelled if the lease is lost, with an
-// idempotent release.
+// and no permit of it is held. [Semaphore.Hold] and [Semaphore.TryHold] (and
+// Keyed's) implement the gate contract of every floodgate consumer,
+// [floodgate.Gate] and [floodgate.KeyedGate]: a permit for work that outlives
+// a function's return (open rows, a transaction), as a [floodgate.Held] whose
+// context the work runs under, cancelled if the lease is lost, and whose
+// Release is idempotent. Config.Observer, a [floodgate.Observer], is told of
+// grants, refusals, releases, renewals and lost leases.
 //
 // # Usage
 //
@@ -178,8 +181,10 @@
 // returns an error matching breaker.ErrUnavailable (with RetryAfter while the
 // breaker is open); breaker.FailOpen grants a permit held nowhere;
 // breaker.FailLocal grants from a local semaphore of Config.LocalShare, which
-// also counts this process's Redis-held permits. While the breaker is open no
-// call waits on the network.
+// also counts this process's Redis-held permits. A permit granted by FailOpen
+// or FailLocal is degraded (Permit.Degraded, Stats.Degraded), and its
+// KindAdmit event's Source says which ("fail_open", "fail_local"). While the
+// breaker is open no call waits on the network.
 //
 // # Over-admission bounds
 //

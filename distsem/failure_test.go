@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/distsem"
 	"github.com/floodgate-go/floodgate/internal/redistest"
@@ -324,11 +325,13 @@ func TestRedisRestartedEmpty(t *testing.T) {
 	var transitions []string
 	brk := breaker.New("restart", breaker.Config{
 		ConsecutiveFailures: 3, OpenDuration: 300 * time.Millisecond, CallTimeout: 100 * time.Millisecond,
-		OnStateChange: func(_ string, from, to breaker.State) {
-			mu.Lock()
-			transitions = append(transitions, to.String())
-			mu.Unlock()
-		},
+		Observer: floodgate.ObserverFunc(func(e floodgate.Event) {
+			if e.Kind == floodgate.KindStateChange {
+				mu.Lock()
+				transitions = append(transitions, e.To)
+				mu.Unlock()
+			}
+		}),
 	})
 	cfg := distsem.Config{Lease: 3 * time.Second, Breaker: brk}
 	plain := newSem(t, rdb, "restart", 2, cfg)

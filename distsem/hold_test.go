@@ -6,20 +6,35 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/distsem"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 )
 
-// TestHoldReleaseTwice: release frees the weight once, ends the work
-// context with ErrReleased, and a second call frees nothing more.
+// The distributed semaphores are gates of the one contract too.
+var (
+	_ floodgate.Gate      = (*distsem.Semaphore)(nil)
+	_ floodgate.KeyedGate = (*distsem.Keyed)(nil)
+)
+
+// heldNothing reports whether h is the zero Held, which every error returns.
+func heldNothing(h floodgate.Held) bool { return h.Context() == nil && h.N() == 0 }
+
+// TestHoldReleaseTwice: Release frees the weight once, ends the work
+// context with ErrReleased, and a second call frees nothing more: distsem's
+// Held.Release is idempotent (a local semaphore's is not).
 func TestHoldReleaseTwice(t *testing.T) {
 	db := redistest.Connect(t)
 	s := newSem(t, db.Client, db.Prefix+"sem", 2, distsem.Config{})
 	ctx := t.Context()
-	wctx, release, err := s.Hold(ctx, 1)
+	h, err := s.Hold(ctx, 1)
 	if err != nil {
 		t.Fatalf("Hold(ctx, 1) = %v, want nil", err)
+	}
+	wctx := h.Context()
+	if h.N() != 1 {
+		t.Errorf("Held.N() = %d, want 1", h.N())
 	}
 	if wctx.Err() != nil {
 		t.Fatalf("work context done while the permit is held: %v", context.Cause(wctx))
@@ -29,8 +44,8 @@ func TestHoldReleaseTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Release(ctx)
-	release()
-	release()
+	h.Release()
+	h.Release()
 	if cause := context.Cause(wctx); !errors.Is(cause, distsem.ErrReleased) {
 		t.Errorf("work context cause after release = %v, want ErrReleased", cause)
 	}
@@ -54,11 +69,12 @@ func TestHoldLostLeaseCancelsContext(t *testing.T) {
 	const lease = 600 * time.Millisecond
 	s := newSem(t, db.Client, db.Prefix+"sem", 1, distsem.Config{Lease: lease, Breaker: breaker.New("test", breaker.Config{CallTimeout: 100 * time.Millisecond})})
 	ctx := t.Context()
-	wctx, release, err := s.Hold(ctx, 1)
+	h, err := s.Hold(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer release()
+	defer h.Release()
+	wctx := h.Context()
 	if err := db.Client.Del(ctx, s.Keys()...).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -73,8 +89,8 @@ func TestHoldLostLeaseCancelsContext(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Errorf("caller's context done: %v", ctx.Err())
 	}
-	release()
-	release()
+	h.Release()
+	h.Release()
 	if cause := context.Cause(wctx); !errors.Is(cause, distsem.ErrLeaseLost) {
 		t.Errorf("work context cause after release = %v, want ErrLeaseLost kept", cause)
 	}
@@ -89,10 +105,11 @@ func TestHoldCallerCancel(t *testing.T) {
 	db := redistest.Connect(t)
 	s := newSem(t, db.Client, db.Prefix+"sem", 1, distsem.Config{})
 	ctx, cancel := context.WithCancel(t.Context())
-	wctx, release, err := s.Hold(ctx, 1)
+	h, err := s.Hold(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
+	wctx := h.Context()
 	cancel()
 	<-wctx.Done()
 	if cause := context.Cause(wctx); cause != context.Canceled {
@@ -101,13 +118,13 @@ func TestHoldCallerCancel(t *testing.T) {
 	if st := stats(t, s); st.InUse != 1 {
 		t.Fatalf("InUse before release = %d, want 1", st.InUse)
 	}
-	release()
+	h.Release()
 	if st := stats(t, s); st.InUse != 0 || st.Holders != 0 {
 		t.Fatalf("after release with a done context: %+v, want nothing held", st)
 	}
 }
 
-// TestHoldErrors: on error nothing is held and release is nil.
+// TestHoldErrors: on error nothing is held (the zero Held).
 func TestHoldErrors(t *testing.T) {
 	db := redistest.Connect(t)
 	s := newSem(t, db.Client, db.Prefix+"sem", 2, distsem.Config{})
@@ -115,18 +132,18 @@ func TestHoldErrors(t *testing.T) {
 		t.Errorf("Limit() = %d, want 2", got)
 	}
 	ctx := t.Context()
-	if wctx, release, err := s.Hold(ctx, 3); !errors.Is(err, distsem.ErrTooLarge) || wctx != nil || release != nil {
-		t.Errorf("Hold(ctx, 3) of 2 = (%v, %v, %v), want (nil, nil, ErrTooLarge)", wctx, release != nil, err)
+	if h, err := s.Hold(ctx, 3); !errors.Is(err, distsem.ErrTooLarge) || !heldNothing(h) {
+		t.Errorf("Hold(ctx, 3) of 2 = (%+v, %v), want (zero Held, ErrTooLarge)", h, err)
 	}
-	_, release, err := s.Hold(ctx, 2)
+	h, err := s.Hold(ctx, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer release()
+	defer h.Release()
 	dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	if wctx, rel, err := s.Hold(dctx, 1); err != context.DeadlineExceeded || wctx != nil || rel != nil {
-		t.Errorf("Hold on a full semaphore until the deadline = (%v, %v, %v), want (nil, nil, DeadlineExceeded)", wctx, rel != nil, err)
+	if h, err := s.Hold(dctx, 1); err != context.DeadlineExceeded || !heldNothing(h) {
+		t.Errorf("Hold on a full semaphore until the deadline = (%+v, %v), want (zero Held, DeadlineExceeded)", h, err)
 	}
 	// The failed Hold withdraws its queue entry in the background.
 	waitFor(t, 5*time.Second, "the failed Hold's queue entry withdrawn", func() bool { return stats(t, s).Waiting == 0 })
@@ -148,23 +165,77 @@ func TestTryHold(t *testing.T) {
 	db := redistest.Connect(t)
 	s := newSem(t, db.Client, db.Prefix+"sem", 1, distsem.Config{})
 	ctx := t.Context()
-	wctx, release, err := s.TryHold(ctx, 1)
-	if err != nil {
-		t.Fatalf("TryHold(ctx, 1) on a free semaphore = %v, want nil", err)
+	h, err := s.TryHold(ctx, 1)
+	if err != nil || h.N() != 1 {
+		t.Fatalf("TryHold(ctx, 1) on a free semaphore = (%+v, %v), want a Held of 1", h, err)
 	}
+	wctx := h.Context()
 	start := time.Now()
-	if w, rel, err := s.TryHold(ctx, 1); !errors.Is(err, distsem.ErrNoCapacity) || w != nil || rel != nil {
-		t.Errorf("TryHold(ctx, 1) on a full semaphore = (%v, %v, %v), want (nil, nil, ErrNoCapacity)", w, rel != nil, err)
+	if h, err := s.TryHold(ctx, 1); !errors.Is(err, distsem.ErrNoCapacity) || !heldNothing(h) {
+		t.Errorf("TryHold(ctx, 1) on a full semaphore = (%+v, %v), want (zero Held, ErrNoCapacity)", h, err)
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("TryHold on a full semaphore took %v, want one round trip", d)
 	}
-	release()
-	release()
+	h.Release()
+	h.Release()
 	if cause := context.Cause(wctx); !errors.Is(cause, distsem.ErrReleased) {
 		t.Errorf("work context cause after release = %v, want ErrReleased", cause)
 	}
 	if st := stats(t, s); st.InUse != 0 || st.Holders != 0 || st.Waiting != 0 {
 		t.Errorf("after release: %+v, want nothing held or waiting", st)
 	}
+}
+
+// TestKeyedHold: a Keyed's Hold and TryHold take a key's weight as a Held
+// whose Release gives it back once (idempotent) and lets the key go; the
+// refusals hold nothing: ErrNoCapacity for a full key, ErrTooManyKeys for a
+// new key beyond MaxKeys, ErrInvalidKey, ErrTooLarge.
+func TestKeyedHold(t *testing.T) {
+	db := redistest.Connect(t)
+	k := newKeyed(t, db.Client, db.Prefix+"k:", 1, distsem.KeyedConfig{MaxKeys: 1})
+	ctx := t.Context()
+	h, err := k.Hold(ctx, "a", 1)
+	if err != nil || h.N() != 1 {
+		t.Fatalf(`Hold(ctx, "a", 1) = (%+v, %v), want a Held of 1`, h, err)
+	}
+	for _, c := range []struct {
+		name string
+		hold func() (floodgate.Held, error)
+		want error
+	}{
+		{`TryHold(ctx, "a", 1): "a" full`, func() (floodgate.Held, error) { return k.TryHold(ctx, "a", 1) }, distsem.ErrNoCapacity},
+		{`TryHold(ctx, "b", 1): beyond MaxKeys`, func() (floodgate.Held, error) { return k.TryHold(ctx, "b", 1) }, distsem.ErrTooManyKeys},
+		{`Hold(ctx, "b", 1): beyond MaxKeys`, func() (floodgate.Held, error) { return k.Hold(ctx, "b", 1) }, distsem.ErrTooManyKeys},
+		{`Hold(ctx, "", 1)`, func() (floodgate.Held, error) { return k.Hold(ctx, "", 1) }, distsem.ErrInvalidKey},
+		{`TryHold(ctx, "a", 2): above the limit`, func() (floodgate.Held, error) { return k.TryHold(ctx, "a", 2) }, distsem.ErrTooLarge},
+	} {
+		got, err := c.hold()
+		if !errors.Is(err, c.want) || !heldNothing(got) {
+			t.Errorf("%s = (%+v, %v), want (zero Held, %v)", c.name, got, err, c.want)
+		}
+	}
+	if st := k.Stats(); st.Keys != 1 || st.Held != 1 {
+		t.Fatalf("Stats after the refusals = %+v, want 1 key, 1 held", st)
+	}
+	wctx := h.Context()
+	h.Release()
+	h.Release()
+	if cause := context.Cause(wctx); !errors.Is(cause, distsem.ErrReleased) {
+		t.Errorf("work context cause after release = %v, want ErrReleased", cause)
+	}
+	if st := k.Stats(); st.Keys != 0 || st.Held != 0 {
+		t.Fatalf("Stats after Release twice = %+v, want no key live, nothing held", st)
+	}
+	// The key is gone: another takes its place, and "a" is free in Redis.
+	b, err := k.TryHold(ctx, "b", 1)
+	if err != nil {
+		t.Fatalf(`TryHold(ctx, "b", 1) once "a" is released = %v, want nil`, err)
+	}
+	b.Release()
+	a, err := k.TryHold(ctx, "a", 1)
+	if err != nil {
+		t.Fatalf(`TryHold(ctx, "a", 1) after its release = %v, want nil`, err)
+	}
+	a.Release()
 }

@@ -141,7 +141,7 @@ func NewKeyed(client redis.UniversalClient, prefix string, limit int64, cfg Keye
 		panic("distsem: prefix longer than MaxNameLen")
 	}
 	// One breaker for all the keys: the Keyed's own if cfg has none.
-	st := storecall.New("distsem", client, c.Breaker, "distsem:"+prefix, c.Policy)
+	st := storecall.New("distsem", client, c.Breaker, "distsem:"+prefix)
 	c.Breaker = st.Breaker
 	if callTimeout := st.Breaker.CallTimeout(); c.Lease < 3*callTimeout || c.WaiterTTL < 3*callTimeout {
 		panic("distsem: Lease or WaiterTTL < 3 × CallTimeout")
@@ -171,7 +171,7 @@ func (k *Keyed) mustBeMade() {
 }
 
 // CheckKey returns, without I/O, the error wrapping ErrInvalidKey that
-// Acquire, TryAcquire, TryDo and Do return for key, or nil if key is valid:
+// Acquire, TryAcquire, Hold, TryHold and Do return for key, or nil if key is valid:
 // any byte string that is not empty and at most MaxNameLen bytes long. It is
 // what bulkhead asks of a layer's KeyedGate before it charges any layer, so
 // that a key this Keyed refuses never costs the client quota elsewhere. The
@@ -252,17 +252,17 @@ func (k *Keyed) acquire(ctx context.Context, key string, n int64, wait bool) (*P
 		panic("distsem: n < 1")
 	}
 	if err := k.CheckKey(key); err != nil {
-		return nil, err
+		return nil, k.failed(ctx, n, err)
 	}
 	if n > k.limit {
-		return nil, reject.New(ErrTooLarge, 0)
+		return nil, k.failed(ctx, n, reject.New(ErrTooLarge, 0))
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, k.failed(ctx, n, err)
 	}
 	e, err := k.ref(key)
 	if err != nil {
-		return nil, err
+		return nil, k.failed(ctx, n, err)
 	}
 	k.waiting.Add(1)
 	p, err := e.sem.acquireCounted(ctx, n, wait)
@@ -277,6 +277,16 @@ func (k *Keyed) acquire(ctx context.Context, key string, n int64, wait bool) (*P
 	}
 	p.entry = e
 	return p, nil
+}
+
+// failed reports to the Observer an acquire of n that failed with err
+// before reaching a key's Semaphore (which reports its own), and returns
+// err.
+func (k *Keyed) failed(ctx context.Context, n int64, err error) error {
+	if o := k.cfg.Observer; o != nil {
+		observeFailure(o, ctx, n, 0, err)
+	}
+	return err
 }
 
 // ref returns key's entry, made live if it was not, with one more reference.

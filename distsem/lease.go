@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/breaker"
 )
 
@@ -46,7 +47,7 @@ type Permit struct {
 	lost       chan struct{}
 	deadline   time.Time          // local deadline: last successful renewal's send time + Lease
 	granted    time.Time          // when the grant was seen (hold-time estimates)
-	acquiredAt time.Time          // when Acquire returned it, if Config.OnRelease is set
+	acquiredAt time.Time          // when Acquire returned it, if Config.Observer is set
 	stopCall   context.CancelFunc // cancels the renewal in flight; nil when none is
 	closeWaits bool               // Release counted the renewal in flight in s.bg (see renew)
 
@@ -155,54 +156,16 @@ func (p *Permit) endLocked(cause error) {
 // background until the lease would have expired, and the error is returned.
 // Release is idempotent: later calls return nil.
 func (p *Permit) Release(ctx context.Context) error {
-	p.mu.Lock()
-	if p.released {
-		p.mu.Unlock()
+	first, wasLost := p.markReleased()
+	if !first {
 		return nil
-	}
-	p.released = true
-	wasLost := p.isLost
-	if !wasLost {
-		p.s.local.held.Add(-p.weight)
 	}
 	if p.entry != nil {
 		defer p.entry.released() // the key stays live until the release is done
 	}
-	if p.kind == permitRedis {
-		if !p.isLost {
-			p.s.observeHold(time.Since(p.granted))
-		}
-		p.s.renewals.remove(p)
-		// The renewal in flight, if any, is cancelled and not waited for:
-		// a call stuck in a client or hook that ignores its context would
-		// hold Release (and the weight) without bound. So the release below
-		// may run in Redis before that renewal, which is safe:
-		//   - Without Config.Readopt, renew.lua only extends a token that is
-		//     held (ZADD XX): run after the release, it writes nothing.
-		//   - With Readopt it could insert the token again, so the release
-		//     writes a tombstone (ARGV[8] below), and renew.lua does not
-		//     re-adopt a tombstoned token.
-		//   - A renewal that reaches Redis only after the tombstone is gone
-		//     (expired, TombstoneTTL after the release, and then swept by a
-		//     later release, which is the only call that removes expired
-		//     tombstones) re-adopts the token; if it answers, renewed
-		//     releases the token again, and if it never does, the token
-		//     expires by its lease. Re-adoption only takes free capacity, so
-		//     the limit holds meanwhile.
-		// Waiting ordered the two calls only for a renewal that answered: one
-		// that timed out at the client may still run in Redis later, and
-		// relied on the tombstone as it does now.
-		if p.stopCall != nil {
-			p.stopCall()
-			// Close waits for the call's goroutine instead (see renew).
-			p.closeWaits = p.s.track()
-		}
-	}
-	p.endLocked(ErrReleased)
-	p.mu.Unlock()
 	s := p.s
-	if s.cfg.OnRelease != nil && !wasLost {
-		s.cfg.OnRelease(p.weight, time.Since(p.acquiredAt))
+	if s.cfg.Observer != nil && !wasLost {
+		emit(s.cfg.Observer, floodgate.Event{Kind: floodgate.KindRelease, N: p.weight, Duration: time.Since(p.acquiredAt)})
 	}
 	s.fail.release(p)
 	if p.kind != permitRedis {
@@ -224,6 +187,55 @@ func (p *Permit) Release(ctx context.Context) error {
 	return nil
 }
 
+// markReleased marks p released, once: it takes p off the renewal schedule,
+// cancels a renewal in flight and ends p's context with ErrReleased. It
+// reports whether this was the first call, and whether the lease had been
+// lost.
+func (p *Permit) markReleased() (first, wasLost bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.released {
+		return false, false
+	}
+	p.released = true
+	wasLost = p.isLost
+	if !wasLost {
+		p.s.local.held.Add(-p.weight)
+	}
+	if p.kind == permitRedis {
+		if !p.isLost {
+			p.s.observeHold(time.Since(p.granted))
+		}
+		p.s.renewals.remove(p)
+		// The renewal in flight, if any, is cancelled and not waited for:
+		// a call stuck in a client or hook that ignores its context would
+		// hold Release (and the weight) without bound. So Release's call
+		// may run in Redis before that renewal, which is safe:
+		//   - Without Config.Readopt, renew.lua only extends a token that is
+		//     held (ZADD XX): run after the release, it writes nothing.
+		//   - With Readopt it could insert the token again, so the release
+		//     writes a tombstone (ARGV[8] in Release), and renew.lua does not
+		//     re-adopt a tombstoned token.
+		//   - A renewal that reaches Redis only after the tombstone is gone
+		//     (expired, TombstoneTTL after the release, and then swept by a
+		//     later release, which is the only call that removes expired
+		//     tombstones) re-adopts the token; if it answers, renewed
+		//     releases the token again, and if it never does, the token
+		//     expires by its lease. Re-adoption only takes free capacity, so
+		//     the limit holds meanwhile.
+		// Waiting ordered the two calls only for a renewal that answered: one
+		// that timed out at the client may still run in Redis later, and
+		// relied on the tombstone as it does now.
+		if p.stopCall != nil {
+			p.stopCall()
+			// Close waits for the call's goroutine instead (see renew).
+			p.closeWaits = p.s.track()
+		}
+	}
+	p.endLocked(ErrReleased)
+	return true, wasLost
+}
+
 // renewDue runs when the permit's renewal is due (from the schedule): it loses
 // the permit if its local deadline has passed, and otherwise starts one
 // renewal call, bounded by the local deadline, in a goroutine of its own.
@@ -232,6 +244,7 @@ func (p *Permit) renewDue() {
 	defer func() { // after the unlock below
 		if lost {
 			p.s.logLost(p)
+			p.observeRenew(false, nil, true)
 		}
 	}()
 	p.mu.Lock()
@@ -258,7 +271,7 @@ func (p *Permit) renewDue() {
 	p.stopCall = cancel
 	// Also due at the local deadline, where it is lost even if the call,
 	// though its context ends there, has not returned (a hook or client that
-	// ignores the context, a slow breaker hook).
+	// ignores the context, a slow breaker Observer).
 	p.s.renewals.add(p, p.deadline)
 	go p.renew(ctx, cancel)
 }
@@ -289,10 +302,13 @@ func (p *Permit) renew(ctx context.Context, cancel context.CancelFunc) {
 // the call's goroutine in the Semaphore's background work (tracked: the caller
 // must call s.bg.Done).
 func (p *Permit) renewed(r []int64, err error, sent time.Time) (releaseAgain, tracked bool) {
-	lost := false
+	lost, report := false, false
 	defer func() { // after the unlock below
 		if lost {
 			p.s.logLost(p)
+		}
+		if report || lost {
+			p.observeRenew(report, err, lost)
 		}
 	}()
 	p.mu.Lock()
@@ -305,6 +321,7 @@ func (p *Permit) renewed(r []int64, err error, sent time.Time) (releaseAgain, tr
 	if p.isLost {
 		return false, false
 	}
+	report = true // a renewal of a held permit returned
 	s := p.s
 	// p is on the schedule at its local deadline (see renewDue), or was just
 	// taken off it by the timer: each branch below puts it at its next due

@@ -18,6 +18,7 @@ import (
 
 func TestHotPathsDoNotAllocate(t *testing.T) {
 	s := semaphore.New(4, semaphore.Config{})
+	k := semaphore.NewKeyed(2, semaphore.KeyedConfig{})
 	ctx, cancel := context.WithCancel(t.Context()) // a ctx with a Done channel
 	defer cancel()
 	for name, f := range map[string]func(){
@@ -27,6 +28,10 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 		"TryAcquire full":           func() { s.TryAcquire(5) },
 		"Do":                        func() { s.Do(ctx, 1, noop) },
 		"Acquire+Release, weight 0": func() { s.Acquire(ctx, 0); s.Release(0) },
+		"Hold+Release":              func() { h, _ := s.Hold(ctx, 1); h.Release() },
+		"TryHold+Release":           func() { h, _ := s.TryHold(ctx, 2); h.Release() },
+		"Keyed Hold+Release":        func() { h, _ := k.Hold(ctx, "a", 1); h.Release() },
+		"Keyed TryHold+Release":     func() { h, _ := k.TryHold(ctx, "a", 1); h.Release() },
 	} {
 		if a := testing.AllocsPerRun(1000, f); a != 0 {
 			t.Errorf("%s: %v allocs per run, want 0", name, a)

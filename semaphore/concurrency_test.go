@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/semaphore"
 )
 
@@ -179,13 +180,17 @@ func TestStressSetLimit(t *testing.T) {
 func TestStressHooksReenter(t *testing.T) {
 	var s *semaphore.Weighted
 	s = semaphore.New(4, semaphore.Config{
-		OnAcquire: func(n int64, _ time.Duration) {
-			_ = s.Stats()
-			if s.TryAcquire(1) {
-				s.Release(1)
+		Observer: floodgate.ObserverFunc(func(e floodgate.Event) {
+			switch e.Kind {
+			case floodgate.KindAdmit:
+				_ = s.Stats()
+				if s.TryAcquire(1) {
+					s.Release(1)
+				}
+			case floodgate.KindRelease:
+				_ = s.Stats()
 			}
-		},
-		OnRelease: func(n int64) { _ = s.Stats() },
+		}),
 	})
 	runAll(t, s, "hooks", 8, func(g int) {
 		for i := range 300 {

@@ -7,7 +7,8 @@
 // once) and on the time they wait ([ErrMaxWait]); a weight larger than the
 // limit fails at once ([ErrTooLarge]) instead of waiting until the context is
 // done; a context deadline that the queue cannot meet fails at once
-// ([ErrDeadline]); [Weighted.SetLimit] at run time; [Weighted.Stats]; hooks; a
+// ([ErrDeadline]); [Weighted.SetLimit] at run time; [Weighted.Stats]; a
+// [floodgate.Observer] (Config.Observer); a
 // retry-after estimate on every rejection; and [Weighted.Do], which cannot leak
 // weight.
 //
@@ -19,8 +20,11 @@
 // at once per tenant" for any number of tenants; a key's semaphore is made on
 // its first use and dropped when it has no holders and no waiters, and
 // [KeyedConfig.MaxKeys] bounds the live keys ([ErrTooManyKeys]).
-// [Weighted.Hold] acquires weight for work that outlives a function's return
-// (open rows, a stream) and returns an idempotent release.
+// [Weighted.Hold] and [Weighted.TryHold] (and Keyed's) implement the gate
+// contract of every floodgate consumer, [floodgate.Gate] and
+// [floodgate.KeyedGate]: they return the weight as a [floodgate.Held], for
+// work that outlives a function's return (open rows, a stream), without
+// allocating. Its Release is Release's: call it once.
 //
 // # Usage
 //

@@ -22,19 +22,23 @@ func (s *Weighted) Hold(ctx context.Context, n int64) (floodgate.Held, error) {
 // TryHold is Hold without waiting: it takes n as TryAcquire does and
 // otherwise fails at once with a *RejectError matching ErrNoCapacity, whose
 // delay estimates when n could be free (0 without a basis yet), or ErrTooLarge
-// when n exceeds the limit. It allocates only on refusal.
+// when n exceeds the limit. As a failed TryAcquire, a refusal is not counted
+// in Stats nor reported to Config.Observer: a consumer's TryHold is the probe
+// before a bounded wait (see floodgate.Gate), and the consumer reports the
+// outcome. It allocates only on refusal. It panics if n < 0.
 func (s *Weighted) TryHold(ctx context.Context, n int64) (floodgate.Held, error) {
 	if s.TryAcquire(n) {
 		return floodgate.NewHeld(ctx, s.releaser(), "", n), nil
 	}
 	s.mu.Lock()
-	if n > s.limit {
-		s.mu.Unlock()
-		return floodgate.Held{}, reject.New(ErrTooLarge, 0)
-	}
-	d := s.estimateLocked(s.waitingWeight.int64() + n)
+	tooLarge := n > s.limit
+	d := s.estimateLocked(satAdd(s.waitingWeight.int64(), n))
 	s.mu.Unlock()
-	return floodgate.Held{}, reject.New(ErrNoCapacity, d)
+	sentinel := ErrNoCapacity
+	if tooLarge {
+		sentinel, d = ErrTooLarge, 0
+	}
+	return floodgate.Held{}, reject.New(sentinel, d)
 }
 
 // releaser returns the function a Held calls to release: one per Weighted,

@@ -34,6 +34,14 @@ type KeyedConfig struct {
 	MaxWaiters    int
 	MaxWait       time.Duration
 	NoEarlyReject bool
+
+	// Observer, if non-nil, is told what every key's semaphore does, as
+	// Config.Observer is for a Weighted (Component
+	// floodgate.ComponentSemaphore; the key is never in an event: keys are
+	// unbounded, metric attributes must not be), and of the Acquire calls
+	// refused with ErrTooManyKeys (TryAcquire and TryHold refusals are not
+	// events, as for a Weighted). It is called without any lock held.
+	Observer floodgate.Observer
 }
 
 // Keyed is a set of weighted semaphores, one per key, each with the same limit:
@@ -51,7 +59,8 @@ type KeyedConfig struct {
 type Keyed struct {
 	limit   int64
 	maxKeys int
-	cfg     Config
+	cfg     Config                    // of each key's Weighted: no Observer
+	obs     floodgate.Observer        // KeyedConfig.Observer
 	release func(key string, n int64) // Release, for Hold; nil in a zero Keyed
 
 	mu sync.Mutex
@@ -84,6 +93,7 @@ func NewKeyed(limit int64, cfg KeyedConfig) *Keyed {
 		limit:   limit,
 		maxKeys: maxKeys,
 		cfg:     Config{MaxWaiters: cfg.MaxWaiters, MaxWait: cfg.MaxWait, NoEarlyReject: cfg.NoEarlyReject},
+		obs:     cfg.Observer,
 	}
 	k.release = k.Release
 	return k
@@ -143,28 +153,38 @@ func (k *Keyed) Acquire(ctx context.Context, key string, n int64) error {
 		panic("semaphore: acquire of non-positive weight")
 	}
 	if err := ctx.Err(); err != nil {
+		if k.obs != nil {
+			emit(k.obs, floodgate.Event{Kind: floodgate.KindCancel, N: n})
+		}
 		return err
 	}
 	if n > k.limit {
-		return reject.New(ErrTooLarge, 0)
+		return k.rejected(n, reject.New(ErrTooLarge, 0), 0)
 	}
 	k.mu.Lock()
 	e := k.entryLocked(key)
 	if e == nil {
 		k.mu.Unlock()
-		return reject.New(ErrTooManyKeys, 0)
+		return k.rejected(n, reject.New(ErrTooManyKeys, 0), 0)
 	}
 	if e.w.TryAcquire(n) { // never overtakes a queued caller
 		e.held += n
 		k.inUse += n
 		k.acquired++
 		k.mu.Unlock()
+		if k.obs != nil {
+			k.admitted(key, n, 0)
+		}
 		return nil
 	}
 	e.waitingN += n
 	k.waiting++
 	k.mu.Unlock()
 
+	var start time.Time
+	if k.obs != nil {
+		start = time.Now()
+	}
 	err := e.w.Acquire(ctx, n)
 
 	k.mu.Lock()
@@ -178,6 +198,9 @@ func (k *Keyed) Acquire(ctx context.Context, key string, n int64) error {
 		k.dropIfIdleLocked(key, e)
 	}
 	k.mu.Unlock()
+	if k.obs != nil {
+		k.waited(key, n, time.Since(start), err)
+	}
 	return err
 }
 
@@ -203,6 +226,9 @@ func (k *Keyed) TryAcquire(key string, n int64) bool {
 		k.dropIfIdleLocked(key, e)
 	}
 	k.mu.Unlock()
+	if ok && k.obs != nil {
+		k.admitted(key, n, 0)
+	}
 	return ok
 }
 
@@ -221,7 +247,8 @@ func (k *Keyed) Hold(ctx context.Context, key string, n int64) (floodgate.Held, 
 // otherwise fails at once with a *RejectError matching ErrTooLarge (n above
 // the limit), ErrTooManyKeys (a new key while MaxKeys keys are live) or
 // ErrNoCapacity (key has no room now, or callers queued on it), whose delay
-// estimates when key could have room (0 without a basis). It panics if n <= 0.
+// estimates when key could have room (0 without a basis). A refusal is not
+// reported to the Observer, as for Weighted.TryHold. It panics if n <= 0.
 func (k *Keyed) TryHold(ctx context.Context, key string, n int64) (floodgate.Held, error) {
 	if k.TryAcquire(key, n) {
 		return floodgate.NewHeld(ctx, k.releaser(), key, n), nil
@@ -238,7 +265,7 @@ func (k *Keyed) TryHold(ctx context.Context, key string, n int64) (floodgate.Hel
 	var d time.Duration
 	if e != nil {
 		e.w.mu.Lock()
-		d = e.w.estimateLocked(e.w.waitingWeight.int64() + n)
+		d = e.w.estimateLocked(satAdd(e.w.waitingWeight.int64(), n))
 		e.w.mu.Unlock()
 	}
 	k.mu.Unlock()
@@ -256,6 +283,14 @@ func (k *Keyed) releaser() func(string, int64) {
 // callers in order; the key is dropped if nothing is left held or queued. It
 // panics if n <= 0 or if more weight is released on key than is held there.
 func (k *Keyed) Release(key string, n int64) {
+	k.releaseQuiet(key, n)
+	if k.obs != nil {
+		emit(k.obs, floodgate.Event{Kind: floodgate.KindRelease, N: n})
+	}
+}
+
+// releaseQuiet is Release without the event.
+func (k *Keyed) releaseQuiet(key string, n int64) {
 	if n <= 0 {
 		panic("semaphore: release of non-positive weight")
 	}
@@ -267,9 +302,46 @@ func (k *Keyed) Release(key string, n int64) {
 	}
 	e.held -= n
 	k.inUse -= n
-	e.w.Release(n) // non-blocking; the Weighted has no hooks
+	e.w.Release(n) // non-blocking; the Weighted has no Observer
 	k.dropIfIdleLocked(key, e)
 	k.mu.Unlock()
+}
+
+// admitted reports a grant of n on key after waiting waited; if the Observer
+// panics, the weight is released before the panic goes on, as for a
+// Weighted.
+func (k *Keyed) admitted(key string, n int64, waited time.Duration) {
+	ok := false
+	defer func() {
+		if !ok {
+			k.releaseQuiet(key, n)
+		}
+	}()
+	emit(k.obs, floodgate.Event{Kind: floodgate.KindAdmit, N: n, Duration: waited})
+	ok = true
+}
+
+// waited reports the outcome err of an Acquire of n on key that queued for
+// waited: a grant, the caller's context ending, or a rejection.
+func (k *Keyed) waited(key string, n int64, waited time.Duration, err error) {
+	if err == nil {
+		k.admitted(key, n, waited)
+		return
+	}
+	if _, ok := err.(*RejectError); !ok {
+		emit(k.obs, floodgate.Event{Kind: floodgate.KindCancel, N: n, Duration: waited})
+		return
+	}
+	k.rejected(n, err, waited)
+}
+
+// rejected reports the rejection err of n after waiting waited, and returns
+// err.
+func (k *Keyed) rejected(n int64, err error, waited time.Duration) error {
+	if k.obs != nil {
+		emit(k.obs, floodgate.Event{Kind: floodgate.KindReject, N: n, Reason: reject.ReasonOf(err), Duration: waited, Err: err})
+	}
+	return err
 }
 
 // Do acquires weight n on key, calls fn, and releases the weight when fn

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/semaphore"
 )
 
@@ -57,11 +58,11 @@ func TestSetLimitShrinkNeverRevokes(t *testing.T) {
 func TestSetLimitFailsWaitersLargerThanLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var rejected atomic.Int32
-		s := semaphore.New(4, semaphore.Config{OnReject: func(n int64, err error) {
-			if n == 3 && errors.Is(err, semaphore.ErrTooLarge) {
+		s := semaphore.New(4, semaphore.Config{Observer: floodgate.ObserverFunc(func(e floodgate.Event) {
+			if e.Kind == floodgate.KindReject && e.N == 3 && errors.Is(e.Err, semaphore.ErrTooLarge) && e.Reason == floodgate.ReasonTooLarge {
 				rejected.Add(1)
 			}
-		}})
+		})})
 		s.Acquire(t.Context(), 4)
 		big := acquireAsync(t.Context(), s, 3)
 		small := acquireAsync(t.Context(), s, 1)
@@ -75,7 +76,7 @@ func TestSetLimitFailsWaitersLargerThanLimit(t *testing.T) {
 			t.Fatal("waiter of 1 granted while 4 of 2 are held")
 		}
 		if rejected.Load() != 1 {
-			t.Fatalf("OnReject(3, ErrTooLarge) called %d times, want 1", rejected.Load())
+			t.Fatalf("KindReject of 3 with ErrTooLarge reported %d times, want 1", rejected.Load())
 		}
 		if st := s.Stats(); st.RejectedTooLarge != 1 || st.Waiting != 1 {
 			t.Fatalf("Stats = %+v", st)

@@ -3,10 +3,10 @@ package semaphore
 import (
 	"context"
 	"math"
-	"math/bits"
 	"sync"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/internal/reject"
 )
 
@@ -19,7 +19,7 @@ const MaxLimit = math.MaxInt64
 
 // Config configures a Weighted. The zero value is a valid Config: no bound on the
 // number of waiters or on the time they wait beyond their context, early rejection
-// of deadlines the queue cannot meet, and no hooks.
+// of deadlines the queue cannot meet, and no Observer.
 type Config struct {
 	// MaxWaiters bounds the number of callers waiting in Acquire. A call that would
 	// wait while MaxWaiters callers are already waiting is rejected at once with
@@ -40,31 +40,19 @@ type Config struct {
 	// Default false: fail fast rather than pile up.
 	NoEarlyReject bool
 
-	// OnAcquire, if non-nil, is called after every successful Acquire or
-	// TryAcquire with the weight granted and how long the call waited (0 for a
-	// grant without queueing; the clock is not read on that path). It is called
-	// without any lock held and may call back into the Weighted. If it panics,
-	// the weight is released and the panic propagates to the caller.
-	OnAcquire func(n int64, waited time.Duration)
-
-	// OnWait, if non-nil, is called after a successful Acquire that queued,
-	// with the weight granted and how long it waited; never for a grant
-	// without queueing, which it leaves untouched (metrics of the wait time
-	// use it). It is called after OnAcquire, without any lock held, and may
-	// call back into the Weighted. If it panics, the weight is released and
-	// the panic propagates to the caller.
-	OnWait func(n int64, waited time.Duration)
-
-	// OnRelease, if non-nil, is called after every Release with the weight
-	// released. It is called without any lock held and may call back into the
-	// Weighted.
-	OnRelease func(n int64)
-
-	// OnReject, if non-nil, is called after an Acquire is rejected, with the weight
-	// asked for and the *RejectError. It is not called for context cancellation
-	// nor for a TryAcquire that fails. It is called without any lock held and may
-	// call back into the Weighted.
-	OnReject func(n int64, err error)
+	// Observer, if non-nil, is told of every grant (KindAdmit, with the wait:
+	// 0 for a grant without queueing, for which the clock is not read), every
+	// Release (KindRelease; the hold time is not measured, so Duration is 0),
+	// every rejection of an Acquire (KindReject, with the reason, the wait
+	// and the *RejectError) and every Acquire that returned ctx.Err()
+	// (KindCancel, with the wait). A TryAcquire or TryHold that finds no room
+	// is not an event (nor counted in Stats): it is a probe, whose caller
+	// reports the outcome.
+	// Events have Component floodgate.ComponentSemaphore. Observe is called
+	// without any lock held and may call back into the Weighted. If it panics
+	// on a KindAdmit, the weight is released before the panic goes on to the
+	// caller, so an Observer cannot leak weight.
+	Observer floodgate.Observer
 }
 
 // Weighted is a weighted semaphore with a FIFO queue: the limit is shared by
@@ -96,59 +84,6 @@ type Weighted struct {
 	obsStart    time.Time
 	obsReleased int64
 	rate        float64
-}
-
-const (
-	reasonQueueFull = iota
-	reasonMaxWait
-	reasonDeadline
-	reasonTooLarge
-	numReasons
-)
-
-var reasons = [numReasons]error{ErrQueueFull, ErrMaxWait, ErrDeadline, ErrTooLarge}
-
-type waiterState uint8
-
-const (
-	queued waiterState = iota
-	granted
-	failed
-)
-
-// A waiter is queued by Acquire. Waiters are pooled with their channel and
-// timer, so a blocked Acquire allocates nothing.
-type waiter struct {
-	n          int64
-	prev, next *waiter
-	// ready receives one value, sent under mu, when the waiter is granted or
-	// failed. It is empty whenever the waiter is in the pool.
-	ready chan struct{}
-	timer *time.Timer // for Config.MaxWait; created on first use
-	// Set under mu before the send on ready:
-	state waiterState
-	err   error
-}
-
-// getWaiter takes a waiter from s's own pool. The pool is per semaphore, not
-// global: channels and timers belong to the testing/synctest bubble that made
-// them, so sharing them between semaphores could carry one into another bubble.
-func (s *Weighted) getWaiter(n int64) *waiter {
-	w, ok := s.pool.Get().(*waiter)
-	if !ok {
-		w = &waiter{ready: make(chan struct{}, 1)}
-	}
-	w.n, w.state, w.err = n, queued, nil
-	return w
-}
-
-// putWaiter returns w, no longer queued and with ready drained, to the pool.
-func (s *Weighted) putWaiter(w *waiter) {
-	if w.timer != nil {
-		w.timer.Stop() // Go ≥1.23: no stale value can be received after Stop
-	}
-	w.err = nil
-	s.pool.Put(w)
 }
 
 // New returns a Weighted with the given limit. It panics if limit is negative.
@@ -210,6 +145,9 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) error {
 			// got the lock fails it, even if the weight is free.
 			s.canceled++
 			s.mu.Unlock()
+			if s.cfg.Observer != nil {
+				s.emit(floodgate.Event{Kind: floodgate.KindCancel, N: n})
+			}
 			return ctx.Err()
 		default:
 		}
@@ -218,8 +156,8 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) error {
 		s.cur += n
 		s.acquired++
 		s.mu.Unlock()
-		if s.cfg.OnAcquire != nil { // checked here so the hot path makes no call
-			s.acquiredHook(n, 0)
+		if s.cfg.Observer != nil { // checked here so the hot path makes no call
+			s.admitted(n, 0)
 		}
 		return nil
 	}
@@ -231,14 +169,14 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) error {
 // before it returns.
 func (s *Weighted) acquireSlowLocked(ctx context.Context, done <-chan struct{}, n int64) error {
 	if n > s.limit {
-		return s.rejectLocked(n, reasonTooLarge, 0)
+		return s.rejectLocked(n, reasonTooLarge, 0, 0)
 	}
 	// n must wait. Decide whether it may, before changing anything.
 	if m := s.cfg.MaxWaiters; m < 0 || (m > 0 && s.waiting >= m) {
-		return s.rejectLocked(n, reasonQueueFull, s.estimateLocked(satAdd(s.waitingWeight.int64(), n)))
+		return s.rejectLocked(n, reasonQueueFull, s.estimateLocked(satAdd(s.waitingWeight.int64(), n)), 0)
 	}
 	if s.cfg.MaxWait < 0 {
-		return s.rejectLocked(n, reasonMaxWait, s.estimateLocked(satAdd(s.waitingWeight.int64(), n)))
+		return s.rejectLocked(n, reasonMaxWait, s.estimateLocked(satAdd(s.waitingWeight.int64(), n)), 0)
 	}
 	var now time.Time
 	if !s.cfg.NoEarlyReject && s.rate > 0 {
@@ -248,15 +186,15 @@ func (s *Weighted) acquireSlowLocked(ctx context.Context, done <-chan struct{}, 
 			if hasDeadline {
 				now = time.Now()
 				if now.Add(est).After(dl) {
-					return s.rejectLocked(n, reasonDeadline, est)
+					return s.rejectLocked(n, reasonDeadline, est, 0)
 				}
 			}
 			if s.cfg.MaxWait > 0 && est > s.cfg.MaxWait {
-				return s.rejectLocked(n, reasonMaxWait, est)
+				return s.rejectLocked(n, reasonMaxWait, est, 0)
 			}
 		}
 	}
-	if s.head == nil || s.cfg.OnAcquire != nil || s.cfg.OnWait != nil {
+	if s.head == nil || s.cfg.Observer != nil {
 		if now.IsZero() {
 			now = time.Now()
 		}
@@ -268,7 +206,7 @@ func (s *Weighted) acquireSlowLocked(ctx context.Context, done <-chan struct{}, 
 }
 
 // wait blocks a queued waiter until it is granted or failed, ctx is done, or
-// MaxWait passes. start is when it was queued if Config.OnAcquire is set.
+// MaxWait passes. start is when it was queued if Config.Observer is set.
 func (s *Weighted) wait(ctx context.Context, done <-chan struct{}, w *waiter, start time.Time) error {
 	var timeout <-chan time.Time
 	if s.cfg.MaxWait > 0 {
@@ -299,8 +237,8 @@ func (s *Weighted) woken(ctx context.Context, done <-chan struct{}, w *waiter, s
 	n, err := w.n, w.err
 	s.putWaiter(w)
 	if err != nil {
-		if s.cfg.OnReject != nil {
-			s.cfg.OnReject(n, err)
+		if s.cfg.Observer != nil {
+			s.reportReject(n, err, time.Since(start))
 		}
 		return err
 	}
@@ -308,30 +246,24 @@ func (s *Weighted) woken(ctx context.Context, done <-chan struct{}, w *waiter, s
 		select {
 		case <-done:
 			// The grant raced with cancellation: give it back (x/sync's
-			// ordering). The caller never saw it, so no hook runs.
+			// ordering). The caller never saw it: a KindCancel, no grant.
 			s.mu.Lock()
 			s.canceled++
 			s.releaseLocked(n)
 			s.mu.Unlock()
+			s.canceledAfter(n, start)
 			return ctx.Err()
 		default:
 		}
 	}
-	s.waitedHooks(n, start)
+	s.waited(n, start)
 	return nil
 }
 
-// waitedHooks calls the hooks of a grant of n to a call queued at start.
-func (s *Weighted) waitedHooks(n int64, start time.Time) {
-	if s.cfg.OnAcquire == nil && s.cfg.OnWait == nil {
-		return
-	}
-	waited := time.Since(start)
-	if s.cfg.OnAcquire != nil {
-		s.acquiredHook(n, waited)
-	}
-	if s.cfg.OnWait != nil {
-		s.hook(s.cfg.OnWait, n, waited)
+// waited reports the grant of n to a call queued at start.
+func (s *Weighted) waited(n int64, start time.Time) {
+	if s.cfg.Observer != nil {
+		s.admitted(n, time.Since(start))
 	}
 }
 
@@ -347,15 +279,16 @@ func (s *Weighted) abandon(ctx context.Context, w *waiter, reason int, start tim
 			// MaxWait passed as the grant came in: keep the grant.
 			s.mu.Unlock()
 			s.putWaiter(w)
-			s.waitedHooks(n, start)
+			s.waited(n, start)
 			return nil
 		}
 		// Granted as ctx was done: give the weight back (x/sync's ordering).
-		// The caller never saw this grant, so no hook runs.
+		// The caller never saw this grant: a KindCancel, no grant.
 		s.canceled++
 		s.releaseLocked(n)
 		s.mu.Unlock()
 		s.putWaiter(w)
+		s.canceledAfter(n, start)
 		return ctx.Err()
 	case failed:
 		<-w.ready
@@ -374,63 +307,28 @@ func (s *Weighted) abandon(ctx context.Context, w *waiter, reason int, start tim
 		s.canceled++
 		s.mu.Unlock()
 		s.putWaiter(w)
+		s.canceledAfter(n, start)
 		return ctx.Err()
 	}
 	delay := s.estimateLocked(satAdd(ahead, n))
 	s.putWaiter(w)
-	return s.rejectLocked(n, reason, delay)
+	var waited time.Duration
+	if s.cfg.Observer != nil {
+		waited = time.Since(start)
+	}
+	return s.rejectLocked(n, reason, delay, waited)
 }
 
-// acquiredHook calls Config.OnAcquire for a grant of n. If the hook panics,
-// the weight is released before the panic goes on, so a panicking hook cannot
-// leak weight (the caller never got to defer its Release).
-func (s *Weighted) acquiredHook(n int64, waited time.Duration) {
-	s.hook(s.cfg.OnAcquire, n, waited)
-}
-
-// hook calls f, a hook of a grant of n, releasing the weight if f panics.
-func (s *Weighted) hook(f func(int64, time.Duration), n int64, waited time.Duration) {
-	ok := false
-	defer func() {
-		if !ok {
-			s.mu.Lock()
-			s.releaseLocked(n)
-			s.mu.Unlock()
-		}
-	}()
-	f(n, waited)
-	ok = true
-}
-
-// rejectLocked counts a rejection, unlocks mu, calls OnReject and returns the
-// error.
-func (s *Weighted) rejectLocked(n int64, reason int, delay time.Duration) error {
+// rejectLocked counts a rejection of n after waiting waited, unlocks mu,
+// reports it and returns the error.
+func (s *Weighted) rejectLocked(n int64, reason int, delay, waited time.Duration) error {
 	s.rejected[reason]++
 	s.mu.Unlock()
 	err := reject.New(reasons[reason], delay)
-	if s.cfg.OnReject != nil {
-		s.cfg.OnReject(n, err)
+	if s.cfg.Observer != nil {
+		s.reportReject(n, err, waited)
 	}
 	return err
-}
-
-// estimateLocked estimates how long until weight need, counting what is queued
-// ahead plus the caller's own, could be granted: the part of it that is not free
-// now, divided by the release rate observed while callers waited. 0 if there is
-// no basis yet. Capped at an hour.
-func (s *Weighted) estimateLocked(need int64) time.Duration {
-	if s.rate <= 0 {
-		return 0
-	}
-	short := need - max(s.limit-s.cur, 0)
-	if short <= 0 {
-		return 0
-	}
-	d := float64(short) / s.rate * float64(time.Second)
-	if d > float64(time.Hour) {
-		return time.Hour
-	}
-	return time.Duration(d)
 }
 
 // TryAcquire acquires weight n without waiting. It reports whether it did; on
@@ -446,8 +344,8 @@ func (s *Weighted) TryAcquire(n int64) bool {
 		s.acquired++
 	}
 	s.mu.Unlock()
-	if ok && s.cfg.OnAcquire != nil {
-		s.acquiredHook(n, 0)
+	if ok && s.cfg.Observer != nil {
+		s.admitted(n, 0)
 	}
 	return ok
 }
@@ -467,8 +365,8 @@ func (s *Weighted) Release(n int64) {
 	}
 	s.releaseLocked(n)
 	s.mu.Unlock()
-	if s.cfg.OnRelease != nil {
-		s.cfg.OnRelease(n)
+	if s.cfg.Observer != nil {
+		s.emit(floodgate.Event{Kind: floodgate.KindRelease, N: n})
 	}
 }
 
@@ -479,73 +377,6 @@ func (s *Weighted) releaseLocked(n int64) {
 	if s.head != nil {
 		s.observeLocked(n)
 		s.grantLocked()
-	}
-}
-
-// observeLocked records n released while callers wait, folding the throughput
-// into the rate estimate once a limit's worth has been released.
-func (s *Weighted) observeLocked(n int64) {
-	s.obsReleased = satAdd(s.obsReleased, n)
-	if s.obsReleased < max(s.limit, 1) {
-		return
-	}
-	dt := time.Since(s.obsStart) // reads only the monotonic clock: half of time.Now
-	if dt > 0 {
-		sample := float64(s.obsReleased) / dt.Seconds()
-		if s.rate == 0 {
-			s.rate = sample
-		} else {
-			s.rate += (sample - s.rate) / 4
-		}
-	}
-	s.obsStart, s.obsReleased = s.obsStart.Add(dt), 0
-}
-
-// grantLocked grants queued callers in FIFO order while the head fits. Strict
-// FIFO, as x/sync: a heavy head blocks lighter callers behind it, which may
-// leave weight idle but never starves a heavy caller (with N readers taking 1
-// each and a writer taking N, letting readers pass would starve the writer).
-func (s *Weighted) grantLocked() {
-	for w := s.head; w != nil && s.fitsLocked(w.n); w = s.head {
-		s.cur += w.n
-		s.acquired++
-		s.removeLocked(w)
-		w.state = granted
-		w.ready <- struct{}{} // never blocks: buffered, and empty while queued
-	}
-}
-
-// pushLocked appends w to the queue; now is the current time if the queue is
-// empty.
-func (s *Weighted) pushLocked(w *waiter, now time.Time) {
-	w.prev, w.next = s.tail, nil
-	if s.tail == nil {
-		s.head = w
-		s.obsStart, s.obsReleased = now, 0
-	} else {
-		s.tail.next = w
-	}
-	s.tail = w
-	s.waiting++
-	s.waitingWeight.add(w.n)
-}
-
-func (s *Weighted) removeLocked(w *waiter) {
-	if w.prev == nil {
-		s.head = w.next
-	} else {
-		w.prev.next = w.next
-	}
-	if w.next == nil {
-		s.tail = w.prev
-	} else {
-		w.next.prev = w.prev
-	}
-	w.prev, w.next = nil, nil
-	s.waiting--
-	s.waitingWeight.sub(w.n)
-	if s.head == nil {
-		s.obsStart = time.Time{}
 	}
 }
 
@@ -567,7 +398,7 @@ func (s *Weighted) SetLimit(limit int64) {
 			}
 			s.removeLocked(w)
 			s.rejected[reasonTooLarge]++
-			w.state, w.err = failed, tooLarge // the waiter calls OnReject itself
+			w.state, w.err = failed, tooLarge // the waiter reports it itself
 			w.ready <- struct{}{}
 		}
 		w = next
@@ -585,80 +416,4 @@ func (s *Weighted) Do(ctx context.Context, n int64, fn func(context.Context) err
 	}
 	defer s.Release(n)
 	return fn(ctx)
-}
-
-// Stats is a snapshot of a Weighted's state and running totals.
-type Stats struct {
-	Limit         int64 // current limit
-	InUse         int64 // weight held; may exceed Limit after SetLimit shrinks it
-	Waiting       int   // callers queued in Acquire
-	WaitingWeight int64 // total weight they ask for, at most MaxLimit
-
-	// Acquired counts grants by Acquire and TryAcquire (weight 0 included),
-	// and Canceled the Acquire calls that returned ctx.Err(); a grant given
-	// back because the context was done at the same moment counts in both.
-	Acquired uint64
-	Canceled uint64
-
-	// Rejections by reason. Failed TryAcquire calls are not counted.
-	RejectedQueueFull uint64
-	RejectedMaxWait   uint64
-	RejectedDeadline  uint64
-	RejectedTooLarge  uint64
-
-	// ReleaseRate is the observed release throughput while callers waited, in
-	// weight per second (an exponentially weighted average), or 0 if not yet
-	// observed. Retry-after estimates derive from it.
-	ReleaseRate float64
-}
-
-// Stats returns a consistent snapshot of the semaphore.
-func (s *Weighted) Stats() Stats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return Stats{
-		Limit:             s.limit,
-		InUse:             s.cur,
-		Waiting:           s.waiting,
-		WaitingWeight:     s.waitingWeight.int64(),
-		Acquired:          s.acquired,
-		Canceled:          s.canceled,
-		RejectedQueueFull: s.rejected[reasonQueueFull],
-		RejectedMaxWait:   s.rejected[reasonMaxWait],
-		RejectedDeadline:  s.rejected[reasonDeadline],
-		RejectedTooLarge:  s.rejected[reasonTooLarge],
-		ReleaseRate:       s.rate,
-	}
-}
-
-// weightSum is an exact sum of non-negative weights in 128 bits: 2⁶⁴ weights
-// of MaxLimit each fit, and no process queues that many callers.
-type weightSum struct{ hi, lo uint64 }
-
-func (w *weightSum) add(n int64) {
-	var carry uint64
-	w.lo, carry = bits.Add64(w.lo, uint64(n), 0)
-	w.hi += carry
-}
-
-func (w *weightSum) sub(n int64) {
-	var borrow uint64
-	w.lo, borrow = bits.Sub64(w.lo, uint64(n), 0)
-	w.hi -= borrow
-}
-
-// int64 returns the sum, or MaxLimit if it is larger.
-func (w weightSum) int64() int64 {
-	if w.hi != 0 || w.lo > MaxLimit {
-		return MaxLimit
-	}
-	return int64(w.lo)
-}
-
-// satAdd returns a+b for non-negative a and b, or MaxLimit if that is larger.
-func satAdd(a, b int64) int64 {
-	if a > MaxLimit-b {
-		return MaxLimit
-	}
-	return a + b
 }

@@ -10,6 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/internal/reject"
 	"github.com/floodgate-go/floodgate/semaphore"
 )
 
@@ -259,7 +261,11 @@ func TestErrors(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var rejects atomic.Int32
 				cfg := c.cfg
-				cfg.OnReject = func(int64, error) { rejects.Add(1) }
+				cfg.Observer = floodgate.ObserverFunc(func(e floodgate.Event) {
+					if e.Kind == floodgate.KindReject && errors.Is(e.Err, c.want) && e.Reason == reject.ReasonOf(c.want) {
+						rejects.Add(1)
+					}
+				})
 				s := semaphore.New(c.limit, cfg)
 				if c.held > 0 {
 					s.Acquire(t.Context(), c.held)
@@ -294,7 +300,7 @@ func TestErrors(t *testing.T) {
 					t.Fatalf("state changed by a rejection: before %+v after %+v", before, after)
 				}
 				if rejects.Load() != 1 {
-					t.Fatalf("OnReject called %d times, want 1", rejects.Load())
+					t.Fatalf("KindReject with %v reported %d times, want 1", c.want, rejects.Load())
 				}
 				cancel()
 				synctest.Wait()

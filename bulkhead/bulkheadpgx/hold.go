@@ -111,7 +111,10 @@ func (c *ClassDB) refused(ctx context.Context, waited time.Duration, err error) 
 	re := &RejectError{Reason: floodgate.ReasonMaxWait, Err: ErrMaxWait, Delay: c.retry, Layer: c.name}
 	gre, isReject := errors.AsType[*RejectError](err)
 	switch {
-	case err == ErrMaxWait:
+	case errors.Is(err, ErrMaxWait): // the class's own bound
+		if d := retryAfterOf(err); d > 0 {
+			re.Delay = d
+		}
 	case reject.ReasonOf(err) == floodgate.ReasonTooLarge:
 		re.Reason, re.Err, re.Delay = floodgate.ReasonTooLarge, fmt.Errorf("%w: %w", ErrTooLarge, err), 0
 	case isReject:
@@ -213,4 +216,13 @@ func (h *hold) giveBack() {
 		c.emit(floodgate.KindRelease, held, "", nil)
 	}
 	h.held.Release()
+}
+
+// retryAfterOf returns err's RetryAfter, or 0.
+func retryAfterOf(err error) time.Duration {
+	var ra interface{ RetryAfter() time.Duration }
+	if errors.As(err, &ra) {
+		return ra.RetryAfter()
+	}
+	return 0
 }

@@ -6,10 +6,12 @@ package gatewait
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/internal/reject"
 )
 
 // Keyed returns g as a KeyedGate that ignores the key, or kg when g is nil,
@@ -53,8 +55,11 @@ type Waits struct {
 // before the wait.)
 //
 // It returns what was held, how long the call waited (0 when it did not
-// wait), and on failure: ctx.Err() when ctx ended, errMaxWait when the bound
-// passed (a grant that races the bound is given back), or the gate's error.
+// wait), and on failure: ctx.Err() when ctx ended; when the bound passed (a
+// grant that races the bound is given back), a *floodgate.RejectError
+// matching errMaxWait (a reject.Sentinel) whose delay is what remains of the
+// estimate TryHold refused with (0 when none remains: the consumer's default
+// applies); or the gate's error.
 // w, if non-nil, counts the wait. The fast path (room at once) reads no clock
 // and allocates nothing of its own.
 func Take(ctx context.Context, g floodgate.KeyedGate, key string, n int64, maxWait time.Duration, errMaxWait error, w *Waits) (floodgate.Held, time.Duration, error) {
@@ -69,8 +74,12 @@ func Take(ctx context.Context, g floodgate.KeyedGate, key string, n int64, maxWa
 		w.Waiting.Add(1)
 	}
 	start := time.Now()
+	est := retryAfter(err)
 	h, err = hold(ctx, g, key, n, maxWait, errMaxWait)
 	waited := time.Since(start)
+	if err == errMaxWait && errMaxWait != nil {
+		err = reject.New(errMaxWait, est-waited)
+	}
 	if w != nil {
 		w.Waiting.Add(-1)
 		w.Count.Add(1)
@@ -118,4 +127,13 @@ func hold(ctx context.Context, g floodgate.KeyedGate, key string, n int64, maxWa
 		return floodgate.Held{}, errMaxWait
 	}
 	return floodgate.Held{}, err
+}
+
+// retryAfter returns err's RetryAfter, or 0.
+func retryAfter(err error) time.Duration {
+	var ra interface{ RetryAfter() time.Duration }
+	if errors.As(err, &ra) {
+		return ra.RetryAfter()
+	}
+	return 0
 }

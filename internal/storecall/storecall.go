@@ -26,19 +26,19 @@ type Store struct {
 }
 
 // New returns the Store of client guarded by brk, or, if brk is nil, by a
-// breaker of its own named name with the default breaker.Config and policy p
-// as its default (so the default per-call timeout,
-// breaker.DefaultCallTimeout). pkg prefixes the panic messages.
+// breaker of its own named name with the default breaker.Config (so the
+// default per-call timeout, breaker.DefaultCallTimeout). pkg prefixes the
+// panic messages.
 //
 // New panics with "<pkg>: nil client" if client is nil or a typed nil (such
 // as (*redis.Client)(nil)), and with "<pkg>: client without
 // ContextTimeoutEnabled" if client is a *redis.Client, *redis.ClusterClient
 // or *redis.Ring without it: go-redis would then ignore the call's deadline,
 // and a frozen Redis would hold every caller for its socket timeouts.
-func New(pkg string, client redis.UniversalClient, brk *breaker.Breaker, name string, p breaker.Policy) Store {
+func New(pkg string, client redis.UniversalClient, brk *breaker.Breaker, name string) Store {
 	Check(pkg, client)
 	if brk == nil {
-		brk = breaker.New(name, breaker.Config{Policy: p})
+		brk = breaker.New(name, breaker.Config{})
 	}
 	return Store{Client: client, Breaker: brk, Clock: new(Clock)}
 }

@@ -36,7 +36,7 @@ func TestCheckPanics(t *testing.T) {
 					t.Errorf("New panicked with %#v, want %q", r, tc.want)
 				}
 			}()
-			storecall.New("pkg", tc.client, nil, "x", breaker.FailClosed)
+			storecall.New("pkg", tc.client, nil, "x")
 		})
 	}
 }
@@ -44,15 +44,15 @@ func TestCheckPanics(t *testing.T) {
 func TestNewBreaker(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
 	defer c.Close()
-	s := storecall.New("pkg", c, nil, "own", breaker.FailOpen)
-	if s.Client != c || s.Breaker == nil || s.Breaker.Name() != "own" || s.Breaker.Policy() != breaker.FailOpen {
+	s := storecall.New("pkg", c, nil, "own")
+	if s.Client != c || s.Breaker == nil || s.Breaker.Name() != "own" {
 		t.Fatalf("New without a breaker = %+v", s)
 	}
 	if got := s.Breaker.CallTimeout(); got != breaker.DefaultCallTimeout {
 		t.Errorf("own breaker's CallTimeout = %v, want %v", got, breaker.DefaultCallTimeout)
 	}
 	shared := breaker.New("shared", breaker.Config{})
-	if s := storecall.New("pkg", c, shared, "own", breaker.FailClosed); s.Breaker != shared {
+	if s := storecall.New("pkg", c, shared, "own"); s.Breaker != shared {
 		t.Errorf("New with a breaker did not use it")
 	}
 }
@@ -60,7 +60,7 @@ func TestNewBreaker(t *testing.T) {
 func TestDoPassesClientAndDeadline(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
 	defer c.Close()
-	s := storecall.New("pkg", c, nil, "own", breaker.FailClosed)
+	s := storecall.New("pkg", c, nil, "own")
 	type key struct{}
 	ctx := context.WithValue(context.Background(), key{}, "v")
 	v, src, err := storecall.Do(ctx, &s, breaker.FailClosed, func(cctx context.Context, client redis.UniversalClient) (int, error) {

@@ -118,9 +118,9 @@ func TestStoreTimeoutIsNotTheCallersDeadline(t *testing.T) {
 		if err != context.DeadlineExceeded {
 			t.Errorf("%s, caller deadline sooner than CallTimeout: err = %v, want context.DeadlineExceeded", sj.name, err)
 		}
-		if after := sj.brk.Stats(); after.StoreFailures != before.StoreFailures || after.Rejections != before.Rejections {
+		if after := sj.brk.Stats(); after.StoreFailures != before.StoreFailures || after.FailClosed != before.FailClosed {
 			t.Errorf("%s: the caller's deadline was counted: store failures %d -> %d, rejections %d -> %d",
-				sj.name, before.StoreFailures, after.StoreFailures, before.Rejections, after.Rejections)
+				sj.name, before.StoreFailures, after.StoreFailures, before.FailClosed, after.FailClosed)
 		}
 	}
 }

@@ -42,7 +42,7 @@ type Config struct {
 	// context is not done is a store failure (under FailClosed, an error
 	// matching breaker.ErrTimeout, not context.DeadlineExceeded). Share one
 	// Breaker per Redis endpoint. If nil, the meter or queue makes its own with
-	// breaker.Config{Policy: Policy}, hence breaker.DefaultCallTimeout; to
+	// breaker.Config{}, hence breaker.DefaultCallTimeout; to
 	// choose another timeout, pass breaker.New(name, breaker.Config{CallTimeout: d}).
 	Breaker *breaker.Breaker
 
@@ -248,7 +248,7 @@ func newMeter(kind algoKind, client redis.UniversalClient, lim shaper.Limit, cfg
 	if m.prefix == "" {
 		m.prefix = k.prefix
 	}
-	m.st = storecall.New("shaperredis", client, cfg.Breaker, "shaper:"+m.prefix, cfg.Policy)
+	m.st = storecall.New("shaperredis", client, cfg.Breaker, "shaper:"+m.prefix)
 	if cfg.Policy == breaker.FailLocal {
 		ll := cfg.LocalLimit
 		if ll == (shaper.Limit{}) {
@@ -265,7 +265,7 @@ func newMeter(kind algoKind, client redis.UniversalClient, lim shaper.Limit, cfg
 }
 
 func (cfg Config) store(client redis.UniversalClient, prefix string) storecall.Store {
-	return storecall.New("shaperredis", client, cfg.Breaker, "shaper:"+prefix, cfg.Policy)
+	return storecall.New("shaperredis", client, cfg.Breaker, "shaper:"+prefix)
 }
 
 // Key returns the Redis key holding the state of key: Prefix + "{" + key +
@@ -355,9 +355,9 @@ func (m *Meter) allowN(ctx context.Context, key string, n int64) (shaper.Decisio
 	}
 	r, src, err := storecall.Do(ctx, &m.st, m.policy, c.run, fallback)
 	switch src {
-	case breaker.Degraded:
+	case breaker.FromFailOpen:
 		return shaper.Decision{Allowed: true, Limit: rl.lim, Degraded: true}, nil
-	case breaker.FromFallback:
+	case breaker.FromFailLocal:
 		r.d.Degraded = true
 		return r.d, err
 	}

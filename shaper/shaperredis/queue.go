@@ -215,9 +215,9 @@ func (q *Queue) wait(ctx context.Context, n int64, from *breaker.Source) error {
 	}, fallback)
 	*from = src
 	switch src {
-	case breaker.Degraded:
+	case breaker.FromFailOpen:
 		return nil
-	case breaker.FromFallback:
+	case breaker.FromFailLocal:
 		return q.local.Wait(ctx, n)
 	}
 	if err != nil {

@@ -190,9 +190,9 @@ func (q *Queue) count(ctx context.Context, n int64, src breaker.Source, err erro
 	}
 	var i int
 	switch {
-	case err == nil && src == breaker.Degraded:
+	case err == nil && src == breaker.FromFailOpen:
 		i = qFailOpen
-	case err == nil && src == breaker.FromFallback:
+	case err == nil && src == breaker.FromFailLocal:
 		i = qLocal
 	case err == nil:
 		i = qStore
