@@ -62,18 +62,7 @@ func TestRedisDifferential(t *testing.T) {
 						lim = shapertest.RandomLimit(r, algoOf[kind])
 						max = burstOf(lim)
 						rm.SetLimit(lim)
-						switch l := local.(type) {
-						case *shaper.Meter:
-							l.SetLimit(lim)
-						case *shaper.TokenBucket:
-							l.SetLimit(lim)
-						case *shaper.FixedWindow:
-							l.SetLimit(lim)
-						case *shaper.SlidingLog:
-							l.SetLimit(lim)
-						case *shaper.SlidingCounter:
-							l.SetLimit(lim)
-						}
+						local.SetLimit(lim)
 					}
 					var n int64
 					now, n = shapertest.RandomStep(r, now, lim, max)
@@ -103,21 +92,8 @@ func TestRedisDifferential(t *testing.T) {
 	}
 }
 
-func localAt(m localMeter, key string, now, n int64) (shaper.Decision, error) {
-	t := time.UnixMicro(now)
-	switch l := m.(type) {
-	case *shaper.Meter:
-		return l.AllowNAt(key, t, n)
-	case *shaper.TokenBucket:
-		return l.AllowNAt(key, t, n)
-	case *shaper.FixedWindow:
-		return l.AllowNAt(key, t, n)
-	case *shaper.SlidingLog:
-		return l.AllowNAt(key, t, n)
-	case *shaper.SlidingCounter:
-		return l.AllowNAt(key, t, n)
-	}
-	panic("unknown meter")
+func localAt(m *shaper.Meter, key string, now, n int64) (shaper.Decision, error) {
+	return m.AllowNAt(key, time.UnixMicro(now), n)
 }
 
 // TestScriptsLoad loads every embedded script into Redis, so a syntax error fails
