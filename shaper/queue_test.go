@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/internal/shapertest"
 	"github.com/floodgate-go/floodgate/shaper"
 )
 
@@ -525,33 +526,13 @@ func TestQueueBurstCatchesUpWorkerStalls(t *testing.T) {
 	}
 }
 
-// recorder is a floodgate.Observer that keeps the events it is told.
-type recorder struct {
-	mu     sync.Mutex
-	events []floodgate.Event
-}
-
-func (r *recorder) Observe(e floodgate.Event) {
-	r.mu.Lock()
-	r.events = append(r.events, e)
-	r.mu.Unlock()
-}
-
-func (r *recorder) take() []floodgate.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ev := r.events
-	r.events = nil
-	return ev
-}
-
 // TestQueueObserver: the Observer is told of each call of weight n > 0: an
 // admission at once with no wait, an admission after its wait with that
 // wait, a refusal with its word and error, a cancellation with its wait, and
 // nothing for a weight of zero.
 func TestQueueObserver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec := &recorder{}
+		rec := &shapertest.Recorder{}
 		q := shaper.NewQueue(shaper.PerSecond(5), shaper.QueueConfig{MaxQueue: 1, MaxWait: 300 * ms, Observer: rec})
 		defer q.Close()
 		wait := startWaits(t.Context(), q, 1, 2) // the first at once, the second 200ms later
@@ -571,7 +552,7 @@ func TestQueueObserver(t *testing.T) {
 			{Kind: floodgate.KindReject, Component: floodgate.ComponentQueue, N: 3, Reason: floodgate.ReasonMaxWait, Err: err2},
 			{Kind: floodgate.KindCancel, Component: floodgate.ComponentQueue, N: 1, Duration: 50 * ms},
 		}
-		got := rec.take()
+		got := rec.Take()
 		if len(got) != len(want) {
 			t.Fatalf("events %+v, want %+v", got, want)
 		}

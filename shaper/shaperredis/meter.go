@@ -127,16 +127,14 @@ const (
 )
 
 var kinds = [...]struct {
-	name, prefix  string
-	window        bool
-	script, batch *redisscript.Script // single-key script and its batch form
-	refund        *redisscript.Script // the refund script (see Meter.Refund)
+	name, prefix string
+	window       bool
 }{
-	kindGCRA:           {"NewMeter", "shaper:gcra:", false, gcraScript, gcraBatchScript, refundGCRAScript},
-	kindTokenBucket:    {"NewTokenBucket", "shaper:tb:", false, tokenBucketScript, tokenBucketBatchScript, refundTokenBucketScript},
-	kindFixedWindow:    {"NewFixedWindow", "shaper:fw:", true, fixedWindowScript, fixedWindowBatchScript, refundFixedWindowScript},
-	kindSlidingLog:     {"NewSlidingLog", "shaper:sl:", true, slidingLogScript, slidingLogBatchScript, refundSlidingLogScript},
-	kindSlidingCounter: {"NewSlidingCounter", "shaper:sc:", true, slidingCounterScript, slidingCounterBatchScript, refundSlidingCounterScript},
+	kindGCRA:           {"NewMeter", "shaper:gcra:", false},
+	kindTokenBucket:    {"NewTokenBucket", "shaper:tb:", false},
+	kindFixedWindow:    {"NewFixedWindow", "shaper:fw:", true},
+	kindSlidingLog:     {"NewSlidingLog", "shaper:sl:", true},
+	kindSlidingCounter: {"NewSlidingCounter", "shaper:sc:", true},
 }
 
 // newLocal returns the in-process meter of kind enforcing lim: the fallback
@@ -251,7 +249,7 @@ func newMeter(kind algoKind, client redis.UniversalClient, lim shaper.Limit, cfg
 	storecall.Check("shaperredis", client)
 	m := &Meter{
 		kind:   kind,
-		script: k.script,
+		script: scripts.meter[kind],
 		prefix: cfg.Prefix,
 		maxKey: cfg.maxKeyLen(),
 		policy: cfg.Policy,
@@ -272,7 +270,7 @@ func newMeter(kind algoKind, client redis.UniversalClient, lim shaper.Limit, cfg
 		panic("shaperredis: " + k.name + ": invalid Policy")
 	}
 	if cfg.Batch {
-		m.batch = newBatcher(client, cfg.MaxBatch, k.script, k.batch)
+		m.batch = newBatcher(client, cfg.MaxBatch, scripts.meter[kind], scripts.batch[kind])
 	}
 	return m
 }
@@ -433,7 +431,7 @@ func (m *Meter) Refund(ctx context.Context, key string, n int64, d shaper.Decisi
 		}
 		return m.local.Refund(ctx, key, n, d)
 	}
-	sc := kinds[m.kind].refund
+	sc := scripts.refund[m.kind]
 	rl := m.lim.Load()
 	if rl == nil || n > rl.max || !keyOK(key, m.maxKey) {
 		return nil // never admitted under this limit: nothing to give back
@@ -469,8 +467,7 @@ type result struct{ d shaper.Decision }
 
 // evalBuf holds the command of one script call: "evalsha", the script's SHA-1
 // (both written by redisscript.Script.Cmd), 1 (numkeys), the key, P, C, B, n,
-// the call's deadline (storecall.Clock.Deadline) [, now (tests only: see
-// fillAt in the tests)]. The constants are boxed once
+// the call's deadline (storecall.Clock.Deadline). The constants are boxed once
 // per script and limit (redisLimit.args); the key and n are passed by pointer
 // (go-redis writes *string and *int64 arguments, and Cluster reads the key
 // through them), so filling the command allocates nothing (the prefixed key
@@ -478,9 +475,9 @@ type result struct{ d shaper.Decision }
 // evalPool) once its call has returned: go-redis is done with the arguments
 // when Process returns.
 type evalBuf struct {
-	args       [10]any
-	key        string
-	n, dl, now int64
+	args  [9]any
+	key   string
+	n, dl int64
 }
 
 var evalPool = sync.Pool{New: func() any { return new(evalBuf) }}
@@ -495,7 +492,7 @@ func (buf *evalBuf) fill(key string, rl *redisLimit, n, dl int64) []any {
 	a := &buf.args
 	a[2], a[3] = oneKey, &buf.key
 	a[4], a[5], a[6], a[7], a[8] = rl.args[0], rl.args[1], rl.args[2], &buf.n, &buf.dl
-	return a[:9]
+	return a[:]
 }
 
 // expiredReply is the first integer of a script's reply when the call's
@@ -605,7 +602,7 @@ func evalKey(ctx context.Context, c redis.UniversalClient, sc *redisscript.Scrip
 // evalBefore is evalKey for a script that takes the call's deadline as its
 // last argument (after argv) and, once it has passed in Redis, replies
 // expiredReply then Redis's time and does nothing (lease.lua, reserve.lua: see
-// real in common.lua). ctx is the call's context; clock turns its deadline
+// the deadline check in common.lua). ctx is the call's context; clock turns its deadline
 // into Redis time. An expired reply while ctx still has time means Redis's
 // clock is ahead of ours: clock learns by how much and the call is sent once
 // more; otherwise it returns context.DeadlineExceeded, the timeout that the

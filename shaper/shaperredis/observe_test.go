@@ -3,46 +3,32 @@ package shaperredis_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/redistest"
+	"github.com/floodgate-go/floodgate/internal/shapertest"
 	"github.com/floodgate-go/floodgate/shaper"
 	"github.com/floodgate-go/floodgate/shaper/shaperredis"
 )
 
-// recorder is a floodgate.Observer that keeps the events it is told.
-type recorder struct {
-	mu     sync.Mutex
-	events []floodgate.Event
-}
-
-func (r *recorder) Observe(e floodgate.Event) {
-	r.mu.Lock()
-	r.events = append(r.events, e)
-	r.mu.Unlock()
-}
-
-// take returns the events told since the last take, each with Err replaced
-// by whether it was set (so that a test compares the rest field by field).
-func (r *recorder) take() (evs []floodgate.Event, errs []bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, e := range r.events {
+// take returns the events rec was told since the last take, each with Err
+// replaced by whether it was set (so that a test compares the rest field by
+// field).
+func take(rec *shapertest.Recorder) (evs []floodgate.Event, errs []bool) {
+	for _, e := range rec.Take() {
 		errs = append(errs, e.Err != nil)
 		e.Err = nil
 		evs = append(evs, e)
 	}
-	r.events = nil
 	return evs, errs
 }
 
-func wantEvents(t *testing.T, rec *recorder, want []floodgate.Event) {
+func wantEvents(t *testing.T, rec *shapertest.Recorder, want []floodgate.Event) {
 	t.Helper()
-	got, errs := rec.take()
+	got, errs := take(rec)
 	if len(got) != len(want) {
 		t.Fatalf("events %+v, want %+v", got, want)
 	}
@@ -65,7 +51,7 @@ func TestMeterObserverAndStats(t *testing.T) {
 	db := redistest.Connect(t)
 	ctx := context.Background()
 	lim := shaper.Limit{Rate: shaper.PerMinute(1), Burst: 1}
-	rec := &recorder{}
+	rec := &shapertest.Recorder{}
 	m := shaperredis.NewMeter(db.Client, lim, shaperredis.Config{Prefix: db.Prefix, Observer: rec, MaxKeyLen: 8})
 	m.AllowN(ctx, "k", 1)
 	m.AllowN(ctx, "k", 1)
@@ -117,7 +103,7 @@ func TestMeterObserverAndStats(t *testing.T) {
 func TestQueueAndLeaseObserver(t *testing.T) {
 	db := redistest.Connect(t)
 	ctx := context.Background()
-	rec := &recorder{}
+	rec := &shapertest.Recorder{}
 	q := shaperredis.NewQueue(db.Client, "obs", shaper.PerSecond(20), shaper.QueueConfig{MaxWait: 60 * time.Millisecond},
 		shaperredis.Config{Prefix: db.Prefix, Observer: rec})
 	defer q.Close()
@@ -129,7 +115,7 @@ func TestQueueAndLeaseObserver(t *testing.T) {
 	if err := q.Wait(ctx, 2); !errors.Is(err, shaperredis.ErrTooLarge) {
 		t.Fatalf("Wait above the burst: %v", err)
 	}
-	got, _ := rec.take()
+	got, _ := take(rec)
 	if len(got) != 3 || got[0].Kind != floodgate.KindAdmit || got[0].Source != floodgate.SourceStore || got[0].Duration != 0 ||
 		got[1].Kind != floodgate.KindAdmit || got[1].Source != floodgate.SourceStore || got[1].Duration <= 0 || got[1].Duration > 50*time.Millisecond ||
 		got[2].Kind != floodgate.KindReject || got[2].Reason != floodgate.ReasonTooLarge || got[2].N != 2 || got[2].Component != floodgate.ComponentQueue {
@@ -145,7 +131,7 @@ func TestQueueAndLeaseObserver(t *testing.T) {
 		}
 	}
 	l.AllowN(3)
-	got, _ = rec.take()
+	got, _ = take(rec)
 	var admits, rejects int
 	for _, e := range got {
 		switch {
