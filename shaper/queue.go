@@ -10,7 +10,7 @@ import (
 	"github.com/floodgate-go/floodgate/internal/reject"
 )
 
-// QueueConfig configures a [Queue] (and a [RedisQueue]). The zero value is a valid
+// QueueConfig configures a [Queue] (and a shaperredis.Queue). The zero value is a valid
 // QueueConfig: no burst, no bound on the backlog, no bound on the wait other than
 // the caller's context.
 type QueueConfig struct {

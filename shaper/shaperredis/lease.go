@@ -325,7 +325,7 @@ func (l *Lease) await(ctx context.Context, n int64) (local bool, waited time.Dur
 	if n > l.batch {
 		return false, 0, tooLarge()
 	}
-	// primed is read before take, as in the loop below: a first refill that
+	// primed is read before take, as in refillWait: a first refill that
 	// lands after take looked must not be mistaken for one take already saw.
 	primed := l.primed.Load()
 	ok, ra, local := l.take(n)
@@ -339,7 +339,14 @@ func (l *Lease) await(ctx context.Context, n int64) (local bool, waited time.Dur
 		return false, 0, limited(ra)
 	}
 	start := l.now()
-	since := func() time.Duration { return time.Duration(l.now() - start) }
+	local, err = l.refillWait(ctx, n, first, ra)
+	return local, time.Duration(l.now() - start), err
+}
+
+// refillWait waits for a refill that lets take take n, up to MaxWait (or,
+// for the first refill, until it lands), and refuses with the last retry
+// known, ra, when none does.
+func (l *Lease) refillWait(ctx context.Context, n int64, first bool, ra time.Duration) (local bool, err error) {
 	var timeout <-chan time.Time
 	if !first {
 		timer := time.NewTimer(l.wait)
@@ -359,20 +366,22 @@ func (l *Lease) await(ctx context.Context, n int64) (local bool, waited time.Dur
 		l.mu.Unlock()
 		if closed {
 			l.rejected.Add(1)
-			return false, since(), limited(ra)
+			return false, limited(ra)
 		}
 		// Check again after reading ch, so a refill between take and here is seen.
 		// primed is read before take: a refill adds its tokens before it sets
 		// primed, so if the first refill had landed, take saw its tokens. (Read
 		// after take, a refill landing in between was refused with its tokens
 		// in hand.)
-		primed = l.primed.Load()
-		if ok, ra, local = l.take(n); ok {
-			return local, since(), nil
+		primed := l.primed.Load()
+		ok, r, local := l.take(n)
+		if ok {
+			return local, nil
 		}
+		ra = r
 		if first && primed {
 			l.rejected.Add(1)
-			return false, since(), limited(ra)
+			return false, limited(ra)
 		}
 		// No refill was started if Redis had no token (or failed) and said when
 		// to try again: wake up then to start one.
@@ -390,9 +399,9 @@ func (l *Lease) await(ctx context.Context, n int64) (local bool, waited time.Dur
 		case <-retryC:
 		case <-timeout:
 			l.rejected.Add(1)
-			return false, since(), limited(ra)
+			return false, limited(ra)
 		case <-ctx.Done():
-			return false, since(), ctx.Err()
+			return false, ctx.Err()
 		}
 	}
 }
