@@ -135,6 +135,71 @@ func NewQueue(client redis.UniversalClient, name string, r shaper.Rate, cfg Queu
 // Key returns the Redis key of the queue's schedule.
 func (q *Queue) Key() string { return q.key }
 
+// enter registers a call in this process's waiting set, unless the queue is
+// closed or MaxQueue calls already wait; the slot it returns holds the call's
+// wake-up time once known (see sleep).
+func (q *Queue) enter() (*int64, error) {
+	slot := new(int64)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return nil, ErrClosed
+	}
+	if q.maxQueue > 0 && len(q.waiting) >= q.maxQueue {
+		earliest := int64(1 << 62)
+		for s := range q.waiting {
+			earliest = min(earliest, *s)
+		}
+		return nil, reject.New(ErrQueueFull, time.Duration(earliest-int64(time.Since(q.base))))
+	}
+	*slot = 1 << 62
+	q.waiting[slot] = struct{}{}
+	return slot, nil
+}
+
+// leave removes a call that entered from the waiting set.
+func (q *Queue) leave(slot *int64) {
+	q.mu.Lock()
+	delete(q.waiting, slot)
+	q.mu.Unlock()
+}
+
+// budget returns the longest wait a call may accept, in µs, and the refusal
+// of a slot beyond it: MaxWait's, or ctx's deadline's if that is sooner. A
+// slot beyond maxSlot is too far for any MaxWait.
+func (q *Queue) budget(ctx context.Context) (int64, error) {
+	budget, reason := q.maxSlot, ErrMaxWait
+	if q.maxWait >= 0 {
+		budget = min(budget, q.maxWait)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		if left := max(0, int64(time.Until(dl)/time.Microsecond)); left < budget {
+			budget, reason = left, ErrDeadline
+		}
+	}
+	return budget, reason
+}
+
+// reserve asks the store for a slot of weight n at most budget µs away
+// (reserve.lua), through the breaker and the policy.
+func (q *Queue) reserve(ctx context.Context, n, budget int64) ([7]int64, breaker.Source, error) {
+	args := []any{q.rl.args[0], q.rl.args[1], q.rl.args[2], n, budget}
+	var fallback func(context.Context) ([7]int64, error)
+	if q.local != nil {
+		fallback = func(context.Context) ([7]int64, error) { return [7]int64{-1}, nil }
+	}
+	return storecall.Do(ctx, &q.st, q.policy, func(ctx context.Context, client redis.UniversalClient) ([7]int64, error) {
+		var out [7]int64
+		if err := evalBefore(ctx, q.st.Clock, client, reserveScript, q.key, out[:], args...); err != nil {
+			return out, err
+		}
+		if out[0] != 0 && out[0] != 1 || out[1] < 0 {
+			return out, errors.New("shaperredis: unexpected reserve reply")
+		}
+		return out, nil
+	}, fallback)
+}
+
 // Wait reserves a slot of weight n in the fleet's schedule and sleeps until it,
 // then returns nil. It fails without reserving anything:
 //   - with ctx.Err() if ctx is already done;
@@ -209,71 +274,6 @@ func (q *Queue) wait(ctx context.Context, n int64, from *breaker.Source, waited 
 	w, err := q.sleep(ctx, slot, r)
 	*waited = w
 	return err
-}
-
-// enter registers a call in this process's waiting set, unless the queue is
-// closed or MaxQueue calls already wait; the slot it returns holds the call's
-// wake-up time once known (see sleep).
-func (q *Queue) enter() (*int64, error) {
-	slot := new(int64)
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.closed {
-		return nil, ErrClosed
-	}
-	if q.maxQueue > 0 && len(q.waiting) >= q.maxQueue {
-		earliest := int64(1 << 62)
-		for s := range q.waiting {
-			earliest = min(earliest, *s)
-		}
-		return nil, reject.New(ErrQueueFull, time.Duration(earliest-int64(time.Since(q.base))))
-	}
-	*slot = 1 << 62
-	q.waiting[slot] = struct{}{}
-	return slot, nil
-}
-
-// leave removes a call that entered from the waiting set.
-func (q *Queue) leave(slot *int64) {
-	q.mu.Lock()
-	delete(q.waiting, slot)
-	q.mu.Unlock()
-}
-
-// budget returns the longest wait a call may accept, in µs, and the refusal
-// of a slot beyond it: MaxWait's, or ctx's deadline's if that is sooner. A
-// slot beyond maxSlot is too far for any MaxWait.
-func (q *Queue) budget(ctx context.Context) (int64, error) {
-	budget, reason := q.maxSlot, ErrMaxWait
-	if q.maxWait >= 0 {
-		budget = min(budget, q.maxWait)
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		if left := max(0, int64(time.Until(dl)/time.Microsecond)); left < budget {
-			budget, reason = left, ErrDeadline
-		}
-	}
-	return budget, reason
-}
-
-// reserve asks the store for a slot of weight n at most budget µs away
-// (reserve.lua), through the breaker and the policy.
-func (q *Queue) reserve(ctx context.Context, n, budget int64) ([7]int64, breaker.Source, error) {
-	args := []any{q.rl.args[0], q.rl.args[1], q.rl.args[2], n, budget}
-	var fallback func(context.Context) ([7]int64, error)
-	if q.local != nil {
-		fallback = func(context.Context) ([7]int64, error) { return [7]int64{-1}, nil }
-	}
-	return storecall.Do(ctx, &q.st, q.policy, func(ctx context.Context, client redis.UniversalClient) ([7]int64, error) {
-		var out [7]int64
-		if err := evalBefore(ctx, q.st.Clock, client, reserveScript, q.key, out[:], args...); err != nil {
-			return out, err
-		}
-		if out[0] != 0 && out[0] != 1 || out[1] < 0 {
-			return out, errors.New("shaperredis: unexpected reserve reply")
-		}
-		return out, nil
-	}, fallback)
 }
 
 // sleep waits until the slot of reservation r, which is r[1] µs away, and
