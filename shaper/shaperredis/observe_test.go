@@ -46,14 +46,15 @@ func wantEvents(t *testing.T, rec *shapertest.Recorder, want []floodgate.Event) 
 // decision with where the answer came from, and counts the same in its
 // Stats (shaper.MeterStats): store admissions and denials with Redis up;
 // fail_open, fail_local and fail_closed answers with Redis unreachable;
-// refusals before any round trip; nothing for a peek.
+// refusals before any round trip; nothing for a peek; and Refunded counts
+// a refund that gave something back, not one that found nothing owed.
 func TestMeterObserverAndStats(t *testing.T) {
 	db := redistest.Connect(t)
 	ctx := context.Background()
 	lim := shaper.Limit{Rate: shaper.PerMinute(1), Burst: 1}
 	rec := &shapertest.Recorder{}
 	m := shaperredis.NewMeter(db.Client, lim, shaperredis.Config{Prefix: db.Prefix, Observer: rec, MaxKeyLen: 8})
-	m.AllowN(ctx, "k", 1)
+	d, _ := m.AllowN(ctx, "k", 1)
 	m.AllowN(ctx, "k", 1)
 	m.AllowN(ctx, "k", 0) // a peek: not observed
 	m.AllowN(ctx, "k", 2)
@@ -69,7 +70,13 @@ func TestMeterObserverAndStats(t *testing.T) {
 		tooLarge,
 		meter(floodgate.KindReject, floodgate.ReasonInvalidKey, ""),
 	})
-	if st := m.Stats(); st != (shaper.MeterStats{Allowed: 1, Denied: 1, TooLarge: 1, Store: 2, InvalidKey: 1}) {
+	if err := m.Refund(ctx, "k", 1, d); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Refund(ctx, "k", 1, d); err != nil { // nothing left to give back
+		t.Fatal(err)
+	}
+	if st := m.Stats(); st != (shaper.MeterStats{Allowed: 1, Denied: 1, TooLarge: 1, Refunded: 1, Store: 2, InvalidKey: 1}) {
 		t.Errorf("Stats = %+v", st)
 	}
 
