@@ -112,13 +112,13 @@ type Queue struct {
 
 // Stats is a snapshot of a Queue's counters.
 type Stats struct {
-	Rate      Rate
-	Waiting   int           // calls waiting now
-	Backlog   int64         // total weight of the waiting calls
-	Delay     time.Duration // wait a call of weight 1 arriving now would have
-	Released  uint64        // calls admitted since NewQueue
-	Rejected  uint64        // calls refused (ErrQueueFull, ErrMaxWait, ErrDeadline)
-	Cancelled uint64        // calls whose context ended while waiting
+	Rate     Rate
+	Waiting  int           // calls waiting now
+	Backlog  int64         // total weight of the waiting calls
+	Delay    time.Duration // wait a call of weight 1 arriving now would have
+	Released uint64        // calls admitted since NewQueue
+	Rejected uint64        // calls refused (ErrQueueFull, ErrMaxWait, ErrDeadline)
+	Canceled uint64        // calls whose context ended while waiting
 
 	// Rejected by reason: the first three add up to Rejected; calls refused
 	// with ErrTooLarge are counted only here.
@@ -344,7 +344,7 @@ func (q *Queue) await(ctx context.Context, w *waiter) (time.Duration, error) {
 	case granted:
 		q.giveBackLocked(w)
 	}
-	q.stats.Cancelled++
+	q.stats.Canceled++
 	waited := time.Duration(q.now() - w.arrival)
 	q.mu.Unlock()
 	return waited, ctx.Err()

@@ -156,7 +156,7 @@ func TestQueueCancelInMiddleMovesUp(t *testing.T) {
 		wantTimes(t, at, []time.Duration{0, 200 * ms})
 		at, _ = last()
 		wantTimes(t, at, []time.Duration{400 * ms}) // moved up from 600ms
-		if s := q.Stats(); s.Cancelled != 1 || s.Released != 3 {
+		if s := q.Stats(); s.Canceled != 1 || s.Released != 3 {
 			t.Errorf("Stats = %+v, want 1 cancelled, 3 released", s)
 		}
 	})

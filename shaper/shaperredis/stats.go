@@ -124,9 +124,9 @@ func classify(ctx context.Context, err error) int {
 // are totals since NewQueue; a call of weight zero is not counted.
 type QueueStats struct {
 	// Calls admitted (Wait returned nil), by source: Store (a slot reserved in
-	// Redis), Local (the FailLocal queue), FailOpen (started at once because
+	// Redis), FailLocal (the FailLocal queue), FailOpen (started at once because
 	// Redis could not answer under FailOpen).
-	Store, Local, FailOpen int64
+	Store, FailLocal, FailOpen int64
 
 	Waiting int64 // calls of this process in Wait now
 
@@ -142,7 +142,7 @@ type QueueStats struct {
 }
 
 // Admitted returns the calls admitted from every source.
-func (st QueueStats) Admitted() int64 { return st.Store + st.Local + st.FailOpen }
+func (st QueueStats) Admitted() int64 { return st.Store + st.FailLocal + st.FailOpen }
 
 // Indexes of the counters of a Queue.
 const (
@@ -168,7 +168,7 @@ func (q *Queue) Stats() QueueStats {
 	c := &q.stats
 	st := QueueStats{
 		Store:               c[qStore].Load(),
-		Local:               c[qLocal].Load(),
+		FailLocal:           c[qLocal].Load(),
 		FailOpen:            c[qFailOpen].Load(),
 		RejectedQueueFull:   c[qQueueFull].Load(),
 		RejectedMaxWait:     c[qMaxWait].Load(),
