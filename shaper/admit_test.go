@@ -16,10 +16,6 @@ type admitter interface {
 
 var (
 	_ admitter = (*shaper.Meter)(nil)
-	_ admitter = (*shaper.TokenBucket)(nil)
-	_ admitter = (*shaper.FixedWindow)(nil)
-	_ admitter = (*shaper.SlidingLog)(nil)
-	_ admitter = (*shaper.SlidingCounter)(nil)
 	_ admitter = (*shaper.Limiter)(nil)
 )
 

@@ -1,8 +1,9 @@
 // Package shaper controls how fast work starts: a [Queue] that delays work to a
-// steady rate (the leaky bucket as a shaper), and meters that admit or reject each
-// call at once with an honest retry-after: [Meter] (GCRA, the leaky bucket as a
-// meter), [TokenBucket], [FixedWindow], [SlidingLog] and [SlidingCounter], the five
-// classic rate-limiting algorithms, and [Limiter], GCRA for a single limit.
+// steady rate (the leaky bucket as a shaper), and a keyed [Meter] that admits or
+// rejects each call at once with an honest retry-after, with a constructor per
+// classic rate-limiting algorithm: [NewMeter] (GCRA, the leaky bucket as a
+// meter), [NewTokenBucket], [NewFixedWindow], [NewSlidingLog] and
+// [NewSlidingCounter]; and [Limiter], GCRA for a single limit.
 //
 // # Which one
 //
@@ -10,15 +11,16 @@
 // should be delayed or rejected, then whether a boundary approximation is acceptable:
 //
 //   - Delay bursts, smooth the flow to a downstream (background jobs): [Queue].
-//   - Reject over the rate, allow bursts up to Burst, O(1) memory, exact: [Meter]
-//     (GCRA); [TokenBucket] admits exactly the same, in token vocabulary.
-//   - Count per window, simplest, up to 2× around a boundary: [FixedWindow].
+//   - Reject over the rate, allow bursts up to Burst, O(1) memory, exact:
+//     [NewMeter] (GCRA); [NewTokenBucket] admits exactly the same, in token
+//     vocabulary.
+//   - Count per window, simplest, up to 2× around a boundary: [NewFixedWindow].
 //   - Never more than Count in any rolling window, O(Count) memory per key:
-//     [SlidingLog].
+//     [NewSlidingLog].
 //   - About Count per rolling window in O(1) memory (a weighted estimate):
-//     [SlidingCounter].
+//     [NewSlidingCounter].
 //   - One limit for the whole process, no keys (x/time/rate's use case): [Limiter],
-//     the GCRA of [Meter] on one state behind one small mutex.
+//     the GCRA of [NewMeter] on one state behind one small mutex.
 //
 // # Rates and limits
 //
@@ -28,23 +30,29 @@
 //
 // # Meters
 //
-// The five meters are keyed: one value serves millions of keys (tenants, API keys,
+// A [Meter] is keyed: one value serves millions of keys (tenants, API keys,
 // routes), with state created on first use and forgotten once it is idle again.
-// They share one method set, so callers can declare the small interface they need:
+// It is one type whatever its algorithm, with one method set:
 //
 //	Allow(key string) bool
 //	AllowN(key string, n int64) (Decision, error)
 //	AllowNAt(key string, t time.Time, n int64) (Decision, error)
+//	Admit(ctx context.Context, key string, n int64) (Decision, error)
+//	Refund(ctx context.Context, key string, n int64, d Decision) error
 //	SetLimit(lim Limit)
 //	Limit() Limit
-//	Refund(ctx context.Context, key string, n int64, d Decision) error
+//	Stats() MeterStats
 //
 // Refund gives back an admission whose work was never done (a later limit or a
 // full gate refused the request): the key then decides as if the call had
 // never come, exactly where each algorithm can tell (see [Meter.Refund]).
+// A Meter has no configuration and no Observer (a decision costs tens of
+// nanoseconds): observe it through the consumer that asks it (bulkhead's
+// Observer) or through [Meter.Stats], whose [MeterStats] is also what a
+// Redis-backed meter returns.
 //
 // [Limiter] is the unkeyed GCRA: the same methods without the key, and exactly the
-// decisions a Meter makes for one key, without hashing a key or taking a shard
+// decisions a GCRA Meter makes for one key, without hashing a key or taking a shard
 // lock:
 //
 //	partnerAPI := shaper.NewLimiter(shaper.Limit{Rate: shaper.PerSecond(100), Burst: 20})
@@ -56,7 +64,7 @@
 // [Decision.Err] turns a denial into a *[RejectError] matching ErrLimited. A weight
 // larger than the most the meter can ever admit at once is refused with
 // ErrTooLarge, never with a retry-after that cannot succeed. The arithmetic is in integer microseconds, exact
-// (no floats) and written out in each type's documentation, so a Redis Lua port of
+// (no floats) and written out in each constructor's documentation, so a Redis Lua port of
 // the same lines returns the same decisions.
 //
 //	m := shaper.NewMeter(shaper.Limit{Rate: shaper.PerMinute(5), Burst: 5})
@@ -76,7 +84,8 @@
 // [Queue.Do] waits for one slot and runs its function once; [Queue.Wait] only
 // waits, for use as a gate in front of other code or in a worker's own loop. The
 // schedule is virtual, so the rate stays exact even where sleeps are coarse; see
-// [Queue] for the details, cancellation, Close and Shutdown.
+// [Queue] for the details, cancellation, Close and Shutdown. QueueConfig.Observer
+// is told of each call's admission (with its wait), refusal or cancellation.
 //
 // # Across a fleet, through Redis
 //
@@ -84,8 +93,8 @@
 // in [github.com/floodgate-go/floodgate/shaper/shaperredis]: meters that decide
 // in Redis, atomically, in one round trip, with the same decisions as the
 // meters here (a differential test holds them to it); token leasing; and a
-// fleet-wide Queue. They use this package's Limit, Rate, Decision and
-// QueueConfig, and return its errors.
+// fleet-wide Queue. They use this package's Limit, Rate, Decision,
+// MeterStats and QueueConfig, and return its errors.
 //
 // # Errors
 //

@@ -42,7 +42,7 @@ func ExampleMeter_AllowNAt_tooLarge() {
 }
 
 // The seed document's token bucket: capacity 10, one token a second.
-func ExampleTokenBucket_AllowNAt() {
+func ExampleNewTokenBucket() {
 	tb := shaper.NewTokenBucket(shaper.Limit{Rate: shaper.PerSecond(1), Burst: 10})
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	d, _ := tb.AllowNAt("customer:42", at, 10)
@@ -58,7 +58,7 @@ func ExampleTokenBucket_AllowNAt() {
 }
 
 // The fixed window's boundary burst, exactly as the seed describes it.
-func ExampleFixedWindow_AllowNAt() {
+func ExampleNewFixedWindow() {
 	fw := shaper.NewFixedWindow(shaper.Limit{Rate: shaper.PerMinute(60)})
 	end := time.Date(2026, 1, 1, 12, 0, 59, 0, time.UTC)
 	a, _ := fw.AllowNAt("k", end, 60)
@@ -68,7 +68,7 @@ func ExampleFixedWindow_AllowNAt() {
 }
 
 // The sliding log never admits more than the limit in any rolling window.
-func ExampleSlidingLog_AllowNAt() {
+func ExampleNewSlidingLog() {
 	sl := shaper.NewSlidingLog(shaper.Limit{Rate: shaper.PerMinute(2)})
 	at := time.Date(2026, 1, 1, 12, 0, 59, 0, time.UTC)
 	sl.AllowNAt("k", at, 2)
@@ -79,7 +79,7 @@ func ExampleSlidingLog_AllowNAt() {
 
 // The sliding counter weights the previous window: half-way through the next
 // minute, half of the previous minute's 10 still count.
-func ExampleSlidingCounter_AllowNAt() {
+func ExampleNewSlidingCounter() {
 	sc := shaper.NewSlidingCounter(shaper.Limit{Rate: shaper.PerMinute(10)})
 	at := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	sc.AllowNAt("k", at, 10)

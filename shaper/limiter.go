@@ -1,19 +1,21 @@
 package shaper
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // Limiter is a single GCRA meter without keys: for a process with one limit (the
-// x/time/rate use case) it makes exactly the decisions a [Meter] makes for one key,
+// x/time/rate use case) it makes exactly the decisions a GCRA [Meter] ([NewMeter])
+// makes for one key,
 // with the same arithmetic, the same [Decision] and the same *[RejectError], but
 // without hashing a key or taking a shard lock.
 //
-// Policy it answers: the same as [Meter]'s, for one stream of events.
+// Policy it answers: the same as [NewMeter]'s, for one stream of events.
 //
-// Concurrency: the state (three int64s, see [Meter]'s arithmetic) is behind one
+// Concurrency: the state (three int64s, see [NewMeter]'s arithmetic) is behind one
 // small mutex, held only for the decision's arithmetic.
 //
 // The zero Limiter rejects every call with ErrTooLarge; use [NewLimiter]. A
@@ -51,7 +53,7 @@ func (l *Limiter) AllowNAt(t time.Time, n int64) (Decision, error) {
 }
 
 // SetLimit changes the limit. The state is kept and read under the new limit as
-// [Meter.SetLimit] does. It panics on an invalid limit, as NewLimiter does.
+// a GCRA [Meter.SetLimit] does. It panics on an invalid limit, as NewLimiter does.
 func (l *Limiter) SetLimit(lim Limit) { l.a.Store(newGCRA("SetLimit", lim)) }
 
 // Limit returns the current limit, with Burst made explicit.
@@ -118,3 +120,24 @@ func (l *Limiter) refund(now, n int64, d Decision) {
 	a.refund(&l.s, now, n, 0)
 	l.mu.Unlock()
 }
+
+// Admit decides whether n may be spent now, as AllowN does, and returns a
+// denial as an error: see [Meter.Admit]. The key is ignored: a Limiter has one
+// stream of events, so it can stand in wherever a keyed meter is expected for a
+// single global limit.
+func (l *Limiter) Admit(ctx context.Context, _ string, n int64) (Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return Decision{}, err
+	}
+	return admit(l.AllowN(n))
+}
+
+// Refund gives back the cost n of d, an admission, as [Meter.Refund] does
+// (the key is ignored, as in Admit).
+func (l *Limiter) Refund(_ context.Context, _ string, n int64, d Decision) error {
+	l.refund(l.clock.nowUS(), n, d)
+	return nil
+}
+
+// RefundAt is Refund at time t (microsecond resolution) instead of now.
+func (l *Limiter) RefundAt(t time.Time, n int64, d Decision) { l.refund(t.UnixMicro(), n, d) }

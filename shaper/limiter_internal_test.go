@@ -40,13 +40,13 @@ func TestLimiterMatchesMeter(t *testing.T) {
 			n := r.Int64N(lim.burst() + 2) // sometimes above the burst
 			if r.IntN(4) == 0 {
 				n = 1
-				want, _ := m.c.allowN("k", now, 1)
+				want, _ := m.gcra.allowN("k", now, 1)
 				if got := l.allowAt(now); got != want.Allowed {
 					t.Fatalf("seed %d step %d (%v, t=%d): Allow = %v, Meter says %v", seed, i, lim, now, got, want.Allowed)
 				}
 				continue
 			}
-			want, werr := m.c.allowN("k", now, n)
+			want, werr := m.gcra.allowN("k", now, n)
 			got, gerr := l.allowN(now, n)
 			var wce, gce *RejectError
 			if got != want || errors.As(werr, &wce) != errors.As(gerr, &gce) || (wce != nil && *wce != *gce) {

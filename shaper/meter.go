@@ -1,9 +1,268 @@
 package shaper
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
 )
+
+// Meter is a keyed rate meter: each call for a key is admitted or denied at
+// once, never queued, with an exact retry-after. One Meter serves millions of
+// keys (tenants, API keys, routes), with state created on first use and
+// forgotten once it is idle again. The algorithm is chosen by the constructor,
+// each of which documents the policy it answers and its arithmetic:
+//
+//   - [NewMeter]: GCRA (the generic cell rate algorithm, the leaky bucket used
+//     as a meter), the default: Rate in the long run, Burst at once, exact,
+//     O(1) memory per key.
+//   - [NewTokenBucket]: a token bucket, which admits exactly what GCRA
+//     admits, in token vocabulary.
+//   - [NewFixedWindow]: Count per window aligned to the epoch; up to 2× Count
+//     around a boundary.
+//   - [NewSlidingLog]: never more than Count in any rolling window; O(Count)
+//     memory per key.
+//   - [NewSlidingCounter]: about Count per rolling window in O(1) memory (a
+//     weighted estimate).
+//
+// AllowN and AllowNAt return an error only for a cost no call can ever get
+// (ErrTooLarge) or, for AllowNAt, a time outside [0, 2^53) µs since the Unix
+// epoch (ErrTimeRange); a denial is a Decision with Allowed false. A negative
+// cost panics; a zero cost reports the state without recording anything, not
+// even its time.
+//
+// Every denial's RetryAfter is exact for the meter's own decision function: the
+// same call is admitted at the call's time plus RetryAfter and denied 1µs
+// sooner, if nothing else is admitted meanwhile, including after a limit change
+// and for a call dated before earlier ones (its wait is counted from its own
+// time).
+//
+// A Meter has no configuration and so no Observer: its decisions cost tens of
+// nanoseconds and are observed through the consumer that asks them (bulkhead's
+// Observer) or through [Meter.Stats].
+//
+// The zero Meter rejects every call with ErrTooLarge; use a constructor. A
+// Meter is safe for concurrent use by multiple goroutines.
+type Meter struct {
+	c     meterCore // nil for the zero Meter
+	clock *clock    // c's clock
+
+	// c again, typed, for the decision methods: a direct call of a generic
+	// method passes its dictionary statically, where a call through c goes
+	// through a wrapper that copies the 80-byte result once more (about 10%
+	// of a decision). Exactly one is set, the one c holds.
+	gcra *core[gcraState, gcraAlgo, *gcraAlgo]
+	tb   *core[tbState, tbAlgo, *tbAlgo]
+	fw   *core[fwState, fwAlgo, *fwAlgo]
+	sc   *core[scState, scAlgo, *scAlgo]
+	sl   *core[slState, slAlgo, *slAlgo]
+}
+
+// meterCore is one algorithm's keyed store and decisions: a *core[S, A, PA].
+type meterCore interface {
+	refund(key string, now, n int64, d Decision)
+	setLimit(lim Limit)
+	getLimit() Limit
+	stats() MeterStats
+}
+
+// Allow reports whether one event for key may happen now, and records it if so.
+func (m *Meter) Allow(key string) bool {
+	switch {
+	case m.gcra != nil:
+		return m.gcra.allow1(key)
+	case m.tb != nil:
+		return m.tb.allow1(key)
+	case m.fw != nil:
+		return m.fw.allow1(key)
+	case m.sc != nil:
+		return m.sc.allow1(key)
+	case m.sl != nil:
+		return m.sl.allow1(key)
+	}
+	return false
+}
+
+// AllowN decides whether an event of cost n for key may happen now, and records
+// it if so. It returns a *RejectError (ErrTooLarge) if n exceeds the most the
+// meter ever admits at once (the burst, capacity or window count).
+func (m *Meter) AllowN(key string, n int64) (Decision, error) {
+	if m.clock == nil {
+		return zeroMeter(n)
+	}
+	now := m.clock.nowUS()
+	// The switch is written out here and in AllowNAt: a helper holding it
+	// would not be inlined, and its frame would copy the result once more.
+	switch {
+	case m.gcra != nil:
+		return m.gcra.allowN(key, now, n)
+	case m.tb != nil:
+		return m.tb.allowN(key, now, n)
+	case m.fw != nil:
+		return m.fw.allowN(key, now, n)
+	case m.sc != nil:
+		return m.sc.allowN(key, now, n)
+	}
+	return m.sl.allowN(key, now, n)
+}
+
+// AllowNAt is AllowN at time t instead of now, for tests and for callers with their
+// own clock. Time is taken at microsecond resolution. A t earlier than an earlier
+// call's only makes the answer stricter: the meter never gives back. A t outside
+// [0, 2^53) µs since the Unix epoch is refused with ErrTimeRange.
+func (m *Meter) AllowNAt(key string, t time.Time, n int64) (Decision, error) {
+	now := t.UnixMicro()
+	switch {
+	case m.gcra != nil:
+		return m.gcra.allowN(key, now, n)
+	case m.tb != nil:
+		return m.tb.allowN(key, now, n)
+	case m.fw != nil:
+		return m.fw.allowN(key, now, n)
+	case m.sc != nil:
+		return m.sc.allowN(key, now, n)
+	case m.sl != nil:
+		return m.sl.allowN(key, now, n)
+	}
+	return zeroMeter(n)
+}
+
+func zeroMeter(n int64) (Decision, error) {
+	if n < 0 {
+		panic("shaper: negative cost")
+	}
+	return Decision{}, tooLarge()
+}
+
+// Admit gives every meter, local or Redis-backed, and [Limiter] one shape, so
+// that a consumer such as bulkhead declares one small interface for all of
+// them and needs no adapter:
+//
+//	Admit(ctx context.Context, key string, n int64) (Decision, error)
+//
+// Admit returns (d, nil) when the call is admitted; (d, err) with err =
+// d.Err() (ErrLimited, with RetryAfter) when it is denied; and (d, err) when it
+// cannot be decided: ctx.Err() if ctx is already done (checked first, nothing
+// recorded), or the error of AllowN (a cost above the burst). A negative n
+// panics, as AllowN does. ctx is only checked.
+func (m *Meter) Admit(ctx context.Context, key string, n int64) (Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return Decision{}, err
+	}
+	return admit(m.AllowN(key, n))
+}
+
+// admit turns AllowN's answer into Admit's: a denial travels as d.Err().
+func admit(d Decision, err error) (Decision, error) {
+	if err == nil && !d.Allowed {
+		err = d.Err()
+	}
+	return d, err
+}
+
+// Refund gives back what an admission charged, for a caller whose request
+// was refused by a later step (another limit, a full gate) and so never
+// served: bulkhead calls it on every refusal after a rate admitted. Every
+// meter has it, with the same contract (shaperredis's too), and so does
+// [Limiter] (key ignored), as GCRA.
+//
+// d is the Decision the admission of cost n for key returned; a denial and a
+// peek (n = 0) charged nothing and give nothing back. The key's state then
+// decides as if the admission had never happened, as exactly as each
+// algorithm allows:
+//
+//   - GCRA ([NewMeter]): the theoretical arrival time moves back by n·T, but
+//     never before now: never more than a fresh key.
+//   - Token bucket: n tokens go back into the bucket, up to its capacity.
+//   - Fixed window: n is uncounted if the admission's window is still the
+//     current one; after it, the window's count no longer matters.
+//   - Sliding counter: n is uncounted from the admission's window, current or
+//     previous (its weight in the estimate); older, it no longer counts.
+//   - Sliding log: n is taken off the admission's entry; once that entry has
+//     left the rolling window, it no longer counts.
+//
+// For every algorithm this is exact (the later decisions are those of a meter
+// that never saw the call, a property test checks it) when no other call of
+// the key came between the admission and the refund; for the window meters,
+// also when others did. For GCRA and the token bucket, other admissions in
+// between may have absorbed the cost already (the key fell idle, the bucket
+// refilled to capacity, so the charge no longer weighed on them): the refund
+// then gives back up to n that was no longer owed, never beyond a fresh
+// key's state. A later call dated before the refund's time is decided as the
+// refund left the key (as for any call dated before an earlier one). Only a Decision of
+// the same meter is meaningful: a Decision of another meter refunds wrongly.
+// An in-process meter never fails and never waits (ctx is ignored: a refund
+// is owed even to a cancelled request), so its Refund returns nil. A
+// negative n panics.
+func (m *Meter) Refund(_ context.Context, key string, n int64, d Decision) error {
+	if m.c != nil {
+		m.c.refund(key, m.clock.nowUS(), n, d)
+	}
+	return nil
+}
+
+// RefundAt is Refund at time t (microsecond resolution) instead of now, for
+// tests and for callers of AllowNAt: see the Refund contract above. A t
+// outside AllowNAt's range gives nothing back.
+func (m *Meter) RefundAt(key string, t time.Time, n int64, d Decision) {
+	if m.c != nil {
+		m.c.refund(key, t.UnixMicro(), n, d)
+	}
+}
+
+// SetLimit changes the limit for every key. Stored state is kept and read under
+// the new limit as each constructor documents (GCRA: as if each key's debt had
+// been capped to the new burst when it was last admitted). It panics on an
+// invalid limit, as the meter's constructor does. On the zero Meter it does
+// nothing.
+func (m *Meter) SetLimit(lim Limit) {
+	if m.c != nil {
+		m.c.setLimit(lim)
+	}
+}
+
+// Limit returns the current limit, with Burst made explicit.
+func (m *Meter) Limit() Limit {
+	if m.c == nil {
+		return Limit{}
+	}
+	return m.c.getLimit()
+}
+
+// Stats returns the meter's decision counters. It takes each shard's lock in
+// turn and allocates nothing.
+func (m *Meter) Stats() MeterStats {
+	if m.c == nil {
+		return MeterStats{}
+	}
+	return m.c.stats()
+}
+
+// MeterStats counts a meter's decisions since it was made, in this process:
+// a local [Meter]'s, and a store-backed meter's (shaperredis.Meter, whose
+// fleet-wide counts are the sums over its processes). Calls with n = 0
+// (peeks) are not counted.
+type MeterStats struct {
+	Allowed  uint64 // calls admitted, from every source
+	Denied   uint64 // rate denials (a Decision with Allowed false), from every source
+	TooLarge uint64 // calls refused with ErrTooLarge (n above the burst)
+	Refunded uint64 // Refunds that gave something back (still counted in Allowed)
+
+	// The fields below count what only a store-backed meter does; they are
+	// zero for a local meter.
+
+	// Decisions by source (the floodgate.Source words): Store counts those
+	// the store made (admitted or denied); while the store could not answer,
+	// FailOpen counts the calls admitted under FailOpen, FailLocal the
+	// decisions of the FailLocal meter (admitted or denied), FailClosed the
+	// calls refused under FailClosed (an error matching
+	// breaker.ErrUnavailable).
+	Store, FailOpen, FailLocal, FailClosed uint64
+
+	InvalidKey   uint64 // keys refused before any round trip (ErrInvalidKey)
+	Canceled     uint64 // calls whose context ended first
+	Errors       uint64 // any other error (an unexpected reply, a Redis error reply)
+	RefundErrors uint64 // Refunds that could not reach the store (the cost stays spent)
+}
 
 // An algo is one rate algorithm's pure arithmetic over its per-key state S, with the
 // limit's constants precomputed. It is immutable; SetLimit swaps in a new one.
@@ -51,25 +310,31 @@ type algo[S any] interface {
 // tokens); SetLimit changes them, which decide handles by clamping rem (and the
 // debt, with last) and by rescaling tokens with the stored per.
 
-// core is the keyed, concurrency-safe part shared by every meter: a clock, the
-// current algo (swapped atomically by SetLimit) and the sharded store.
+// core is the keyed, concurrency-safe part of a Meter for one algorithm: a
+// clock, the current algo (swapped atomically by SetLimit) and the sharded
+// store. It implements meterCore.
 type core[S any, A any, PA interface {
 	*A
 	algo[S]
 }] struct {
-	st       store[S] // first: the meters are allocated 64-byte aligned, and so are its shards
+	st       store[S] // first: a core is allocated 64-byte aligned, and so are its shards
 	a        atomic.Pointer[A]
 	clock    clock
-	tooLarge atomic.Uint64 // calls refused with ErrTooLarge
+	mk       func(what string, lim Limit) PA // the algorithm's constructor, for SetLimit
+	tooLarge atomic.Uint64                   // calls refused with ErrTooLarge
 }
 
-// MeterStats counts a local meter's decisions since it was made. Calls with
-// n = 0 (peeks) are not counted.
-type MeterStats struct {
-	Allowed  uint64 // calls admitted
-	Denied   uint64 // calls denied (a Decision with Allowed false)
-	TooLarge uint64 // calls refused with ErrTooLarge (n > Burst)
-	Refunded uint64 // admissions given back by Refund (still counted in Allowed)
+// newCore returns the core of the algorithm mk makes, enforcing lim; what
+// names the constructor for a panic's message.
+func newCore[S any, A any, PA interface {
+	*A
+	algo[S]
+}](what string, lim Limit, mk func(string, Limit) PA) *core[S, A, PA] {
+	c := &core[S, A, PA]{mk: mk}
+	c.a.Store((*A)(mk(what, lim)))
+	c.clock = newClock()
+	c.st.init()
+	return c
 }
 
 // stats sums the shards' counters, taking each shard's lock in turn: the
@@ -96,18 +361,8 @@ func (sh *shard[S]) countLocked(ok bool) {
 	}
 }
 
-func (c *core[S, A, PA]) init(a PA) {
-	c.a.Store((*A)(a))
-	c.clock = newClock()
-	c.st.init()
-}
-
 func (c *core[S, A, PA]) allowN(key string, now, n int64) (Decision, error) {
 	a := PA(c.a.Load())
-	if a == nil {
-		c.tooLarge.Add(1)
-		return Decision{}, tooLarge()
-	}
 	if n < 0 {
 		panic("shaper: negative cost")
 	}
@@ -171,7 +426,7 @@ func (c *core[S, A, PA]) refund(key string, now, n int64, d Decision) {
 		panic("shaper: negative cost")
 	}
 	a := PA(c.a.Load())
-	if !d.Allowed || n == 0 || a == nil || n > a.max() || !validTime(now) {
+	if !d.Allowed || n == 0 || n > a.max() || !validTime(now) {
 		return
 	}
 	sh, tag := c.st.locate(key)
@@ -187,7 +442,7 @@ func (c *core[S, A, PA]) refund(key string, now, n int64, d Decision) {
 // allow1 is allowN for n = 1 when only the verdict is wanted.
 func (c *core[S, A, PA]) allow1(key string) bool {
 	a := PA(c.a.Load())
-	if a == nil || a.max() < 1 {
+	if a.max() < 1 {
 		c.tooLarge.Add(1)
 		return false
 	}
@@ -218,235 +473,6 @@ func (c *core[S, A, PA]) insertLocked(sh *shard[S], a PA, key string, tag uint64
 	return sh.insertLocked(key, tag)
 }
 
-func (c *core[S, A, PA]) setLimit(a PA) { c.a.Store((*A)(a)) }
+func (c *core[S, A, PA]) setLimit(lim Limit) { c.a.Store((*A)(c.mk("SetLimit", lim))) }
 
-func (c *core[S, A, PA]) getLimit() Limit {
-	if a := PA(c.a.Load()); a != nil {
-		return a.limit()
-	}
-	return Limit{}
-}
-
-// The exported meters below share one method set:
-//
-//	Allow(key string) bool
-//	AllowN(key string, n int64) (Decision, error)
-//	AllowNAt(key string, t time.Time, n int64) (Decision, error)
-//	SetLimit(lim Limit)
-//	Limit() Limit
-//
-// AllowN and AllowNAt return an error only for a cost no call can ever get
-// (ErrTooLarge) or, for AllowNAt, a time outside [0, 2^53) µs since the Unix
-// epoch (ErrTimeRange); a denial is a Decision with Allowed false. A negative
-// cost panics; a zero cost reports the state without recording anything, not
-// even its time.
-//
-// Every denial's RetryAfter is exact for the meter's own decision function: the
-// same call is admitted at the call's time plus RetryAfter and denied 1µs
-// sooner, if nothing else is admitted meanwhile, including after a limit change
-// and for a call dated before earlier ones (its wait is counted from its own
-// time).
-
-// Meter is a keyed GCRA meter (the generic cell rate algorithm, the leaky bucket
-// used as a meter): each call is admitted or denied at once, never queued.
-//
-// Policy it answers: "at most Rate in the long run, with up to Burst at once after a
-// quiet period; over that, reject now with an exact retry-after". Bursts are allowed
-// up to Burst and then rejected; admitted traffic is spread at no more than Rate.
-// The state per key is one theoretical arrival time (two int64s), so memory is O(1)
-// per key and there is no window boundary to exploit. It admits the same sequences
-// as [TokenBucket] with capacity Burst; prefer Meter, whose state is a single time
-// that is trivially "idle" once it is in the past.
-//
-// Arithmetic (integer µs, exact; the Redis store runs the same lines in Lua):
-//
-//	P = Rate.Period in µs, C = Rate.Count, B = Burst; emission interval T = P/C µs.
-//	Times are scaled by C so T·C = P is an integer; τ = B·P.
-//	state: tat (µs), rem ∈ [0, C): the theoretical arrival time is tat + rem/C;
-//	       last (µs): the time of the admission that wrote them.
-//	rem = min(rem, C−1);  if (tat − last)·C + rem > τ: tat + rem/C = last + τ/C
-//	d  = (tat − now)·C + rem, or 0 if tat < now
-//	nd = d + n·P
-//	nd > τ: deny;  retry = ⌈(nd−τ)/C⌉, remaining = max(τ−d, 0)/P, reset = ⌈d/C⌉
-//	else:   allow; tat = now + ⌊nd/C⌋, rem = nd mod C, last = now,
-//	        remaining = ⌊(τ−nd)/P⌋, reset = ⌈nd/C⌉
-//
-// An admission leaves a debt of at most τ after its time (tat − last ≤ τ/C), so
-// the cap in the second line only acts after a limit change: the stored state is
-// read as if its debt had been capped to the new burst when it was written. After
-// SetLimit from PerHour(1) to PerSecond(10) (burst 10), a key that used its hour
-// at t0 has used its whole new burst at t0: it is admitted again at t0 + 100 ms, as
-// [TokenBucket] and x/time/rate do, and a denial before that says exactly when.
-// The cap is a function of the stored state only, not of now, so every denial's
-// retry is exact and stays true as time passes; a denial writes nothing.
-//
-// d is not capped otherwise: a call dated before the state's time (AllowNAt with
-// an earlier time, or a Redis clock that steps back) owes the whole debt and is
-// told the whole wait from its own time. Debt is never forgiven: whatever the order
-// of the times, no half-open interval of length T holds more than Burst admitted. A call dated far
-// ahead of the others is admitted and moves the key's time there: calls at the
-// real time then wait for it, and are told so.
-//
-// The zero Meter rejects every call with ErrTooLarge; use [NewMeter]. A Meter is
-// safe for concurrent use by multiple goroutines.
-type Meter struct {
-	c core[gcraState, gcraAlgo, *gcraAlgo]
-}
-
-// NewMeter returns a GCRA meter enforcing lim for every key. It panics if
-// lim.Rate.Count ≤ 0, lim.Rate.Period < 1µs, lim.Burst < 0, or if Burst×Period or
-// Count×Period exceeds 2^53 µs (about 285 years).
-func NewMeter(lim Limit) *Meter {
-	m := &Meter{}
-	m.c.init(newGCRA("NewMeter", lim))
-	return m
-}
-
-// Allow reports whether one event for key may happen now.
-func (m *Meter) Allow(key string) bool { return m.c.allow1(key) }
-
-// AllowN decides whether an event of cost n for key may happen now, and records
-// it if so. It returns a *RejectError (ErrTooLarge) if n > Burst.
-func (m *Meter) AllowN(key string, n int64) (Decision, error) {
-	return m.c.allowN(key, m.c.clock.nowUS(), n)
-}
-
-// AllowNAt is AllowN at time t instead of now, for tests and for callers with their
-// own clock. Time is taken at microsecond resolution. A t earlier than an earlier
-// call's only makes the answer stricter: the meter never gives back. A t outside
-// [0, 2^53) µs since the Unix epoch is refused with ErrTimeRange.
-func (m *Meter) AllowNAt(key string, t time.Time, n int64) (Decision, error) {
-	return m.c.allowN(key, t.UnixMicro(), n)
-}
-
-// SetLimit changes the limit for every key. Stored state is kept, and read as if
-// each key's debt had been capped to the new burst when it was last admitted (see
-// the arithmetic above). It panics on an invalid limit, as NewMeter does.
-func (m *Meter) SetLimit(lim Limit) { m.c.setLimit(newGCRA("SetLimit", lim)) }
-
-// Limit returns the current limit, with Burst made explicit.
-func (m *Meter) Limit() Limit { return m.c.getLimit() }
-
-// Stats returns the meter's decision counters. It takes each shard's lock in
-// turn and allocates nothing.
-func (m *Meter) Stats() MeterStats { return m.c.stats() }
-
-type gcraState struct {
-	tat  int64 // µs
-	rem  int64 // in units of 1/C µs
-	last int64 // µs: the time of the admission that wrote tat and rem
-}
-
-type gcraAlgo struct {
-	lim       Limit
-	p, c, b   int64
-	tau       int64 // B·P
-	tauMicros int64 // ⌊τ/C⌋ + 1: a (tat − now) at least this is a debt d > τ
-	tUS       int64 // T = P/C when C divides P (most limits), else 0
-	tauUS     int64 // B·T when tUS > 0
-}
-
-func newGCRA(what string, lim Limit) *gcraAlgo {
-	p, c, b := lim.validate(what, false)
-	lim.Burst = b // explicit in Decision.Limit and Limit()
-	a := &gcraAlgo{lim: lim, p: p, c: c, b: b, tau: b * p, tauMicros: b*p/c + 1}
-	if p%c == 0 {
-		a.tUS, a.tauUS = p/c, b*(p/c)
-	}
-	return a
-}
-
-func (a *gcraAlgo) max() int64   { return a.b }
-func (a *gcraAlgo) limit() Limit { return a.lim }
-
-func (a *gcraAlgo) idle(s *gcraState, now int64) bool { return s.tat < now }
-
-func (a *gcraAlgo) stamp(*gcraState) int64 { return 0 }
-
-// refund moves the theoretical arrival time back by n·T, but never before now:
-// a key's time in the past is a fresh key, and a refund never gives more.
-func (a *gcraAlgo) refund(s *gcraState, now, n, _ int64) bool {
-	tat, rem := a.arrival(s)
-	if tat < now {
-		return false // idle: nothing is owed any more
-	}
-	np := n * a.p // ≤ B·P
-	tat, rem = tat-np/a.c, rem-np%a.c
-	if rem < 0 {
-		tat, rem = tat-1, rem+a.c
-	}
-	if tat < now {
-		tat, rem = now, 0
-	}
-	s.tat, s.rem = tat, rem
-	return true
-}
-
-// arrival returns the state's theoretical arrival time tat + rem/C under the
-// current limit: as stored, but at most last + τ/C, as if the debt had been
-// capped to the current burst when it was written. Without a limit change since
-// that write it is the stored time (an admission leaves at most τ of debt).
-func (a *gcraAlgo) arrival(s *gcraState) (tat, rem int64) {
-	tat, rem = s.tat, min(s.rem, a.c-1)
-	if dt := tat - s.last; dt >= a.tauMicros || dt*a.c+rem > a.tau {
-		return s.last + a.tau/a.c, a.tau % a.c
-	}
-	return tat, rem
-}
-
-func (a *gcraAlgo) decide(s *gcraState, _ bool, now, n int64) bool {
-	if a.tUS > 0 && s.rem == 0 {
-		// The same arithmetic divided through by C, exact when T is a whole
-		// number of µs and there is no fraction: no division on the hot path.
-		nd := max(min(s.tat, s.last+a.tauUS)-now, 0) + n*a.tUS
-		if nd > a.tauUS {
-			return false
-		}
-		if n > 0 {
-			s.tat, s.last = now+nd, now
-		}
-		return true
-	}
-	tat, rem := a.arrival(s)
-	dt := tat - now
-	if dt >= a.tauMicros {
-		return false // d > τ
-	}
-	nd := n * a.p
-	if dt >= 0 {
-		nd += dt*a.c + rem
-	}
-	if nd > a.tau {
-		return false
-	}
-	if n > 0 {
-		s.tat, s.rem, s.last = now+nd/a.c, nd%a.c, now
-	}
-	return true
-}
-
-func (a *gcraAlgo) report(s *gcraState, now, n int64, ok bool) (remaining, retryUS, resetUS int64) {
-	tat, rem := a.arrival(s) // after an allowed call, d is nd
-	dt := tat - now
-	switch {
-	case dt < 0:
-		return a.b, 0, 0
-	case dt >= a.tauMicros:
-		// d = dt·C + rem > τ: a call dated before the state's time. The
-		// wait is dt + ⌈(rem + n·P − τ)/C⌉, computed without dt·C.
-		return 0, dt + ceilDivSigned(rem+n*a.p-a.tau, a.c), dt + ceilDiv(rem, a.c)
-	}
-	d := dt*a.c + rem
-	if !ok {
-		retryUS = ceilDiv(d+n*a.p-a.tau, a.c)
-	}
-	return max(a.tau-d, 0) / a.p, retryUS, ceilDiv(d, a.c)
-}
-
-// ceilDivSigned returns ⌈a/b⌉ for any a, b > 0.
-func ceilDivSigned(a, b int64) int64 {
-	if a < 0 {
-		return a / b // truncation toward zero is the ceiling for a < 0
-	}
-	return ceilDiv(a, b)
-}
+func (c *core[S, A, PA]) getLimit() Limit { return PA(c.a.Load()).limit() }

@@ -6,10 +6,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/internal/reject"
 )
 
-// QueueConfig configures a [Queue] (and a [RedisQueue]). The zero value is a valid
+// QueueConfig configures a [Queue] (and a shaperredis.Queue). The zero value is a valid
 // QueueConfig: no burst, no bound on the backlog, no bound on the wait other than
 // the caller's context.
 type QueueConfig struct {
@@ -28,12 +29,15 @@ type QueueConfig struct {
 	// negative, calls never wait: only a call whose slot is now is admitted.
 	MaxWait time.Duration
 
-	// OnWait, if non-nil, is called by a [Queue] (not a RedisQueue) after a
-	// call that waited for its slot is released, with its weight and how long
-	// it waited. It is not called for a call released at once, nor for one
-	// that failed. It is called without any lock held and may call back into
-	// the Queue.
-	OnWait func(n int64, waited time.Duration)
+	// Observer, if non-nil, is told of every call of weight n > 0, with
+	// Component floodgate.ComponentQueue: KindAdmit when its slot came
+	// (Duration: how long it waited, 0 if released at once, when the clock is
+	// not read for it), KindReject when it was refused (Reason: the word of
+	// the error, Err: the error; Duration: the wait before a Close), and
+	// KindCancel when its context ended first (Duration: the wait). It is
+	// called without any lock held and may call back into the Queue. (A
+	// shaperredis.Queue reports to its Config.Observer when that is set.)
+	Observer floodgate.Observer
 }
 
 // Queue is a leaky bucket used as a traffic shaper: a FIFO of calls, each with a
@@ -89,7 +93,7 @@ type Queue struct {
 	maxQueue  int
 	maxWait   int64 // ns; <0 means unbounded
 	base      time.Time
-	onWait    func(n int64, waited time.Duration)
+	obs       floodgate.Observer
 
 	mu sync.Mutex
 	// mu guards:
@@ -108,13 +112,13 @@ type Queue struct {
 
 // Stats is a snapshot of a Queue's counters.
 type Stats struct {
-	Rate      Rate
-	Waiting   int           // calls waiting now
-	Backlog   int64         // total weight of the waiting calls
-	Delay     time.Duration // wait a call of weight 1 arriving now would have
-	Released  uint64        // calls admitted since NewQueue
-	Rejected  uint64        // calls refused (ErrQueueFull, ErrMaxWait, ErrDeadline)
-	Cancelled uint64        // calls whose context ended while waiting
+	Rate     Rate
+	Waiting  int           // calls waiting now
+	Backlog  int64         // total weight of the waiting calls
+	Delay    time.Duration // wait a call of weight 1 arriving now would have
+	Released uint64        // calls admitted since NewQueue
+	Rejected uint64        // calls refused (ErrQueueFull, ErrMaxWait, ErrDeadline)
+	Canceled uint64        // calls whose context ended while waiting
 
 	// Rejected by reason: the first three add up to Rejected; calls refused
 	// with ErrTooLarge are counted only here.
@@ -176,7 +180,7 @@ func NewQueue(r Rate, cfg QueueConfig) *Queue {
 		maxWait:   int64(cfg.MaxWait),
 		base:      time.Now(),
 		timerAt:   -1,
-		onWait:    cfg.OnWait,
+		obs:       cfg.Observer,
 	}
 	if cfg.MaxWait == 0 {
 		q.maxWait = -1
@@ -213,54 +217,85 @@ func (q *Queue) Wait(ctx context.Context, n int64) error {
 	if n < 0 {
 		panic("shaper: Queue.Wait: negative weight")
 	}
+	waited, err := q.wait(ctx, n)
+	if q.obs != nil && n > 0 {
+		q.observe(ctx, n, waited, err)
+	}
+	return err
+}
+
+// wait is Wait without its observer; it returns how long the call waited (0
+// if it did not queue).
+func (q *Queue) wait(ctx context.Context, n int64) (time.Duration, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return 0, err
 	}
 	q.mu.Lock()
 	if q.closed || q.count == 0 {
 		q.mu.Unlock()
-		return ErrClosed
+		return 0, ErrClosed
 	}
 	if n > q.maxWeight {
 		q.stats.RejectedTooLarge++
 		q.mu.Unlock()
-		return reject.New(ErrTooLarge, 0)
+		return 0, reject.New(ErrTooLarge, 0)
 	}
 	now := q.now()
 	q.releaseDueLocked(now)
+	slot, start, due := q.slotLocked(now, n)
+	if due {
+		q.mu.Unlock()
+		return 0, nil
+	}
+	if err := q.refuseLocked(ctx, now, slot); err != nil {
+		q.mu.Unlock()
+		return 0, err
+	}
+	w := &waiter{n: n, arrival: now, slot: slot, end: q.after(start, n), ready: make(chan struct{})}
+	q.waiters = append(q.waiters, w)
+	if len(q.waiters) == 1 {
+		q.armLocked(now)
+	}
+	q.mu.Unlock()
+	return q.await(ctx, w)
+}
 
-	var slot int64
-	var start vtime
-	if len(q.waiters) == 0 {
-		if q.tat.ns < now-q.lag { // idle: restart the schedule at now
-			q.tat, q.lag = vtime{ns: now}, 0
-		}
-		start = q.tat
-		slot = start.ns - q.tau
-		if slot <= now {
-			// Fast path: due now. A batch of one, so a later raced
-			// cancellation cannot give back a slot this call used.
-			q.batchSeq++
-			q.batch = q.batch[:0]
-			q.tat = q.after(q.tat, n)
-			q.stats.Released++
-			q.mu.Unlock()
-			return nil
-		}
-	} else {
+// slotLocked returns the slot of a call of weight n arriving at now and the
+// schedule point it starts from. If the slot is due at once (the queue is
+// empty and the schedule allows it), it takes it and reports due.
+func (q *Queue) slotLocked(now, n int64) (slot int64, start vtime, due bool) {
+	if len(q.waiters) > 0 {
 		start = q.waiters[len(q.waiters)-1].end
 		if start.ns < now {
 			start = vtime{ns: now}
 		}
-		slot = max(now, start.ns-q.tau)
+		return max(now, start.ns-q.tau), start, false
 	}
+	if q.tat.ns < now-q.lag { // idle: restart the schedule at now
+		q.tat, q.lag = vtime{ns: now}, 0
+	}
+	start = q.tat
+	slot = start.ns - q.tau
+	if slot > now {
+		return slot, start, false
+	}
+	// Due now. A batch of one, so a later raced cancellation cannot give
+	// back a slot this call used.
+	q.batchSeq++
+	q.batch = q.batch[:0]
+	q.tat = q.after(q.tat, n)
+	q.stats.Released++
+	return slot, start, true
+}
 
+// refuseLocked returns the refusal of a call arriving at now whose slot is
+// slot, if the backlog is full or the slot is beyond its budget (MaxWait or
+// ctx's deadline), counting it; nil if the call may wait.
+func (q *Queue) refuseLocked(ctx context.Context, now, slot int64) error {
 	if q.maxQueue > 0 && len(q.waiters) >= q.maxQueue {
-		d := time.Duration(q.waiters[0].slot - now)
 		q.stats.Rejected++
 		q.stats.RejectedQueueFull++
-		q.mu.Unlock()
-		return reject.New(ErrQueueFull, d)
+		return reject.New(ErrQueueFull, time.Duration(q.waiters[0].slot-now))
 	}
 	budget, reason := q.maxWait, ErrMaxWait
 	if dl, ok := ctx.Deadline(); ok {
@@ -269,45 +304,39 @@ func (q *Queue) Wait(ctx context.Context, n int64) error {
 			budget, reason = max(left, 0), ErrDeadline
 		}
 	}
-	if wait := slot - now; budget >= 0 && wait > budget {
-		q.stats.Rejected++
-		if reason == ErrMaxWait {
-			q.stats.RejectedMaxWait++
-		} else {
-			q.stats.RejectedDeadline++
-		}
-		q.mu.Unlock()
-		return reject.New(reason, time.Duration(wait-budget))
+	wait := slot - now
+	if budget < 0 || wait <= budget {
+		return nil
 	}
-
-	w := &waiter{n: n, arrival: now, slot: slot, end: q.after(start, n), ready: make(chan struct{})}
-	q.waiters = append(q.waiters, w)
-	if len(q.waiters) == 1 {
-		q.armLocked(now)
+	q.stats.Rejected++
+	if reason == ErrMaxWait {
+		q.stats.RejectedMaxWait++
+	} else {
+		q.stats.RejectedDeadline++
 	}
-	q.mu.Unlock()
+	return reject.New(reason, time.Duration(wait-budget))
+}
 
+// await waits for w, queued, to be released, closed out or cancelled, and
+// returns how long it waited.
+func (q *Queue) await(ctx context.Context, w *waiter) (time.Duration, error) {
 	select {
 	case <-w.ready:
-		if w.state == closedOut {
-			return ErrClosed
-		}
 		// The caller resumes later than the slot: by the timer's lateness
 		// plus the time to wake this goroutine. Both are the Queue's doing,
 		// so both become lateness credit for the caller's next arrival.
 		q.mu.Lock()
 		now := q.now()
-		if late := min(now-w.slot, maxLag); late > q.lag {
+		if late := min(now-w.slot, maxLag); late > q.lag && w.state != closedOut {
 			q.lag = late
 		}
 		q.mu.Unlock()
-		if q.onWait != nil {
-			q.onWait(n, time.Duration(now-w.arrival))
+		if w.state == closedOut {
+			return time.Duration(now - w.arrival), ErrClosed
 		}
-		return nil
+		return time.Duration(now - w.arrival), nil
 	case <-ctx.Done():
 	}
-
 	q.mu.Lock()
 	switch w.state {
 	case waiting:
@@ -315,9 +344,23 @@ func (q *Queue) Wait(ctx context.Context, n int64) error {
 	case granted:
 		q.giveBackLocked(w)
 	}
-	q.stats.Cancelled++
+	q.stats.Canceled++
+	waited := time.Duration(q.now() - w.arrival)
 	q.mu.Unlock()
-	return ctx.Err()
+	return waited, ctx.Err()
+}
+
+// observe tells the observer the outcome of a Wait of weight n.
+func (q *Queue) observe(ctx context.Context, n int64, waited time.Duration, err error) {
+	e := floodgate.Event{Kind: floodgate.KindAdmit, Component: floodgate.ComponentQueue, N: n, Duration: waited}
+	switch {
+	case err == nil:
+	case err == ctx.Err():
+		e.Kind = floodgate.KindCancel
+	default:
+		e.Kind, e.Reason, e.Err = floodgate.KindReject, reject.ReasonOf(err), err
+	}
+	q.obs.Observe(e)
 }
 
 // Do waits for one slot of weight n as Wait does, then calls fn(ctx) once and

@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/internal/shapertest"
 	"github.com/floodgate-go/floodgate/shaper"
 )
 
@@ -154,7 +156,7 @@ func TestQueueCancelInMiddleMovesUp(t *testing.T) {
 		wantTimes(t, at, []time.Duration{0, 200 * ms})
 		at, _ = last()
 		wantTimes(t, at, []time.Duration{400 * ms}) // moved up from 600ms
-		if s := q.Stats(); s.Cancelled != 1 || s.Released != 3 {
+		if s := q.Stats(); s.Canceled != 1 || s.Released != 3 {
 			t.Errorf("Stats = %+v, want 1 cancelled, 3 released", s)
 		}
 	})
@@ -522,4 +524,45 @@ func TestQueueBurstCatchesUpWorkerStalls(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestQueueObserver: the Observer is told of each call of weight n > 0: an
+// admission at once with no wait, an admission after its wait with that
+// wait, a refusal with its word and error, a cancellation with its wait, and
+// nothing for a weight of zero.
+func TestQueueObserver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &shapertest.Recorder{}
+		q := shaper.NewQueue(shaper.PerSecond(5), shaper.QueueConfig{MaxQueue: 1, MaxWait: 300 * ms, Observer: rec})
+		defer q.Close()
+		wait := startWaits(t.Context(), q, 1, 2) // the first at once, the second 200ms later
+		err := q.Wait(t.Context(), 1)            // the backlog is full
+		wait()
+		q.Wait(t.Context(), 0)
+		err2 := q.Wait(t.Context(), 3) // 400ms away: beyond MaxWait
+		time.Sleep(200 * ms)           // the next slot is 200ms away
+		ctx, cancel := context.WithCancel(t.Context())
+		go func() { time.Sleep(50 * ms); cancel() }()
+		q.Wait(ctx, 1) // would wait 200ms, cancelled after 50ms
+
+		want := []floodgate.Event{
+			{Kind: floodgate.KindAdmit, Component: floodgate.ComponentQueue, N: 1},
+			{Kind: floodgate.KindReject, Component: floodgate.ComponentQueue, N: 1, Reason: floodgate.ReasonQueueFull, Err: err},
+			{Kind: floodgate.KindAdmit, Component: floodgate.ComponentQueue, N: 2, Duration: 200 * ms},
+			{Kind: floodgate.KindReject, Component: floodgate.ComponentQueue, N: 3, Reason: floodgate.ReasonMaxWait, Err: err2},
+			{Kind: floodgate.KindCancel, Component: floodgate.ComponentQueue, N: 1, Duration: 50 * ms},
+		}
+		got := rec.Take()
+		if len(got) != len(want) {
+			t.Fatalf("events %+v, want %+v", got, want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("event %d = %+v, want %+v", i, got[i], want[i])
+			}
+		}
+		if err == nil || err2 == nil {
+			t.Errorf("refusals %v, %v: want errors", err, err2)
+		}
+	})
 }

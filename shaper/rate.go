@@ -45,10 +45,10 @@ func (r Rate) String() string { return fmt.Sprintf("%d/%v", r.Count, r.Period) }
 
 // A Limit is what a meter enforces: a long-run Rate and a Burst.
 //
-// For [Meter] (GCRA) and [TokenBucket], Burst is the most events admitted at once
+// For GCRA ([NewMeter]) and the token bucket ([NewTokenBucket]), Burst is the most events admitted at once
 // after a quiet period (the bucket capacity) and Rate is the refill rate: Limit{Rate:
 // PerMinute(5), Burst: 5} admits five at once, then one every 12 s. For the window
-// meters ([FixedWindow], [SlidingLog], [SlidingCounter]) Rate.Count events are admitted
+// meters ([NewFixedWindow], [NewSlidingLog], [NewSlidingCounter]) Rate.Count events are admitted
 // per window of length Rate.Period, and Burst must be zero or equal to Rate.Count.
 type Limit struct {
 	Rate Rate

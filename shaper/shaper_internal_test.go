@@ -63,14 +63,14 @@ func TestIdleKeysEvicted(t *testing.T) {
 	for i := range n {
 		m.AllowNAt("old:"+itoa(i), t0, 1)
 	}
-	if got := m.c.st.len(); got < n/2 {
+	if got := m.c.(*core[gcraState, gcraAlgo, *gcraAlgo]).st.len(); got < n/2 {
 		t.Fatalf("%d keys stored before they went idle, want ~%d", got, n)
 	}
 	// A second of new keys later, the old ones are idle and get swept.
 	for i := range n {
 		m.AllowNAt("new:"+itoa(i), t0.Add(time.Second), 1)
 	}
-	if got := m.c.st.len(); got > n+n/2 {
+	if got := m.c.(*core[gcraState, gcraAlgo, *gcraAlgo]).st.len(); got > n+n/2 {
 		t.Errorf("%d keys stored after the old ones went idle, want ≤ %d", got, n+n/2)
 	}
 	// An evicted key answers as a fresh one.
@@ -89,7 +89,7 @@ func TestSlidingLogBufferBounded(t *testing.T) {
 	for i := range 1000 {
 		m.AllowNAt("k", t0.Add(time.Duration(i)*time.Millisecond), 1)
 	}
-	sh, tag := m.c.st.locate("k")
+	sh, tag := m.c.(*core[slState, slAlgo, *slAlgo]).st.locate("k")
 	if s := sh.lookupLocked("k", tag); len(s.ring) > 5 {
 		t.Errorf("ring capacity %d, want ≤ Count 5", len(s.ring))
 	}
@@ -117,13 +117,13 @@ func TestPeekDoesNotStore(t *testing.T) {
 	if err != nil || !d.Allowed || d.Remaining != 1 {
 		t.Errorf("peek = %+v, %v; want allowed with 1 remaining", d, err)
 	}
-	if n := m.c.st.len(); n != 0 {
+	if n := m.c.(*core[gcraState, gcraAlgo, *gcraAlgo]).st.len(); n != 0 {
 		t.Errorf("%d keys stored after a peek, want 0", n)
 	}
 	if _, err := m.AllowNAt("big", t0, 2); err == nil {
 		t.Errorf("cost above burst: no error")
 	}
-	if n := m.c.st.len(); n != 0 {
+	if n := m.c.(*core[gcraState, gcraAlgo, *gcraAlgo]).st.len(); n != 0 {
 		t.Errorf("%d keys stored after a never-allowed call, want 0", n)
 	}
 }
@@ -156,12 +156,12 @@ func TestStoreKeys(t *testing.T) {
 			t.Fatalf("first call of key %d denied", i)
 		}
 	}
-	if got := m.c.st.len(); got != n {
+	if got := m.c.(*core[fwState, fwAlgo, *fwAlgo]).st.len(); got != n {
 		t.Fatalf("%d keys stored, want %d", got, n)
 	}
 	long := map[string]bool{}
-	for i := range m.c.st.shards {
-		for _, k := range m.c.st.shards[i].long {
+	for i := range m.c.(*core[fwState, fwAlgo, *fwAlgo]).st.shards {
+		for _, k := range m.c.(*core[fwState, fwAlgo, *fwAlgo]).st.shards[i].long {
 			long[k] = true
 		}
 	}
@@ -181,7 +181,7 @@ func TestStoreKeys(t *testing.T) {
 	for i := range n {
 		m.AllowNAt("new"+itoa(i), t0.Add(time.Minute), 1)
 	}
-	if got := m.c.st.len(); got >= 2*n {
+	if got := m.c.(*core[fwState, fwAlgo, *fwAlgo]).st.len(); got >= 2*n {
 		t.Errorf("%d keys stored after the first %d went idle, want fewer than %d", got, n, 2*n)
 	}
 	for i := range n {

@@ -1,10 +1,9 @@
 package shaper
 
-import "time"
-
-// SlidingLog is a keyed sliding-window log: it keeps the time of every admitted event
-// in the last Rate.Period and admits a call only if the events in the rolling window
-// (now − Period, now], plus this one, number at most Rate.Count.
+// NewSlidingLog returns a keyed sliding-window log: it keeps the time of every
+// admitted event in the last lim.Rate.Period and admits a call only if the
+// events in the rolling window (now − Period, now], plus this one, number at
+// most lim.Rate.Count.
 //
 // Policy it answers: "never more than Count in any rolling Period, exactly". Bursts
 // are allowed up to Count and then rejected; there is no boundary approximation. The
@@ -27,45 +26,15 @@ import "time"
 // where now₀ is the call's own time: a call dated before the newest entry is
 // decided at that entry's time and told the whole wait from its own.
 //
-// The zero SlidingLog rejects every call with ErrTooLarge; use [NewSlidingLog].
-// A SlidingLog is safe for concurrent use by multiple goroutines.
-type SlidingLog struct {
-	c core[slState, slAlgo, *slAlgo]
+// SetLimit: the logged events are kept and judged against the new Count and
+// Period.
+//
+// lim.Burst must be 0 or lim.Rate.Count. It panics on an invalid limit, as
+// [NewMeter] does.
+func NewSlidingLog(lim Limit) *Meter {
+	c := newCore[slState]("NewSlidingLog", lim, newSL)
+	return &Meter{c: c, clock: &c.clock, sl: c}
 }
-
-// NewSlidingLog returns a sliding-window log admitting at most lim.Rate.Count per
-// rolling lim.Rate.Period for every key. lim.Burst must be 0 or lim.Rate.Count. It
-// panics on an invalid limit, as [NewMeter] does.
-func NewSlidingLog(lim Limit) *SlidingLog {
-	m := &SlidingLog{}
-	m.c.init(newSL("NewSlidingLog", lim))
-	return m
-}
-
-// Allow reports whether one more event for key fits in the rolling window, logging it
-// if so.
-func (m *SlidingLog) Allow(key string) bool { return m.c.allow1(key) }
-
-// AllowN logs n events for key if they fit in the rolling window. It returns a
-// *RejectError (ErrTooLarge) if n > Rate.Count.
-func (m *SlidingLog) AllowN(key string, n int64) (Decision, error) {
-	return m.c.allowN(key, m.c.clock.nowUS(), n)
-}
-
-// AllowNAt is AllowN at time t (microsecond resolution) instead of now.
-func (m *SlidingLog) AllowNAt(key string, t time.Time, n int64) (Decision, error) {
-	return m.c.allowN(key, t.UnixMicro(), n)
-}
-
-// SetLimit changes the limit for every key. The logged events are kept and judged
-// against the new Count and Period.
-func (m *SlidingLog) SetLimit(lim Limit) { m.c.setLimit(newSL("SetLimit", lim)) }
-
-// Limit returns the current limit, with Burst made explicit.
-func (m *SlidingLog) Limit() Limit { return m.c.getLimit() }
-
-// Stats returns the meter's decision counters (see [MeterStats]).
-func (m *SlidingLog) Stats() MeterStats { return m.c.stats() }
 
 type logEntry struct {
 	ts, n int64

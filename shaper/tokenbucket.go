@@ -1,9 +1,8 @@
 package shaper
 
-import "time"
-
-// TokenBucket is a keyed token bucket with the semantics of the usual Redis
-// Lua token-bucket script (refill on every call, then take): a bucket holds at
+// NewTokenBucket returns a keyed token bucket meter with capacity lim.Burst
+// (Rate.Count if zero) refilled at lim.Rate, one bucket per key, with the
+// semantics of the usual Redis Lua token-bucket script (refill on every call, then take): a bucket holds at
 // most Burst tokens, earns Rate tokens over time up to that capacity, starts
 // full, and admits a call of cost n only if n tokens are there; the clock
 // never moves backwards (a call dated before the last one is taken at the
@@ -13,7 +12,7 @@ import "time"
 // to Rate". Bursts are allowed up to Burst, then rejected; quiet time refills the
 // bucket but never above Burst. This is not a strict rolling-window limit: over a
 // period P a key can get Burst + Rate·P. Memory is O(1) per key (three int64s). It
-// admits exactly what [Meter] admits; it exists for users who think in tokens and
+// admits exactly what GCRA ([NewMeter]) admits; it exists for users who think in tokens and
 // for parity with that script.
 //
 // Arithmetic (integer µs, exact; no floats, unlike that script's refill_rate_ms):
@@ -35,44 +34,13 @@ import "time"
 // time. retry and reset count from the call's own time, so a call dated before
 // the last one is told the whole wait.
 //
-// The zero TokenBucket rejects every call with ErrTooLarge; use
-// [NewTokenBucket]. A TokenBucket is safe for concurrent use by multiple goroutines.
-type TokenBucket struct {
-	c core[tbState, tbAlgo, *tbAlgo]
+// SetLimit changes the capacity and refill rate for every key: balances are
+// rescaled to the new units and clamped to the new capacity on each key's next
+// call. It panics on an invalid limit, as [NewMeter] does.
+func NewTokenBucket(lim Limit) *Meter {
+	c := newCore[tbState]("NewTokenBucket", lim, newTB)
+	return &Meter{c: c, clock: &c.clock, tb: c}
 }
-
-// NewTokenBucket returns a token bucket meter with capacity lim.Burst (Rate.Count if
-// zero) refilled at lim.Rate, one bucket per key. It panics on an invalid limit, as
-// [NewMeter] does.
-func NewTokenBucket(lim Limit) *TokenBucket {
-	m := &TokenBucket{}
-	m.c.init(newTB("NewTokenBucket", lim))
-	return m
-}
-
-// Allow reports whether one token for key is available now, and takes it if so.
-func (m *TokenBucket) Allow(key string) bool { return m.c.allow1(key) }
-
-// AllowN takes n tokens for key if they are available now. It returns a *RejectError
-// (ErrTooLarge) if n exceeds the capacity.
-func (m *TokenBucket) AllowN(key string, n int64) (Decision, error) {
-	return m.c.allowN(key, m.c.clock.nowUS(), n)
-}
-
-// AllowNAt is AllowN at time t (microsecond resolution) instead of now.
-func (m *TokenBucket) AllowNAt(key string, t time.Time, n int64) (Decision, error) {
-	return m.c.allowN(key, t.UnixMicro(), n)
-}
-
-// SetLimit changes the capacity and refill rate for every key. Balances are rescaled
-// to the new units and clamped to the new capacity on each key's next call.
-func (m *TokenBucket) SetLimit(lim Limit) { m.c.setLimit(newTB("SetLimit", lim)) }
-
-// Limit returns the current limit, with Burst made explicit.
-func (m *TokenBucket) Limit() Limit { return m.c.getLimit() }
-
-// Stats returns the meter's decision counters (see [MeterStats]).
-func (m *TokenBucket) Stats() MeterStats { return m.c.stats() }
 
 type tbState struct {
 	tokens int64 // scaled by per

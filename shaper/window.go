@@ -1,9 +1,8 @@
 package shaper
 
-import "time"
-
-// FixedWindow is a keyed fixed-window counter: time is cut into windows of length
-// Rate.Period aligned to the Unix epoch, and each key may use Rate.Count per window.
+// NewFixedWindow returns a keyed fixed-window counter: time is cut into windows
+// of length lim.Rate.Period aligned to the Unix epoch, and each key may use
+// lim.Rate.Count per window.
 //
 // Policy it answers: "Count per calendar-like window; simplicity over precision".
 // Bursts are allowed up to Count and then rejected until the window ends. It is not
@@ -23,45 +22,15 @@ import "time"
 // where now₀ is the call's own time: a call dated before the window's start is
 // decided in that window and told the whole wait.
 //
-// The zero FixedWindow rejects every call with ErrTooLarge; use
-// [NewFixedWindow]. A FixedWindow is safe for concurrent use by multiple goroutines.
-type FixedWindow struct {
-	c core[fwState, fwAlgo, *fwAlgo]
+// SetLimit: a new Count applies to the counts already recorded in the current
+// window; a new Period starts a new window for each key.
+//
+// lim.Burst must be 0 or lim.Rate.Count. It panics on an invalid limit, as
+// [NewMeter] does.
+func NewFixedWindow(lim Limit) *Meter {
+	c := newCore[fwState]("NewFixedWindow", lim, newFW)
+	return &Meter{c: c, clock: &c.clock, fw: c}
 }
-
-// NewFixedWindow returns a fixed-window meter admitting lim.Rate.Count per window of
-// lim.Rate.Period for every key. lim.Burst must be 0 or lim.Rate.Count. It panics on
-// an invalid limit, as [NewMeter] does.
-func NewFixedWindow(lim Limit) *FixedWindow {
-	m := &FixedWindow{}
-	m.c.init(newFW("NewFixedWindow", lim))
-	return m
-}
-
-// Allow reports whether one event for key fits in the current window, counting it
-// if so.
-func (m *FixedWindow) Allow(key string) bool { return m.c.allow1(key) }
-
-// AllowN counts n events for key if they fit in the current window. It returns a
-// *RejectError (ErrTooLarge) if n > Rate.Count.
-func (m *FixedWindow) AllowN(key string, n int64) (Decision, error) {
-	return m.c.allowN(key, m.c.clock.nowUS(), n)
-}
-
-// AllowNAt is AllowN at time t (microsecond resolution) instead of now.
-func (m *FixedWindow) AllowNAt(key string, t time.Time, n int64) (Decision, error) {
-	return m.c.allowN(key, t.UnixMicro(), n)
-}
-
-// SetLimit changes the limit for every key. A new Count applies to the counts already
-// recorded in the current window; a new Period starts a new window for each key.
-func (m *FixedWindow) SetLimit(lim Limit) { m.c.setLimit(newFW("SetLimit", lim)) }
-
-// Limit returns the current limit, with Burst made explicit.
-func (m *FixedWindow) Limit() Limit { return m.c.getLimit() }
-
-// Stats returns the meter's decision counters (see [MeterStats]).
-func (m *FixedWindow) Stats() MeterStats { return m.c.stats() }
 
 type fwState struct {
 	start, count int64
@@ -129,8 +98,9 @@ func (a *fwAlgo) report(s *fwState, now, _ int64, ok bool) (remaining, retryUS, 
 	return max(a.n-s.count, 0), retryUS, resetUS
 }
 
-// SlidingCounter is a keyed sliding-window counter (a weighted window, which
-// approximates a rolling one): it keeps the counts of the current and the
+// NewSlidingCounter returns a keyed sliding-window counter (a weighted window,
+// which approximates a rolling one) admitting about lim.Rate.Count per rolling
+// lim.Rate.Period for every key: it keeps the counts of the current and the
 // previous fixed window and estimates the count over the rolling window as
 //
 //	C_estimated = C_current + C_previous · (1 − (t − t_window_start) / window_size)
@@ -140,7 +110,7 @@ func (a *fwAlgo) report(s *fwState, now, _ int64, ok bool) (remaining, retryUS, 
 // boundary burst. The estimate assumes the previous window's events were spread
 // evenly. If they were, no rolling window of length Period holds more than Count
 // (+1 for rounding); in the worst case (the previous window's events all at its very
-// end) a rolling window can hold up to 2×Count, the same bound as [FixedWindow], but
+// end) a rolling window can hold up to 2×Count, the same bound as [NewFixedWindow], but
 // only for that adversarial pattern. Memory is O(1) per key (three int64s).
 //
 // Arithmetic (integer µs, no division in the test, so no rounding):
@@ -160,46 +130,15 @@ func (a *fwAlgo) report(s *fwState, now, _ int64, ok bool) (remaining, retryUS, 
 // The retry is exact for this decision function (the admission test is linear in
 // e within a window, and the next window starts with prev = cur).
 //
-// The zero SlidingCounter rejects every call with ErrTooLarge; use
-// [NewSlidingCounter]. A SlidingCounter is safe for concurrent use by multiple
-// goroutines.
-type SlidingCounter struct {
-	c core[scState, scAlgo, *scAlgo]
+// SetLimit: a new Count applies to the counts already recorded; a new Period
+// starts new windows.
+//
+// lim.Burst must be 0 or lim.Rate.Count. It panics on an invalid limit, as
+// [NewMeter] does.
+func NewSlidingCounter(lim Limit) *Meter {
+	c := newCore[scState]("NewSlidingCounter", lim, newSC)
+	return &Meter{c: c, clock: &c.clock, sc: c}
 }
-
-// NewSlidingCounter returns a sliding-window counter admitting about lim.Rate.Count
-// per rolling lim.Rate.Period for every key. lim.Burst must be 0 or lim.Rate.Count.
-// It panics on an invalid limit, as [NewMeter] does.
-func NewSlidingCounter(lim Limit) *SlidingCounter {
-	m := &SlidingCounter{}
-	m.c.init(newSC("NewSlidingCounter", lim))
-	return m
-}
-
-// Allow reports whether one event for key fits in the estimated rolling window,
-// counting it if so.
-func (m *SlidingCounter) Allow(key string) bool { return m.c.allow1(key) }
-
-// AllowN counts n events for key if they fit. It returns a *RejectError
-// (ErrTooLarge) if n > Rate.Count.
-func (m *SlidingCounter) AllowN(key string, n int64) (Decision, error) {
-	return m.c.allowN(key, m.c.clock.nowUS(), n)
-}
-
-// AllowNAt is AllowN at time t (microsecond resolution) instead of now.
-func (m *SlidingCounter) AllowNAt(key string, t time.Time, n int64) (Decision, error) {
-	return m.c.allowN(key, t.UnixMicro(), n)
-}
-
-// SetLimit changes the limit for every key. A new Count applies to the counts already
-// recorded; a new Period starts new windows.
-func (m *SlidingCounter) SetLimit(lim Limit) { m.c.setLimit(newSC("SetLimit", lim)) }
-
-// Limit returns the current limit, with Burst made explicit.
-func (m *SlidingCounter) Limit() Limit { return m.c.getLimit() }
-
-// Stats returns the meter's decision counters (see [MeterStats]).
-func (m *SlidingCounter) Stats() MeterStats { return m.c.stats() }
 
 type scState struct {
 	start, prev, cur int64

@@ -5,7 +5,8 @@
 //
 // Each check takes a [Subject], one meter that can replay a history from
 // scratch; shaper's tests pass the local meters and shaperredis's tests the
-// Redis ones, fed the same times through the scripts' test-time argument. The
+// Redis ones, fed the same times through the test assembly of the scripts with a pinned
+// clock. The
 // package imports shaper, so only shaper's external tests (package
 // shaper_test) can use it.
 package shapertest

@@ -69,9 +69,8 @@ func TestBatchCrossSlotFallsBackToPipeline(t *testing.T) {
 func TestBatchOneFailedDecisionFailsOnlyItself(t *testing.T) {
 	db := redistest.Connect(t)
 	ctx := context.Background()
-	k := kinds[kindGCRA]
 	rl := newRedisLimit("t", shaper.Limit{Rate: shaper.Rate{Count: 8, Period: time.Second}}, false)
-	single, multi := k.script, k.batch
+	single, multi := scripts.meter[kindGCRA], scripts.batch[kindGCRA]
 	if err := db.Client.RPush(ctx, db.Prefix+"{bad}", "x").Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func TestScriptsSpendNothingPastDeadline(t *testing.T) {
 		return n == 1
 	}
 	for kind := range kindNames {
-		single, multi := kinds[kind].script, kinds[kind].batch
+		single, multi := scripts.meter[kind], scripts.batch[kind]
 		t.Run(kindNames[kind], func(t *testing.T) {
 			key := db.Prefix + kindNames[kind] + "{past}"
 			before := redisNow(t)

@@ -26,9 +26,17 @@
 // breaker.ErrTimeout, never context.DeadlineExceeded), while the caller's own
 // context ending returns ctx.Err(). Config.Policy says what a decision is while
 // Redis cannot answer: fail closed, fail open (most rate limits should), or
-// decide locally with Config.LocalLimit; a decision Redis did not make has
+// decide locally with Config.LocalShare (each process's share of the limit,
+// as distsem's LocalShare); a decision Redis did not make has
 // Decision.Degraded set. With Config.Batch, the decisions that goroutines ask
 // for at once share one round trip.
+//
+// # Observing
+//
+// Config.Observer is told of every decision, queue wait and lease call, with
+// the Source of each answer (store, fail_open, fail_local, fail_closed), and
+// Meter.Stats returns [shaper.MeterStats], the counters of every meter, with
+// the decisions by source.
 //
 // A call that timed out may still sit in the socket of a frozen or overloaded
 // Redis and run when Redis gets to it. It spends nothing then: every script

@@ -7,7 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/internal/reject"
 	"github.com/floodgate-go/floodgate/internal/storecall"
 	"github.com/floodgate-go/floodgate/shaper"
 	"github.com/redis/go-redis/v9"
@@ -27,9 +29,9 @@ const (
 	ExhaustWait
 
 	// ExhaustLocal admits the call from a bounded local allowance, an
-	// in-process GCRA meter enforcing LeaseConfig.LocalLimit, and refuses when
+	// in-process GCRA meter enforcing LeaseConfig.LocalShare, and refuses when
 	// that is spent too. The allowance is not counted in Redis: it is
-	// over-admission, bounded by LocalLimit per process.
+	// over-admission, bounded by LocalShare per process.
 	ExhaustLocal
 )
 
@@ -61,9 +63,9 @@ type LeaseConfig struct {
 	// MaxWait bounds Wait under ExhaustWait. If zero, 50ms.
 	MaxWait time.Duration
 
-	// LocalLimit is the allowance used under ExhaustLocal. It must be set (a
+	// LocalShare is the allowance used under ExhaustLocal. It must be set (a
 	// valid GCRA limit) when Exhaustion is ExhaustLocal.
-	LocalLimit shaper.Limit
+	LocalShare shaper.Limit
 }
 
 // LeaseStats are a Lease's counters since it was made.
@@ -104,6 +106,12 @@ type LeaseStats struct {
 // can lose every race and be refused after MaxWait; the benchmark sees a few in
 // millions at 128 goroutines.
 //
+// The meter's Config.Observer is told of each call of n > 0, Component
+// floodgate.ComponentLease: KindAdmit (Source store for leased tokens,
+// fail_local for ExhaustLocal's allowance; Duration, the wait for a refill),
+// KindReject (Reason limited or too_large; Err, the error Wait returned,
+// nil from AllowN) and KindCancel.
+//
 // The zero Lease rejects every call; use [Meter.Lease]. A Lease is safe
 // for concurrent use by multiple goroutines. It starts a goroutine only for a
 // refill in flight, and Close waits for it.
@@ -117,6 +125,7 @@ type Lease struct {
 	wait   time.Duration
 	local  *shaper.Meter
 	base   time.Time
+	obs    floodgate.Observer // the meter's Config.Observer
 
 	bal       atomic.Int64 // tokens held
 	expiresAt atomic.Int64 // ns since base
@@ -140,7 +149,7 @@ type Lease struct {
 // that first refill (up to the context's deadline) rather than refuse calls
 // only because the Lease is new. It panics if m is not a GCRA meter, if key is
 // longer than Config.MaxKeyLen, or if cfg is invalid (Batch above the burst or
-// negative, LowWater ≥ Batch, ExhaustLocal without a LocalLimit).
+// negative, LowWater ≥ Batch, ExhaustLocal without a LocalShare).
 func (m *Meter) Lease(key string, cfg LeaseConfig) *Lease {
 	if m.kind != kindGCRA {
 		panic("shaperredis: Lease: the meter is not a GCRA meter")
@@ -169,13 +178,13 @@ func (m *Meter) Lease(key string, cfg LeaseConfig) *Lease {
 	}
 	l := &Lease{
 		m: m, key: key, batch: cfg.Batch, low: cfg.LowWater, expiry: int64(cfg.Expiry),
-		exh: cfg.Exhaustion, wait: cfg.MaxWait, base: time.Now(),
+		exh: cfg.Exhaustion, wait: cfg.MaxWait, base: time.Now(), obs: m.obs,
 		refilled: make(chan struct{}),
 	}
 	switch cfg.Exhaustion {
 	case ExhaustReject, ExhaustWait:
 	case ExhaustLocal:
-		l.local = shaper.NewMeter(cfg.LocalLimit) // panics on an invalid limit
+		l.local = shaper.NewMeter(cfg.LocalShare) // panics on an invalid limit
 	default:
 		panic("shaperredis: Lease: invalid Exhaustion")
 	}
@@ -191,11 +200,27 @@ func (l *Lease) Allow() bool { return l.AllowN(1) }
 // Exhaustion policy without waiting (ExhaustWait refuses, like ExhaustReject).
 // It never does I/O; it may start a background refill. A negative n panics.
 func (l *Lease) AllowN(n int64) bool {
-	ok, _, _ := l.take(n)
+	ok, _, local := l.take(n)
 	if !ok {
 		l.rejected.Add(1)
 	}
+	if l.obs != nil && n > 0 {
+		e := floodgate.Event{Kind: floodgate.KindAdmit, Component: floodgate.ComponentLease, N: n, Source: source(local)}
+		if !ok {
+			e.Kind, e.Reason, e.Source = floodgate.KindReject, floodgate.ReasonLimited, ""
+		}
+		l.obs.Observe(e)
+	}
 	return ok
+}
+
+// source returns the Source of a Lease's admission: the store's leased
+// tokens, or ExhaustLocal's allowance.
+func source(local bool) floodgate.Source {
+	if local {
+		return floodgate.SourceFailLocal
+	}
+	return floodgate.SourceStore
 }
 
 // take takes n tokens, from the balance or (local) the local allowance; if it
@@ -274,26 +299,54 @@ func (l *Lease) Admit(ctx context.Context, _ string, n int64) (shaper.Decision, 
 	return shaper.Decision{Limit: lim}, err
 }
 
+// waitN is Wait, reporting whether the local allowance admitted the call.
 func (l *Lease) waitN(ctx context.Context, n int64) (local bool, err error) {
+	local, waited, err := l.await(ctx, n)
+	if l.obs != nil && n > 0 {
+		e := floodgate.Event{Kind: floodgate.KindAdmit, Component: floodgate.ComponentLease, N: n, Duration: waited, Source: source(local)}
+		switch {
+		case err == nil:
+		case err == ctx.Err():
+			e.Kind, e.Source = floodgate.KindCancel, ""
+		default:
+			e.Kind, e.Reason, e.Err, e.Source = floodgate.KindReject, reject.ReasonOf(err), err, ""
+		}
+		l.obs.Observe(e)
+	}
+	return local, err
+}
+
+// await is waitN without its observer; it also returns how long the call
+// waited for a refill (0 if it did not wait: the clock is not read then).
+func (l *Lease) await(ctx context.Context, n int64) (local bool, waited time.Duration, err error) {
 	if err := ctx.Err(); err != nil {
-		return false, err
+		return false, 0, err
 	}
 	if n > l.batch {
-		return false, tooLarge()
+		return false, 0, tooLarge()
 	}
-	// primed is read before take, as in the loop below: a first refill that
+	// primed is read before take, as in refillWait: a first refill that
 	// lands after take looked must not be mistaken for one take already saw.
 	primed := l.primed.Load()
 	ok, ra, local := l.take(n)
 	if ok {
-		return local, nil
+		return local, 0, nil
 	}
 	// A fresh Lease under ExhaustReject waits for its first refill only.
 	first := l.exh == ExhaustReject && !primed
 	if l.exh != ExhaustWait && !first {
 		l.rejected.Add(1)
-		return false, limited(ra)
+		return false, 0, limited(ra)
 	}
+	start := l.now()
+	local, err = l.refillWait(ctx, n, first, ra)
+	return local, time.Duration(l.now() - start), err
+}
+
+// refillWait waits for a refill that lets take take n, up to MaxWait (or,
+// for the first refill, until it lands), and refuses with the last retry
+// known, ra, when none does.
+func (l *Lease) refillWait(ctx context.Context, n int64, first bool, ra time.Duration) (local bool, err error) {
 	var timeout <-chan time.Time
 	if !first {
 		timer := time.NewTimer(l.wait)
@@ -320,10 +373,12 @@ func (l *Lease) waitN(ctx context.Context, n int64) (local bool, err error) {
 		// primed, so if the first refill had landed, take saw its tokens. (Read
 		// after take, a refill landing in between was refused with its tokens
 		// in hand.)
-		primed = l.primed.Load()
-		if ok, ra, local = l.take(n); ok {
+		primed := l.primed.Load()
+		ok, r, local := l.take(n)
+		if ok {
 			return local, nil
 		}
+		ra = r
 		if first && primed {
 			l.rejected.Add(1)
 			return false, limited(ra)

@@ -185,7 +185,7 @@ func TestLeaseExhaustion(t *testing.T) {
 		t.Errorf("ExhaustWait refused after %v, want about MaxWait (100ms)", el)
 	}
 
-	loc := m.Lease("k", shaperredis.LeaseConfig{Exhaustion: shaperredis.ExhaustLocal, LocalLimit: shaper.Limit{Rate: shaper.PerHour(1), Burst: 3}})
+	loc := m.Lease("k", shaperredis.LeaseConfig{Exhaustion: shaperredis.ExhaustLocal, LocalShare: shaper.Limit{Rate: shaper.PerHour(1), Burst: 3}})
 	defer loc.Close()
 	n := 0
 	for range 10 {

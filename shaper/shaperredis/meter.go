@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/rateconv"
 	"github.com/floodgate-go/floodgate/internal/redisscript"
@@ -55,16 +56,16 @@ type Config struct {
 	//     the breaker's Stats count it as Degraded. Most rate limits should fail
 	//     open: a dead Redis then costs protection, not availability;
 	//   - breaker.FailLocal decides with an in-process meter of the same
-	//     algorithm enforcing LocalLimit (state kept per process).
+	//     algorithm enforcing LocalShare (state kept per process).
 	// Each meter has its own Policy, even when they share a Breaker.
 	Policy breaker.Policy
 
-	// LocalLimit is the limit of the in-process meter used under
+	// LocalShare is the limit of the in-process meter used under
 	// breaker.FailLocal, usually the shared limit divided by the number of
-	// processes: while Redis is down the fleet admits up to LocalLimit × the
+	// processes: while Redis is down the fleet admits up to LocalShare × the
 	// number of processes. If zero, the meter's own limit (each process then
 	// admits the whole limit: N× over-admission while Redis is down).
-	LocalLimit shaper.Limit
+	LocalShare shaper.Limit
 
 	// Batch, if true, sends the decisions that goroutines of this process ask
 	// for at the same time in one round trip (up to MaxBatch), so that at high
@@ -88,6 +89,19 @@ type Config struct {
 	// one script at a time, for everyone). If zero, DefaultMaxKeyLen. If
 	// negative, keys are not bounded.
 	MaxKeyLen int
+
+	// Observer, if non-nil, is told of what the meter, queue or lease does
+	// (nil: nothing is observed, at the cost of one comparison a call):
+	//   - a Meter's decisions of n > 0, Component floodgate.ComponentMeter:
+	//     KindAdmit and KindReject (Reason limited for a denial, or the word
+	//     of the error the call returned, in Err) with Source, where the
+	//     answer came from (store, fail_open, fail_local; a FailClosed
+	//     refusal is Reason unavailable, Source fail_closed); KindCancel
+	//     when the caller's context ended first;
+	//   - a Queue's calls, Component floodgate.ComponentQueue (see Queue);
+	//   - a Lease's calls, Component floodgate.ComponentLease (see Lease).
+	// The store calls themselves are the breaker's to observe.
+	Observer floodgate.Observer
 }
 
 // maxKeyLen returns the bound on key length (< 0: none).
@@ -113,25 +127,19 @@ const (
 )
 
 var kinds = [...]struct {
-	name, prefix  string
-	window        bool
-	script, batch *redisscript.Script // single-key script and its batch form
-	refund        *redisscript.Script // the refund script (see Meter.Refund)
+	name, prefix string
+	window       bool
 }{
-	kindGCRA:           {"NewMeter", "shaper:gcra:", false, gcraScript, gcraBatchScript, refundGCRAScript},
-	kindTokenBucket:    {"NewTokenBucket", "shaper:tb:", false, tokenBucketScript, tokenBucketBatchScript, refundTokenBucketScript},
-	kindFixedWindow:    {"NewFixedWindow", "shaper:fw:", true, fixedWindowScript, fixedWindowBatchScript, refundFixedWindowScript},
-	kindSlidingLog:     {"NewSlidingLog", "shaper:sl:", true, slidingLogScript, slidingLogBatchScript, refundSlidingLogScript},
-	kindSlidingCounter: {"NewSlidingCounter", "shaper:sc:", true, slidingCounterScript, slidingCounterBatchScript, refundSlidingCounterScript},
+	kindGCRA:           {"NewMeter", "shaper:gcra:", false},
+	kindTokenBucket:    {"NewTokenBucket", "shaper:tb:", false},
+	kindFixedWindow:    {"NewFixedWindow", "shaper:fw:", true},
+	kindSlidingLog:     {"NewSlidingLog", "shaper:sl:", true},
+	kindSlidingCounter: {"NewSlidingCounter", "shaper:sc:", true},
 }
 
-// A localMeter is an in-process meter: the fallback under breaker.FailLocal.
-type localMeter interface {
-	AllowN(key string, n int64) (shaper.Decision, error)
-	Refund(ctx context.Context, key string, n int64, d shaper.Decision) error
-}
-
-func newLocal(kind algoKind, lim shaper.Limit) localMeter {
+// newLocal returns the in-process meter of kind enforcing lim: the fallback
+// under breaker.FailLocal.
+func newLocal(kind algoKind, lim shaper.Limit) *shaper.Meter {
 	switch kind {
 	case kindTokenBucket:
 		return shaper.NewTokenBucket(lim)
@@ -151,8 +159,9 @@ func newLocal(kind algoKind, lim shaper.Limit) localMeter {
 // EVALSHA, then EVAL if Redis lost its script cache), with time from Redis TIME,
 // so no client clock matters and there is no check-then-act race between
 // processes. The scripts run, line by line in integer microseconds, the same
-// arithmetic as the in-process meters ([shaper.Meter], [shaper.TokenBucket],
-// [shaper.FixedWindow], [shaper.SlidingLog], [shaper.SlidingCounter]), and give
+// arithmetic as the in-process [shaper.Meter] of the same algorithm
+// ([shaper.NewMeter], [shaper.NewTokenBucket], [shaper.NewFixedWindow],
+// [shaper.NewSlidingLog], [shaper.NewSlidingCounter]), and give
 // the same decisions for the same times and costs. Every key has a TTL: a key
 // disappears once it is idle (for the token bucket, after max(60 s, twice the
 // time to fill it), as in the usual Redis token-bucket script).
@@ -171,10 +180,11 @@ type Meter struct {
 	prefix string
 	maxKey int // < 0: no bound
 	policy breaker.Policy
-	local  localMeter // FailLocal only
-	batch  *batcher   // Batch only
+	local  *shaper.Meter // FailLocal only
+	batch  *batcher      // Batch only
 	lim    atomic.Pointer[redisLimit]
 	stats  meterCounters
+	obs    floodgate.Observer
 }
 
 // redisLimit is a limit with its script arguments, boxed once.
@@ -194,7 +204,7 @@ func newRedisLimit(what string, lim shaper.Limit, window bool) *redisLimit {
 	}
 }
 
-// NewMeter returns a GCRA meter (see [shaper.Meter]) enforcing lim for every
+// NewMeter returns a GCRA meter (see [shaper.NewMeter]) enforcing lim for every
 // key, its state in Redis on client (a *redis.Client, *redis.ClusterClient,
 // Sentinel failover client or *redis.Ring). It panics on an invalid limit, as
 // [shaper.NewMeter] does (and if Burst×Period or Count×Period in µs reaches
@@ -206,7 +216,7 @@ func NewMeter(client redis.UniversalClient, lim shaper.Limit, cfg Config) *Meter
 	return newMeter(kindGCRA, client, lim, cfg)
 }
 
-// NewTokenBucket returns a token bucket (see [shaper.TokenBucket]) in Redis;
+// NewTokenBucket returns a token bucket (see [shaper.NewTokenBucket]) in Redis;
 // its script follows the usual Redis Lua token-bucket script (see
 // lua/tokenbucket.lua for the two
 // differences). It panics as [NewMeter] does.
@@ -214,14 +224,14 @@ func NewTokenBucket(client redis.UniversalClient, lim shaper.Limit, cfg Config) 
 	return newMeter(kindTokenBucket, client, lim, cfg)
 }
 
-// NewFixedWindow returns a fixed-window counter (see [shaper.FixedWindow]) in
+// NewFixedWindow returns a fixed-window counter (see [shaper.NewFixedWindow]) in
 // Redis. It panics as [NewMeter] does, and if lim.Burst is not 0 or
 // lim.Rate.Count.
 func NewFixedWindow(client redis.UniversalClient, lim shaper.Limit, cfg Config) *Meter {
 	return newMeter(kindFixedWindow, client, lim, cfg)
 }
 
-// NewSlidingLog returns a sliding-window log (see [shaper.SlidingLog]) in
+// NewSlidingLog returns a sliding-window log (see [shaper.NewSlidingLog]) in
 // Redis: a list of at most Rate.Count entries per key, read whole by each
 // decision. It panics as [NewFixedWindow] does.
 func NewSlidingLog(client redis.UniversalClient, lim shaper.Limit, cfg Config) *Meter {
@@ -229,7 +239,7 @@ func NewSlidingLog(client redis.UniversalClient, lim shaper.Limit, cfg Config) *
 }
 
 // NewSlidingCounter returns a sliding-window counter (see
-// [shaper.SlidingCounter]) in Redis. It panics as [NewFixedWindow] does.
+// [shaper.NewSlidingCounter]) in Redis. It panics as [NewFixedWindow] does.
 func NewSlidingCounter(client redis.UniversalClient, lim shaper.Limit, cfg Config) *Meter {
 	return newMeter(kindSlidingCounter, client, lim, cfg)
 }
@@ -239,10 +249,11 @@ func newMeter(kind algoKind, client redis.UniversalClient, lim shaper.Limit, cfg
 	storecall.Check("shaperredis", client)
 	m := &Meter{
 		kind:   kind,
-		script: k.script,
+		script: scripts.meter[kind],
 		prefix: cfg.Prefix,
 		maxKey: cfg.maxKeyLen(),
 		policy: cfg.Policy,
+		obs:    cfg.Observer,
 	}
 	m.lim.Store(newRedisLimit(k.name, lim, k.window))
 	if m.prefix == "" {
@@ -250,7 +261,7 @@ func newMeter(kind algoKind, client redis.UniversalClient, lim shaper.Limit, cfg
 	}
 	m.st = storecall.New("shaperredis", client, cfg.Breaker, "shaper:"+m.prefix)
 	if cfg.Policy == breaker.FailLocal {
-		ll := cfg.LocalLimit
+		ll := cfg.LocalShare
 		if ll == (shaper.Limit{}) {
 			ll = lim
 		}
@@ -259,7 +270,7 @@ func newMeter(kind algoKind, client redis.UniversalClient, lim shaper.Limit, cfg
 		panic("shaperredis: " + k.name + ": invalid Policy")
 	}
 	if cfg.Batch {
-		m.batch = newBatcher(client, cfg.MaxBatch, k.script, k.batch)
+		m.batch = newBatcher(client, cfg.MaxBatch, scripts.meter[kind], scripts.batch[kind])
 	}
 	return m
 }
@@ -329,7 +340,12 @@ func (m *Meter) Allow(ctx context.Context, key string) bool {
 // returns ctx.Err().
 func (m *Meter) AllowN(ctx context.Context, key string, n int64) (shaper.Decision, error) {
 	d, err := m.allowN(ctx, key, n)
-	m.count(ctx, key, d, err)
+	if n > 0 {
+		i := m.count(ctx, key, d, err)
+		if m.obs != nil {
+			m.observe(i, n, err)
+		}
+	}
 	return d, err
 }
 
@@ -400,8 +416,8 @@ const refundTimeout = time.Second
 // (a cancelled request still gets its quota back), bounded by the breaker's
 // CallTimeout and by one second, and carrying no deadline (a refund is
 // always due, even late). It returns the store's error if Redis could not be
-// reached (the cost then stays spent: best effort). MeterStats counts Refunds
-// and RefundErrors. A negative n panics.
+// reached (the cost then stays spent: best effort). Stats counts in Refunded
+// the refunds that gave something back, in RefundErrors those that failed. A negative n panics.
 func (m *Meter) Refund(ctx context.Context, key string, n int64, d shaper.Decision) error {
 	if n < 0 {
 		panic("shaperredis: negative cost")
@@ -415,22 +431,26 @@ func (m *Meter) Refund(ctx context.Context, key string, n int64, d shaper.Decisi
 		}
 		return m.local.Refund(ctx, key, n, d)
 	}
-	sc := kinds[m.kind].refund
+	sc := scripts.refund[m.kind]
 	rl := m.lim.Load()
 	if rl == nil || n > rl.max || !keyOK(key, m.maxKey) {
 		return nil // never admitted under this limit: nothing to give back
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
 	defer cancel()
-	run := func(ctx context.Context, client redis.UniversalClient) (struct{}, error) {
+	run := func(ctx context.Context, client redis.UniversalClient) (bool, error) {
 		var out [1]int64
-		return struct{}{}, evalKey(ctx, client, sc, m.Key(key), out[:], rl.args[0], rl.args[1], rl.args[2], n, getStamp(&d))
+		err := evalKey(ctx, client, sc, m.Key(key), out[:], rl.args[0], rl.args[1], rl.args[2], n, getStamp(&d))
+		return out[0] == 1, err
 	}
-	if _, _, err := storecall.Do(ctx, &m.st, breaker.FailClosed, run, nil); err != nil {
+	gave, _, err := storecall.Do(ctx, &m.st, breaker.FailClosed, run, nil)
+	if err != nil {
 		m.stats[mRefundErrors].Add(1)
 		return err
 	}
-	m.stats[mRefunds].Add(1)
+	if gave {
+		m.stats[mRefunds].Add(1)
+	}
 	return nil
 }
 
@@ -447,8 +467,7 @@ type result struct{ d shaper.Decision }
 
 // evalBuf holds the command of one script call: "evalsha", the script's SHA-1
 // (both written by redisscript.Script.Cmd), 1 (numkeys), the key, P, C, B, n,
-// the call's deadline (storecall.Clock.Deadline) [, now (tests only: see
-// fillAt in the tests)]. The constants are boxed once
+// the call's deadline (storecall.Clock.Deadline). The constants are boxed once
 // per script and limit (redisLimit.args); the key and n are passed by pointer
 // (go-redis writes *string and *int64 arguments, and Cluster reads the key
 // through them), so filling the command allocates nothing (the prefixed key
@@ -456,9 +475,9 @@ type result struct{ d shaper.Decision }
 // evalPool) once its call has returned: go-redis is done with the arguments
 // when Process returns.
 type evalBuf struct {
-	args       [10]any
-	key        string
-	n, dl, now int64
+	args  [9]any
+	key   string
+	n, dl int64
 }
 
 var evalPool = sync.Pool{New: func() any { return new(evalBuf) }}
@@ -473,7 +492,7 @@ func (buf *evalBuf) fill(key string, rl *redisLimit, n, dl int64) []any {
 	a := &buf.args
 	a[2], a[3] = oneKey, &buf.key
 	a[4], a[5], a[6], a[7], a[8] = rl.args[0], rl.args[1], rl.args[2], &buf.n, &buf.dl
-	return a[:9]
+	return a[:]
 }
 
 // expiredReply is the first integer of a script's reply when the call's
@@ -583,7 +602,7 @@ func evalKey(ctx context.Context, c redis.UniversalClient, sc *redisscript.Scrip
 // evalBefore is evalKey for a script that takes the call's deadline as its
 // last argument (after argv) and, once it has passed in Redis, replies
 // expiredReply then Redis's time and does nothing (lease.lua, reserve.lua: see
-// real in common.lua). ctx is the call's context; clock turns its deadline
+// the deadline check in common.lua). ctx is the call's context; clock turns its deadline
 // into Redis time. An expired reply while ctx still has time means Redis's
 // clock is ahead of ours: clock learns by how much and the call is sent once
 // more; otherwise it returns context.DeadlineExceeded, the timeout that the

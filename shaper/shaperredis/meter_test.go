@@ -348,7 +348,7 @@ func TestRedisKillAndRestart(t *testing.T) {
 	closed := shaperredis.NewMeter(rdb, lim, shaperredis.Config{Breaker: brk, Policy: breaker.FailClosed})
 	open := shaperredis.NewMeter(rdb, lim, shaperredis.Config{Breaker: brk, Policy: breaker.FailOpen})
 	local := shaperredis.NewMeter(rdb, lim, shaperredis.Config{Breaker: brk, Policy: breaker.FailLocal,
-		LocalLimit: shaper.Limit{Rate: shaper.PerSecond(1), Burst: 2}})
+		LocalShare: shaper.Limit{Rate: shaper.PerSecond(1), Burst: 2}})
 	ctx := context.Background()
 	for _, m := range []*shaperredis.Meter{closed, open, local} {
 		if d, err := m.AllowN(ctx, "k", 1); err != nil || !d.Allowed {
@@ -573,7 +573,7 @@ func TestRedisQueuePolicies(t *testing.T) {
 		}
 	}
 	local := shaperredis.NewQueue(rdb, "q", shaper.PerSecond(10), shaper.QueueConfig{}, shaperredis.Config{Policy: breaker.FailLocal,
-		LocalLimit: shaper.Limit{Rate: shaper.PerSecond(20), Burst: 1}})
+		LocalShare: shaper.Limit{Rate: shaper.PerSecond(20), Burst: 1}})
 	defer local.Close()
 	start := time.Now()
 	for range 3 {

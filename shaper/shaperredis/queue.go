@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/reject"
 	"github.com/floodgate-go/floodgate/internal/storecall"
@@ -35,8 +36,15 @@ import (
 //
 // When Redis cannot answer, Config.Policy decides: FailClosed returns the
 // breaker's error, FailOpen starts the call at once, FailLocal waits on a local
-// [shaper.Queue] with Config.LocalLimit's rate and burst (default: the shared
+// [shaper.Queue] with Config.LocalShare's rate and burst (default: the shared
 // rate).
+//
+// Config.Observer (or, if nil, QueueConfig.Observer) is told of every call of
+// weight n > 0, Component floodgate.ComponentQueue: KindAdmit with Source
+// (store, fail_open, fail_local) and Duration, the sleep until a slot the
+// store reserved (0 under FailOpen and FailLocal); KindReject with Reason,
+// Err and, for a FailClosed refusal, Source fail_closed; KindCancel when the
+// caller's context ended first (Duration: the sleep so far).
 //
 // Use [NewQueue]; the zero Queue refuses every call with ErrClosed. A Queue is
 // safe for concurrent use by multiple goroutines. Its constructor starts no
@@ -52,6 +60,7 @@ type Queue struct {
 	policy   breaker.Policy
 	local    *shaper.Queue
 	stats    queueCounters
+	obs      floodgate.Observer
 
 	mu sync.Mutex
 	// mu guards:
@@ -100,6 +109,10 @@ func NewQueue(client redis.UniversalClient, name string, r shaper.Rate, cfg Queu
 		waiting:  make(map[*int64]struct{}),
 		done:     make(chan struct{}),
 		base:     time.Now(),
+		obs:      rcfg.Observer,
+	}
+	if q.obs == nil {
+		q.obs = cfg.Observer
 	}
 	switch {
 	case cfg.MaxWait > 0:
@@ -110,7 +123,7 @@ func NewQueue(client redis.UniversalClient, name string, r shaper.Rate, cfg Queu
 	// The script keeps (wait + τ)·C below 2^53.
 	q.maxSlot = max(0, (maxExact-2*lim.Burst*rl.p)/rl.c-1)
 	if rcfg.Policy == breaker.FailLocal {
-		ll := rcfg.LocalLimit
+		ll := rcfg.LocalShare
 		if ll == (shaper.Limit{}) {
 			ll = lim
 		}
@@ -121,6 +134,71 @@ func NewQueue(client redis.UniversalClient, name string, r shaper.Rate, cfg Queu
 
 // Key returns the Redis key of the queue's schedule.
 func (q *Queue) Key() string { return q.key }
+
+// enter registers a call in this process's waiting set, unless the queue is
+// closed or MaxQueue calls already wait; the slot it returns holds the call's
+// wake-up time once known (see sleep).
+func (q *Queue) enter() (*int64, error) {
+	slot := new(int64)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return nil, ErrClosed
+	}
+	if q.maxQueue > 0 && len(q.waiting) >= q.maxQueue {
+		earliest := int64(1 << 62)
+		for s := range q.waiting {
+			earliest = min(earliest, *s)
+		}
+		return nil, reject.New(ErrQueueFull, time.Duration(earliest-int64(time.Since(q.base))))
+	}
+	*slot = 1 << 62
+	q.waiting[slot] = struct{}{}
+	return slot, nil
+}
+
+// leave removes a call that entered from the waiting set.
+func (q *Queue) leave(slot *int64) {
+	q.mu.Lock()
+	delete(q.waiting, slot)
+	q.mu.Unlock()
+}
+
+// budget returns the longest wait a call may accept, in µs, and the refusal
+// of a slot beyond it: MaxWait's, or ctx's deadline's if that is sooner. A
+// slot beyond maxSlot is too far for any MaxWait.
+func (q *Queue) budget(ctx context.Context) (int64, error) {
+	budget, reason := q.maxSlot, ErrMaxWait
+	if q.maxWait >= 0 {
+		budget = min(budget, q.maxWait)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		if left := max(0, int64(time.Until(dl)/time.Microsecond)); left < budget {
+			budget, reason = left, ErrDeadline
+		}
+	}
+	return budget, reason
+}
+
+// reserve asks the store for a slot of weight n at most budget µs away
+// (reserve.lua), through the breaker and the policy.
+func (q *Queue) reserve(ctx context.Context, n, budget int64) ([7]int64, breaker.Source, error) {
+	args := []any{q.rl.args[0], q.rl.args[1], q.rl.args[2], n, budget}
+	var fallback func(context.Context) ([7]int64, error)
+	if q.local != nil {
+		fallback = func(context.Context) ([7]int64, error) { return [7]int64{-1}, nil }
+	}
+	return storecall.Do(ctx, &q.st, q.policy, func(ctx context.Context, client redis.UniversalClient) ([7]int64, error) {
+		var out [7]int64
+		if err := evalBefore(ctx, q.st.Clock, client, reserveScript, q.key, out[:], args...); err != nil {
+			return out, err
+		}
+		if out[0] != 0 && out[0] != 1 || out[1] < 0 {
+			return out, errors.New("shaperredis: unexpected reserve reply")
+		}
+		return out, nil
+	}, fallback)
+}
 
 // Wait reserves a slot of weight n in the fleet's schedule and sleeps until it,
 // then returns nil. It fails without reserving anything:
@@ -143,14 +221,18 @@ func (q *Queue) Key() string { return q.key }
 // returns nil at once. A negative n panics.
 func (q *Queue) Wait(ctx context.Context, n int64) error {
 	var src breaker.Source
-	err := q.wait(ctx, n, &src)
-	q.count(ctx, n, src, err)
+	var waited time.Duration
+	err := q.wait(ctx, n, &src, &waited)
+	if i := q.count(ctx, n, src, err); i >= 0 && q.obs != nil {
+		q.observe(i, n, waited, err)
+	}
 	return err
 }
 
 // wait is Wait without its counters; it sets *from to the source of the
-// decision once the store or its policy made one.
-func (q *Queue) wait(ctx context.Context, n int64, from *breaker.Source) error {
+// decision once the store or its policy made one, and *waited to the wait
+// of the slot the store reserved.
+func (q *Queue) wait(ctx context.Context, n int64, from *breaker.Source, waited *time.Duration) error {
 	if n < 0 {
 		panic("shaperredis: Queue.Wait: negative weight")
 	}
@@ -163,56 +245,16 @@ func (q *Queue) wait(ctx context.Context, n int64, from *breaker.Source) error {
 	if n > q.rl.max {
 		return reject.New(ErrTooLarge, 0)
 	}
-	slot := new(int64)
-	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
-		return ErrClosed
+	slot, err := q.enter()
+	if err != nil {
+		return err
 	}
-	if q.maxQueue > 0 && len(q.waiting) >= q.maxQueue {
-		earliest := int64(1 << 62)
-		for s := range q.waiting {
-			earliest = min(earliest, *s)
-		}
-		q.mu.Unlock()
-		return reject.New(ErrQueueFull, time.Duration(earliest-int64(time.Since(q.base))))
-	}
-	*slot = 1 << 62
-	q.waiting[slot] = struct{}{}
-	q.mu.Unlock()
-	defer func() {
-		q.mu.Lock()
-		delete(q.waiting, slot)
-		q.mu.Unlock()
-	}()
+	defer q.leave(slot)
 	if n == 0 {
 		return nil
 	}
-
-	budget, reason := q.maxSlot, ErrMaxWait // a slot beyond maxSlot is too far for any MaxWait
-	if q.maxWait >= 0 {
-		budget = min(budget, q.maxWait)
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		if left := max(0, int64(time.Until(dl)/time.Microsecond)); left < budget {
-			budget, reason = left, ErrDeadline
-		}
-	}
-	args := []any{q.rl.args[0], q.rl.args[1], q.rl.args[2], n, budget}
-	var fallback func(context.Context) ([7]int64, error)
-	if q.local != nil {
-		fallback = func(context.Context) ([7]int64, error) { return [7]int64{-1}, nil }
-	}
-	r, src, err := storecall.Do(ctx, &q.st, q.policy, func(ctx context.Context, client redis.UniversalClient) ([7]int64, error) {
-		var out [7]int64
-		if err := evalBefore(ctx, q.st.Clock, client, reserveScript, q.key, out[:], args...); err != nil {
-			return out, err
-		}
-		if out[0] != 0 && out[0] != 1 || out[1] < 0 {
-			return out, errors.New("shaperredis: unexpected reserve reply")
-		}
-		return out, nil
-	}, fallback)
+	budget, reason := q.budget(ctx)
+	r, src, err := q.reserve(ctx, n, budget)
 	*from = src
 	switch src {
 	case breaker.FromFailOpen:
@@ -229,33 +271,43 @@ func (q *Queue) wait(ctx context.Context, n int64, from *breaker.Source) error {
 	if r[0] == 0 {
 		return reject.New(reason, micros(r[1]-budget))
 	}
+	w, err := q.sleep(ctx, slot, r)
+	*waited = w
+	return err
+}
+
+// sleep waits until the slot of reservation r, which is r[1] µs away, and
+// gives it back if ctx ends or the queue closes first. It returns how long it
+// slept.
+func (q *Queue) sleep(ctx context.Context, slot *int64, r [7]int64) (time.Duration, error) {
 	wait := micros(r[1])
 	if wait <= 0 {
-		return nil
+		return 0, nil
 	}
 	q.mu.Lock()
 	closed := q.closed
+	start := time.Since(q.base)
 	if !closed {
-		*slot = int64(time.Since(q.base) + wait)
+		*slot = int64(start + wait)
 		q.wg.Add(1) // a sleeper: Close waits until it has queued its give-back
 	}
 	q.mu.Unlock()
 	if closed { // closed while the reservation was in flight
 		q.giveBackOne(r)
-		return ErrClosed
+		return 0, ErrClosed
 	}
 	defer q.wg.Done()
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return nil
+		return wait, nil
 	case <-ctx.Done():
 		q.unreserve(r)
-		return ctx.Err()
+		return time.Since(q.base) - start, ctx.Err()
 	case <-q.done:
 		q.unreserve(r)
-		return ErrClosed
+		return time.Since(q.base) - start, ErrClosed
 	}
 }
 

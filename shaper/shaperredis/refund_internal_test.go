@@ -77,9 +77,7 @@ func TestRedisRefundDifferential(t *testing.T) {
 					if _, err := refundAt(ctx, rm, "k", now, n, got); err != nil {
 						t.Fatal(err)
 					}
-					local.(interface {
-						RefundAt(string, time.Time, int64, shaper.Decision)
-					}).RefundAt("k", at(now), n, want)
+					local.RefundAt("k", at(now), n, want)
 				}
 				now += int64(i%5) * 30_000
 			}

@@ -6,6 +6,7 @@ import (
 	"github.com/floodgate-go/floodgate/shaper"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -62,18 +63,7 @@ func TestRedisDifferential(t *testing.T) {
 						lim = shapertest.RandomLimit(r, algoOf[kind])
 						max = burstOf(lim)
 						rm.SetLimit(lim)
-						switch l := local.(type) {
-						case *shaper.Meter:
-							l.SetLimit(lim)
-						case *shaper.TokenBucket:
-							l.SetLimit(lim)
-						case *shaper.FixedWindow:
-							l.SetLimit(lim)
-						case *shaper.SlidingLog:
-							l.SetLimit(lim)
-						case *shaper.SlidingCounter:
-							l.SetLimit(lim)
-						}
+						local.SetLimit(lim)
 					}
 					var n int64
 					now, n = shapertest.RandomStep(r, now, lim, max)
@@ -103,40 +93,55 @@ func TestRedisDifferential(t *testing.T) {
 	}
 }
 
-func localAt(m localMeter, key string, now, n int64) (shaper.Decision, error) {
-	t := time.UnixMicro(now)
-	switch l := m.(type) {
-	case *shaper.Meter:
-		return l.AllowNAt(key, t, n)
-	case *shaper.TokenBucket:
-		return l.AllowNAt(key, t, n)
-	case *shaper.FixedWindow:
-		return l.AllowNAt(key, t, n)
-	case *shaper.SlidingLog:
-		return l.AllowNAt(key, t, n)
-	case *shaper.SlidingCounter:
-		return l.AllowNAt(key, t, n)
-	}
-	panic("unknown meter")
+func localAt(m *shaper.Meter, key string, now, n int64) (shaper.Decision, error) {
+	return m.AllowNAt(key, time.UnixMicro(now), n)
 }
 
 // TestScriptsLoad loads every embedded script into Redis, so a syntax error fails
 // here, and checks that each script's SHA-1 is the one go-redis computed.
 func TestScriptsLoad(t *testing.T) {
 	db := redistest.Connect(t)
-	for name, s := range map[string]*redisscript.Script{
-		"gcra": gcraScript, "tokenbucket": tokenBucketScript, "fixedwindow": fixedWindowScript,
-		"slidinglog": slidingLogScript, "slidingcounter": slidingCounterScript,
-		"reserve": reserveScript, "unreserve": unreserveScript, "lease": leaseScript,
-		"refund_gcra": refundGCRAScript, "refund_tokenbucket": refundTokenBucketScript,
-		"refund_fixedwindow": refundFixedWindowScript, "refund_slidinglog": refundSlidingLogScript,
-		"refund_slidingcounter": refundSlidingCounterScript,
-	} {
+	for name, s := range scriptsByName(scripts) {
 		got, err := s.Load(context.Background(), db.Client).Result()
 		if err != nil {
 			t.Errorf("SCRIPT LOAD %s: %v", name, err)
 		} else if got != s.Hash() {
 			t.Errorf("SCRIPT LOAD %s = %s, want %s", name, got, s.Hash())
+		}
+	}
+}
+
+// scriptsByName returns every script of set by a name.
+func scriptsByName(set *scriptSet) map[string]*redisscript.Script {
+	m := map[string]*redisscript.Script{"reserve": set.reserve, "unreserve": set.unreserve, "lease": set.lease}
+	for kind, name := range kindNames {
+		m[name], m["batch_"+name], m["refund_"+name] = set.meter[kind], set.batch[kind], set.refund[kind]
+	}
+	return m
+}
+
+// TestTestScriptsDifferOnlyInClock: the scripts the tests run at pinned
+// times (testScripts) are the production scripts but for the clock piece,
+// so what the pinned-time tests check is what production runs; and no
+// production script reads a time from its arguments.
+func TestTestScriptsDifferOnlyInClock(t *testing.T) {
+	marked := scriptsByName(newScriptSet(func(nargs string) string { return "<clock " + nargs + ">" }))
+	prod, test := scriptsByName(scripts), scriptsByName(testScripts)
+	clock := regexp.MustCompile(`<clock ([^>]*)>`)
+	for name, m := range marked {
+		if n := len(clock.FindAllString(m.Source(), -1)); n != 1 {
+			t.Errorf("%s: %d clock pieces, want 1", name, n)
+		}
+		if got := clock.ReplaceAllLiteralString(m.Source(), timeClock("")); got != prod[name].Source() {
+			t.Errorf("%s: production script is not the assembly with Redis TIME", name)
+		}
+		if got := clock.ReplaceAllStringFunc(m.Source(), func(s string) string {
+			return pinnedClock(clock.FindStringSubmatch(s)[1])
+		}); got != test[name].Source() {
+			t.Errorf("%s: test script is not the assembly with the pinned clock", name)
+		}
+		if src := prod[name].Source(); strings.Contains(src, "NARGS") || !strings.Contains(src, "redis.call('TIME')") {
+			t.Errorf("%s: production script does not read Redis TIME only", name)
 		}
 	}
 }
@@ -157,7 +162,7 @@ func TestScriptsRefuseInvalidArguments(t *testing.T) {
 		{"1000", "x", "2", "1"},       // not a number
 		{"1000000", "1", "1e13", "1"}, // B·P > 2^53
 	}
-	for _, s := range []*redisscript.Script{gcraScript, tokenBucketScript, fixedWindowScript, slidingLogScript, slidingCounterScript} {
+	for _, s := range scripts.meter {
 		for _, args := range bad {
 			err := s.Run(ctx, db.Client, []string{key}, args...).Err()
 			if err == nil || !strings.Contains(err.Error(), "shaper: invalid arguments") {
@@ -299,7 +304,7 @@ func TestReserveScriptContract(t *testing.T) {
 	ctx := context.Background()
 	reserve := func(n, maxwait int64) [3]int64 {
 		var out [7]int64
-		if err := evalKey(ctx, db.Client, reserveScript, q.Key(), out[:], q.rl.args[0], q.rl.args[1], q.rl.args[2], n, maxwait, 0, now); err != nil {
+		if err := evalKey(ctx, db.Client, testScripts.reserve, q.Key(), out[:], q.rl.args[0], q.rl.args[1], q.rl.args[2], n, maxwait, 0, now); err != nil {
 			t.Fatal(err)
 		}
 		return [3]int64(out[:3])
@@ -365,7 +370,7 @@ func TestBatchScriptMatchesSingle(t *testing.T) {
 			k := kinds[kind]
 			lim := shaper.Limit{Rate: shaper.Rate{Count: 8, Period: time.Second}}
 			rl := newRedisLimit("t", lim, k.window)
-			single, multi := k.script, k.batch
+			single, multi := testScripts.meter[kind], testScripts.batch[kind]
 			for step, now := range []int64{1_700_000_000_000_000, 1_700_000_000_250_000, 1_700_000_002_000_000} {
 				var want []int64
 				for i, key := range keys {
@@ -396,6 +401,7 @@ func TestBatchScriptMatchesSingle(t *testing.T) {
 					t.Errorf("step %d: batch %v, single calls %v", step, got, want)
 				}
 			}
+			single, multi = scripts.meter[kind], scripts.batch[kind] // no pinned time
 			bad := []*bcall{
 				{args: new(evalBuf).fill(db.Prefix+kindNames[kind]+":x:{a}", rl, 1, 0)},
 				{args: new(evalBuf).fill(db.Prefix+kindNames[kind]+":x:{b}", rl, rl.max+1, 0)},

@@ -4,36 +4,12 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/shaper"
 )
-
-// MeterStats counts the decisions of one Redis [Meter] in this process (the
-// fleet's are the sum over its processes). Counters are totals since the
-// meter was made.
-type MeterStats struct {
-	// Decisions by source: Store counts the decisions Redis made (admitted or
-	// denied), Local those the FailLocal meter made while Redis could not
-	// answer (admitted or denied), FailOpen the calls admitted under FailOpen
-	// while Redis could not answer.
-	Store, Local, FailOpen int64
-
-	Admitted int64 // decisions that admitted, from every source
-	Limited  int64 // rate denials (Allowed false), from Redis or the FailLocal meter
-
-	// Refusals returned as errors, before or instead of a decision.
-	TooLarge    int64 // a cost above the burst (ErrTooLarge)
-	InvalidKey  int64 // a key longer than Config.MaxKeyLen
-	Unavailable int64 // Redis could not answer under FailClosed (breaker.ErrUnavailable)
-	Canceled    int64 // the caller's context ended first
-	Errors      int64 // any other error (an unexpected reply, a Redis error reply)
-
-	// Refunds counts the Refund calls that reached Redis (whether or not
-	// the key still owed anything), RefundErrors those that failed (Redis
-	// could not answer: that cost stays spent).
-	Refunds, RefundErrors int64
-}
 
 // Indexes of the counters of a Meter.
 const (
@@ -53,31 +29,59 @@ const (
 )
 
 // meterCounters are a Meter's counters: one atomic add per decision.
-type meterCounters [mCounters]atomic.Int64
+type meterCounters [mCounters]atomic.Uint64
 
-// Stats returns the meter's counters. Each is read atomically; the snapshot as
-// a whole is not taken at one instant.
-func (m *Meter) Stats() MeterStats {
+// Stats returns the meter's counters in this process (the fleet's are the
+// sums over its processes): [shaper.MeterStats], the one type of every
+// meter, with the fields of a store-backed meter set (decisions by source,
+// invalid keys, cancellations, errors, refund errors). Refunded counts the
+// Refunds that gave something back in Redis. Peeks (n = 0) are not counted.
+// Each counter is read atomically; the snapshot as a whole is not taken at
+// one instant.
+func (m *Meter) Stats() shaper.MeterStats {
 	c := &m.stats
-	st := MeterStats{
-		FailOpen:     c[mFailOpen].Load(),
+	as, ds, al, dl := c[mAdmitStore].Load(), c[mDenyStore].Load(), c[mAdmitLocal].Load(), c[mDenyLocal].Load()
+	fo := c[mFailOpen].Load()
+	return shaper.MeterStats{
+		Allowed:      as + al + fo,
+		Denied:       ds + dl,
 		TooLarge:     c[mTooLarge].Load(),
+		Refunded:     c[mRefunds].Load(),
+		Store:        as + ds,
+		FailOpen:     fo,
+		FailLocal:    al + dl,
+		FailClosed:   c[mUnavailable].Load(),
 		InvalidKey:   c[mInvalidKey].Load(),
-		Unavailable:  c[mUnavailable].Load(),
 		Canceled:     c[mCanceled].Load(),
 		Errors:       c[mErrors].Load(),
-		Refunds:      c[mRefunds].Load(),
 		RefundErrors: c[mRefundErrors].Load(),
 	}
-	as, ds, al, dl := c[mAdmitStore].Load(), c[mDenyStore].Load(), c[mAdmitLocal].Load(), c[mDenyLocal].Load()
-	st.Store, st.Local = as+ds, al+dl
-	st.Admitted = as + al + st.FailOpen
-	st.Limited = ds + dl
-	return st
 }
 
-// count records the outcome of one AllowN for key.
-func (m *Meter) count(ctx context.Context, key string, d shaper.Decision, err error) {
+// meterEvents are the Observer's event of each counter of a decision.
+var meterEvents = [mRefunds]floodgate.Event{
+	mAdmitStore:  {Kind: floodgate.KindAdmit, Source: floodgate.SourceStore},
+	mDenyStore:   {Kind: floodgate.KindReject, Reason: floodgate.ReasonLimited, Source: floodgate.SourceStore},
+	mAdmitLocal:  {Kind: floodgate.KindAdmit, Source: floodgate.SourceFailLocal},
+	mDenyLocal:   {Kind: floodgate.KindReject, Reason: floodgate.ReasonLimited, Source: floodgate.SourceFailLocal},
+	mFailOpen:    {Kind: floodgate.KindAdmit, Source: floodgate.SourceFailOpen},
+	mTooLarge:    {Kind: floodgate.KindReject, Reason: floodgate.ReasonTooLarge},
+	mInvalidKey:  {Kind: floodgate.KindReject, Reason: floodgate.ReasonInvalidKey},
+	mUnavailable: {Kind: floodgate.KindReject, Reason: floodgate.ReasonUnavailable, Source: floodgate.SourceFailClosed},
+	mCanceled:    {Kind: floodgate.KindCancel},
+	mErrors:      {Kind: floodgate.KindReject, Reason: floodgate.ReasonError},
+}
+
+// observe tells the Observer of one decision of cost n, counted as i, that
+// returned err.
+func (m *Meter) observe(i int, n int64, err error) {
+	e := meterEvents[i]
+	e.Component, e.N, e.Err = floodgate.ComponentMeter, n, err
+	m.obs.Observe(e)
+}
+
+// count records the outcome of one AllowN for key and returns its counter.
+func (m *Meter) count(ctx context.Context, key string, d shaper.Decision, err error) int {
 	i := mAdmitStore
 	switch {
 	case err == nil:
@@ -100,6 +104,7 @@ func (m *Meter) count(ctx context.Context, key string, d shaper.Decision, err er
 		}
 	}
 	m.stats[i].Add(1)
+	return i
 }
 
 // classify returns the counter of an error of a meter or queue call.
@@ -119,9 +124,9 @@ func classify(ctx context.Context, err error) int {
 // are totals since NewQueue; a call of weight zero is not counted.
 type QueueStats struct {
 	// Calls admitted (Wait returned nil), by source: Store (a slot reserved in
-	// Redis), Local (the FailLocal queue), FailOpen (started at once because
+	// Redis), FailLocal (the FailLocal queue), FailOpen (started at once because
 	// Redis could not answer under FailOpen).
-	Store, Local, FailOpen int64
+	Store, FailLocal, FailOpen int64
 
 	Waiting int64 // calls of this process in Wait now
 
@@ -137,7 +142,7 @@ type QueueStats struct {
 }
 
 // Admitted returns the calls admitted from every source.
-func (st QueueStats) Admitted() int64 { return st.Store + st.Local + st.FailOpen }
+func (st QueueStats) Admitted() int64 { return st.Store + st.FailLocal + st.FailOpen }
 
 // Indexes of the counters of a Queue.
 const (
@@ -163,7 +168,7 @@ func (q *Queue) Stats() QueueStats {
 	c := &q.stats
 	st := QueueStats{
 		Store:               c[qStore].Load(),
-		Local:               c[qLocal].Load(),
+		FailLocal:           c[qLocal].Load(),
 		FailOpen:            c[qFailOpen].Load(),
 		RejectedQueueFull:   c[qQueueFull].Load(),
 		RejectedMaxWait:     c[qMaxWait].Load(),
@@ -183,10 +188,11 @@ func (q *Queue) Stats() QueueStats {
 }
 
 // count records the outcome of one Wait of weight n whose decision came from
-// src (meaningful only when Wait reached the store or its policy).
-func (q *Queue) count(ctx context.Context, n int64, src breaker.Source, err error) {
+// src (meaningful only when Wait reached the store or its policy), and
+// returns its counter, or -1 for a call of weight zero.
+func (q *Queue) count(ctx context.Context, n int64, src breaker.Source, err error) int {
 	if n == 0 && err == nil {
-		return
+		return -1
 	}
 	var i int
 	switch {
@@ -217,4 +223,28 @@ func (q *Queue) count(ctx context.Context, n int64, src breaker.Source, err erro
 		}
 	}
 	q.stats[i].Add(1)
+	return i
+}
+
+// queueEvents are the Observer's event of each counter of a Queue.
+var queueEvents = [qCounters]floodgate.Event{
+	qStore:       {Kind: floodgate.KindAdmit, Source: floodgate.SourceStore},
+	qLocal:       {Kind: floodgate.KindAdmit, Source: floodgate.SourceFailLocal},
+	qFailOpen:    {Kind: floodgate.KindAdmit, Source: floodgate.SourceFailOpen},
+	qQueueFull:   {Kind: floodgate.KindReject, Reason: floodgate.ReasonQueueFull},
+	qMaxWait:     {Kind: floodgate.KindReject, Reason: floodgate.ReasonMaxWait},
+	qDeadline:    {Kind: floodgate.KindReject, Reason: floodgate.ReasonDeadline},
+	qTooLarge:    {Kind: floodgate.KindReject, Reason: floodgate.ReasonTooLarge},
+	qUnavailable: {Kind: floodgate.KindReject, Reason: floodgate.ReasonUnavailable, Source: floodgate.SourceFailClosed},
+	qClosed:      {Kind: floodgate.KindReject, Reason: floodgate.ReasonClosed},
+	qCanceled:    {Kind: floodgate.KindCancel},
+	qErrors:      {Kind: floodgate.KindReject, Reason: floodgate.ReasonError},
+}
+
+// observe tells the Observer of one Wait of weight n, counted as i, that
+// waited for a slot reserved waited away and returned err.
+func (q *Queue) observe(i int, n int64, waited time.Duration, err error) {
+	e := queueEvents[i]
+	e.Component, e.N, e.Duration, e.Err = floodgate.ComponentQueue, n, waited, err
+	q.obs.Observe(e)
 }

@@ -1,13 +1,13 @@
 -- batch.lua: the tail of a meter script's batch form, which decides several keys
 -- in one call (RedisConfig.Batch on a client that is not a Cluster or a Ring).
--- The batch form is "local NARGS = 3 + #KEYS", the prelude (common.lua), the
--- meter's decide function (see common.lua), then this file: the prelude reads
--- TIME and checks P, C, B and the first cost once, and decide runs once per key.
+-- The batch form is the prelude (common.lua), the meter's decide function
+-- (see common.lua), then this file: the prelude reads TIME and checks P, C, B
+-- and the first cost once, and decide runs once per key.
 -- KEYS[i] = the state key of the i-th decision (keys may repeat: the decisions
 --           are made in order, each seeing the ones before it)
 -- ARGV    = P, C, B, then the cost n of each decision in turn, then the
---           deadline of each decision in turn (see real in common.lua)
---           [, now]
+--           deadline of each decision in turn (see the deadline check in
+--           common.lua)
 -- Returns the replies of the decisions, flattened: allowed, remaining,
 -- retry_after_us, reset_after_us for each key in turn, all at one time (now);
 -- -2, now, 0, 0 for a decision whose deadline has passed (nothing decided or
@@ -25,7 +25,7 @@ for i = 1, #KEYS do
   local j = 4 * (i - 1)
   local ok, a, r, ra, rs = false
   local dl = tonumber(ARGV[3 + #KEYS + i])
-  if dl and real and dl > 0 and now > dl then
+  if dl and dl > 0 and now > dl then
     ok, a, r, ra, rs = true, -2, now, 0, 0
   elseif dl and c and c >= 0 and c <= B and c % 1 == 0 then
     ok, a, r, ra, rs = pcall(decide, KEYS[i], c)

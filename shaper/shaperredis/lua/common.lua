@@ -4,15 +4,15 @@
 -- ARGV[2] = C, the rate's count per period       (integer ≥ 1)
 -- ARGV[3] = B, the burst / capacity / count      (integer ≥ 1)
 -- ARGV[4] = n, the cost of this call             (integer, 0 ≤ n ≤ B; 0 = peek)
--- ARGV[5..NARGS] = the script's own arguments, if any; for a script that
---           spends on a caller's behalf, the last is the call's deadline (see
---           real below)
--- ARGV[NARGS+1] = (tests only) the time in Unix µs to use instead of TIME, an
---           integer in [0, 2^53) (shaper.ErrTimeRange's range); when given, keys
---           get a TTL of at least one hour, as test time is not real
--- The line before this prelude, "local NARGS = k", sets the script's own ARGV
--- count. A meter script (gcra, tokenbucket, fixedwindow, slidinglog,
--- slidingcounter) is this prelude, then its file as the body of
+-- ARGV[5..] = the script's own arguments, if any; for a script that spends
+--           on a caller's behalf, the last is the call's deadline (see the
+--           deadline check below)
+-- The prelude validates the arguments, then reads the time (the clock piece,
+-- which scripts.go puts at "-- clock": Redis TIME, as now in Unix µs, and
+-- ttlfloor = 1, the least TTL in ms; the tests assemble the same scripts with
+-- a clock piece that reads a pinned time from one more argument instead),
+-- then defines the helpers. A meter script (gcra, tokenbucket, fixedwindow,
+-- slidinglog, slidingcounter) is this prelude, then its file as the body of
 -- "local function decide(key, n)" (with "local now = now" first, as a body may
 -- move its own now), then "return {decide(KEYS[1], n)}": decide makes one
 -- decision for the state key key at cost n and returns its four integers. The
@@ -33,28 +33,14 @@ if not (P and C and B and n) or P < 1 or C < 1 or B < 1 or n < 0 or n > B
   or B > EXACT / P or C > EXACT / P then
   return redis.error_reply('ERR shaper: invalid arguments')
 end
-local now, ttlfloor, real
-if #ARGV > NARGS then
-  now = tonumber(ARGV[NARGS + 1])
-  if not now or now < 0 or now >= EXACT or now % 1 ~= 0 then
-    return redis.error_reply('ERR shaper: time out of range')
-  end
-  ttlfloor = 3600000
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  ttlfloor = 1
-  real = true
-end
--- real is true when now is Redis TIME (not a test time). A script that spends
--- on a caller's behalf takes the call's deadline, in Redis time (Unix µs, 0
--- for none: see storecall.Clock), as its last own argument (ARGV[NARGS]), and
--- once now is past it, does nothing and replies -2 first and now second: the
--- client has answered its caller with a timeout (the call sat in the socket of
--- a frozen Redis, say). Under a test time no deadline passes. The check is
--- written out in each script, as "local dl = tonumber(ARGV[i])", nil an
--- error, "if real and dl > 0 and now > dl": a helper function would cost
--- every call its closure.
+-- clock
+-- A script that spends on a caller's behalf takes the call's deadline, in
+-- Redis time (Unix µs, 0 for none: see storecall.Clock), as its last own
+-- argument, and once now is past it, does nothing and replies -2 first and
+-- now second: the client has answered its caller with a timeout (the call sat
+-- in the socket of a frozen Redis, say). The check is written out in each
+-- script, as "local dl = tonumber(ARGV[i])", nil an error, "if dl > 0 and now
+-- > dl": a helper function would cost every call its closure.
 -- idiv is Go's integer division (truncated toward zero).
 local function idiv(a, b)
   local q = a / b

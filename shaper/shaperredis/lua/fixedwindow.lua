@@ -1,7 +1,7 @@
 -- fixedwindow.lua: one fixed-window decision (shaper.FixedWindow's arithmetic, see
 -- window.go). Windows of P µs are aligned to the Unix epoch; B must equal C.
 -- key     = the state key: the string "start count"
--- ARGV    = P, C, B (= C), n [, now]  (see common.lua)
+-- ARGV    = P, C, B (= C), n  (see common.lua)
 -- decide returns allowed, remaining, retry_after_us, reset_after_us; an
 -- admission of n > 0 returns in place of its retry (always 0) its stamp, the
 -- window's start, which refund_fixedwindow.lua needs (see Meter.Refund).

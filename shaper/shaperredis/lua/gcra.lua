@@ -1,7 +1,7 @@
 -- gcra.lua: one GCRA decision (shaper.Meter's arithmetic, see meter.go).
 -- key     = the state key: tat, rem, last (theoretical arrival time tat + rem/C
 --           µs, written by the admission at time last), packed by gcra_state
--- ARGV    = P, C, B, n [, now]  (see common.lua)
+-- ARGV    = P, C, B, n  (see common.lua)
 -- decide returns allowed, remaining, retry_after_us, reset_after_us.
 -- A denial or n = 0 writes nothing. An admission writes the new state with a TTL
 -- that ends just after the theoretical arrival time, when the key is idle. The

@@ -3,9 +3,9 @@
 -- KEYS[1] = state: tat, rem, last packed by gcra_state, shared with gcra.lua
 -- ARGV    = P, C, B, n (most to take, ≤ B), giveback (≥ 0), least (0..n: take
 --           nothing unless at least this many are available), the call's
---           deadline (see real in common.lua; the client sends 0, none,
---           for a give-back only, n = 0, a refund that must run however
---           late) [, now]
+--           deadline (see the deadline check in common.lua; the client sends
+--           0, none, for a give-back only, n = 0, a refund that must run
+--           however late)
 -- Returns {taken, remaining, retry_after_us, reset_after_us}: retry_after_us is
 -- 0 if taken > 0, else the wait until max(least, 1) tokens are available; or
 -- {-2, now, 0, 0}, having done nothing, once the deadline has passed.
@@ -20,7 +20,7 @@ if not giveback or not least or giveback < 0 or giveback % 1 ~= 0 or giveback > 
 end
 local dl = tonumber(ARGV[7])
 if not dl then return redis.error_reply('ERR shaper: invalid arguments') end
-if real and dl > 0 and now > dl then return {-2, now, 0, 0} end
+if dl > 0 and now > dl then return {-2, now, 0, 0} end
 local tau = B * P
 local tat, rem = gcra_arrival(KEYS[1], tau)
 local dt = tat - now

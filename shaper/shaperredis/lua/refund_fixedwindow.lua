@@ -3,7 +3,7 @@
 -- was refused by a later step (shaper.FixedWindow's refund, see window.go):
 -- n is uncounted if that window is still the key's and not over.
 -- KEYS[1] = the state key (see fixedwindow.lua)
--- ARGV    = P, C, B, n, at [, now]  (see common.lua)
+-- ARGV    = P, C, B, n, at  (see common.lua)
 -- A refund carries no deadline: it gives back, so it is always due, even
 -- late. Returns {1} if something was given back, else {0}.
 local key = KEYS[1]

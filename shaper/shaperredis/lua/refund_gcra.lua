@@ -3,7 +3,7 @@
 -- see meter.go): the theoretical arrival time moves back by n·T, but never
 -- before now (a key whose time has passed is fresh: a refund never gives more).
 -- KEYS[1] = the state key (see gcra.lua)
--- ARGV    = P, C, B, n, at (unused by GCRA) [, now]  (see common.lua)
+-- ARGV    = P, C, B, n, at (unused by GCRA)  (see common.lua)
 -- A refund carries no deadline: it gives back, so it is always due, even
 -- late. Returns {1} if something was given back, else {0} (no state, or idle).
 local key = KEYS[1]

@@ -4,7 +4,7 @@
 -- window.go): n is uncounted from that window, whether it is still the
 -- current one or has become the previous one.
 -- KEYS[1] = the state key (see slidingcounter.lua)
--- ARGV    = P, C, B, n, at [, now]  (see common.lua)
+-- ARGV    = P, C, B, n, at  (see common.lua)
 -- A refund carries no deadline: it gives back, so it is always due, even
 -- late. Returns {1} if something was given back, else {0}.
 local key = KEYS[1]

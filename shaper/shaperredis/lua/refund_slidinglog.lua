@@ -5,7 +5,7 @@
 -- removed if nothing is left in it. An entry no longer in the list has
 -- nothing left to give back.
 -- KEYS[1] = the state key (see slidinglog.lua)
--- ARGV    = P, C, B, n, at [, now]  (see common.lua)
+-- ARGV    = P, C, B, n, at  (see common.lua)
 -- A refund carries no deadline: it gives back, so it is always due, even
 -- late. Returns {1} if something was given back, else {0}.
 local key = KEYS[1]

@@ -3,7 +3,7 @@
 -- (shaper.TokenBucket's refund, see tokenbucket.go): refill up to now, then
 -- n tokens back, up to the capacity.
 -- KEYS[1] = the state key (see tokenbucket.lua)
--- ARGV    = P, C, B, n, at (unused by the token bucket) [, now]  (see common.lua)
+-- ARGV    = P, C, B, n, at (unused by the token bucket)  (see common.lua)
 -- A refund carries no deadline: it gives back, so it is always due, even
 -- late. Returns {1} if something was given back, else {0} (no state, or full).
 local key = KEYS[1]
@@ -13,20 +13,7 @@ if not v or n == 0 then return {0} end
 local s = ints(v, 3)
 if not s or s[3] <= 0 then return {0} end
 local tokens, last, per = s[1], s[2], s[3]
-if per ~= P then
-  tokens = idiv(tokens, per) * P
-  per = P
-end
-tokens = math.min(tokens, full)
-local t = now
-if t < last then t = last end
-local e = t - last
-if e >= ceildiv(full - tokens, C) then
-  tokens = full
-else
-  tokens = tokens + e * C
-end
-last = t
+-- refill
 if tokens == full then return {0} end
 tokens = math.min(tokens + n * P, full)
 local fill = ceildiv(full, C)

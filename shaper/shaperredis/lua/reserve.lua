@@ -3,7 +3,7 @@
 -- burst: reservations already handed out are in the future, and they are kept.
 -- KEYS[1] = state: the string "tat rem" (schedule end tat + rem/C µs)
 -- ARGV    = P, C, B (burst), n (cost), maxwait_us, the call's deadline (see
---           real in common.lua) [, now]  (see common.lua)
+--           the deadline check in common.lua)
 -- Returns {taken (0|1), wait_us, reset_after_us, end_tat, end_rem, prev_tat,
 -- prev_rem}: when taken, the caller may start after wait_us, and the schedule
 -- went from prev (prev_tat = -1: idle) to end, which unreserve.lua can undo;
@@ -16,7 +16,7 @@ if not maxwait or maxwait < 0 or maxwait % 1 ~= 0 or maxwait > EXACT / C then
 end
 local dl = tonumber(ARGV[6])
 if not dl then return redis.error_reply('ERR shaper: invalid arguments') end
-if real and dl > 0 and now > dl then return {-2, now, 0, 0, 0, 0, 0} end
+if dl > 0 and now > dl then return {-2, now, 0, 0, 0, 0, 0} end
 local tau = B * P
 local d = 0
 local pt, pr = -1, 0

@@ -2,7 +2,7 @@
 -- arithmetic, see window.go): counts of the current and previous fixed window,
 -- the previous weighted by the part of it still inside the rolling window.
 -- key     = the state key: the string "start prev cur"
--- ARGV    = P, C, B (= C), n [, now]  (see common.lua)
+-- ARGV    = P, C, B (= C), n  (see common.lua)
 -- decide returns allowed, remaining, retry_after_us, reset_after_us;
 -- an admission of n > 0 returns in place of its retry (always 0) its stamp,
 -- the window's start, which refund_slidingcounter.lua needs (Meter.Refund).

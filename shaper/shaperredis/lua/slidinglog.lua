@@ -2,7 +2,7 @@
 -- see slidinglog.go): the admitted events of the last P µs, at most C in total.
 -- key     = the state key: a LIST of "ts n" entries, oldest first (events at the same µs
 --           share one entry); at most C entries
--- ARGV    = P, C, B (= C), n [, now]  (see common.lua)
+-- ARGV    = P, C, B (= C), n  (see common.lua)
 -- decide returns allowed, remaining, retry_after_us, reset_after_us;
 -- an admission of n > 0 returns in place of its retry (always 0) its stamp,
 -- the entry's time, which refund_slidinglog.lua needs (Meter.Refund).

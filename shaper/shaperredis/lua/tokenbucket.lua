@@ -9,7 +9,7 @@
 -- instead of an error, and a call dated before the last one is told its wait
 -- from its own time.
 -- key     = the state key: the string "tokens last per" (tokens scaled by per = P µs)
--- ARGV    = P, C, B (capacity), n [, now]  (see common.lua)
+-- ARGV    = P, C, B (capacity), n  (see common.lua)
 -- decide returns allowed, remaining, retry_after_us, reset_after_us.
 local full = B * P
 local tokens, last, per
@@ -22,24 +22,10 @@ if v then
   end
 end
 if not fresh or n > 0 then
-  -- refill
   if fresh then
     tokens, last, per = full, now, P
   else
-    if per ~= P then
-      tokens = idiv(tokens, per) * P
-      per = P
-    end
-    tokens = math.min(tokens, full)
-    local t = now
-    if t < last then t = last end
-    local e = t - last
-    if e >= ceildiv(full - tokens, C) then
-      tokens = full
-    else
-      tokens = tokens + e * C
-    end
-    last = t
+    -- refill
   end
 else
   tokens, last = full, now -- a peek at a fresh key

@@ -3,7 +3,7 @@
 -- ends where that reservation left it); otherwise the later ones keep their
 -- slots and this one stays used.
 -- KEYS[1] = state: the string "tat rem" (see reserve.lua)
--- ARGV    = P, C, B, 0, end_tat, end_rem, prev_tat (-1: idle), prev_rem [, now]
+-- ARGV    = P, C, B, 0, end_tat, end_rem, prev_tat (-1: idle), prev_rem
 -- Returns 1 if the reservation was given back, else 0.
 local et, er = tonumber(ARGV[5]), tonumber(ARGV[6])
 local pt, pr = tonumber(ARGV[7]), tonumber(ARGV[8])
