@@ -22,10 +22,6 @@ import (
 // Every local leaf fits bulkhead's interfaces as it is.
 var (
 	_ bulkhead.Rate       = (*shaper.Meter)(nil)
-	_ bulkhead.Rate       = (*shaper.TokenBucket)(nil)
-	_ bulkhead.Rate       = (*shaper.FixedWindow)(nil)
-	_ bulkhead.Rate       = (*shaper.SlidingLog)(nil)
-	_ bulkhead.Rate       = (*shaper.SlidingCounter)(nil)
 	_ bulkhead.Rate       = (*shaper.Limiter)(nil)
 	_ floodgate.Gate      = (*semaphore.Weighted)(nil)
 	_ floodgate.KeyedGate = (*semaphore.Keyed)(nil)

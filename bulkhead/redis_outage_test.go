@@ -52,7 +52,7 @@ func TestRedisOutage(t *testing.T) {
 		})
 		cfg := shaperredis.Config{Breaker: ep.brk, Policy: p}
 		if p == breaker.FailLocal {
-			cfg.LocalLimit = localLim
+			cfg.LocalShare = localLim
 		}
 		m := shaperredis.NewMeter(rdb, lim, cfg)
 		ep.b = bulkhead.New(bulkhead.Config{
