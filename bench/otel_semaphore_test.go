@@ -1,5 +1,3 @@
-//go:build floodgate_merged
-
 package bench
 
 import (
