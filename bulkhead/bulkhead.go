@@ -153,7 +153,7 @@ type Layer struct {
 const DefaultMaxKeyLen = 256
 
 // maxInline is the number of layers an admission tracks without allocating.
-const maxInline = 12
+const maxInline = 8
 
 // Config configures a Bulkhead. The zero Config is valid and admits every
 // identified request (no layers).
