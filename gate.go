@@ -68,3 +68,10 @@ func (h Held) Release() {
 		h.release(h.key, h.n)
 	}
 }
+
+// DefaultMaxKeys bounds the live keys (keys with holders or waiters) of a
+// keyed gate whose config leaves MaxKeys zero: semaphore.Keyed and
+// distsem.Keyed both default to it. 65,536 live keys is more than one
+// process has in flight (every live key has a caller in it), and bounds what
+// a flood of new keys can cost in memory.
+const DefaultMaxKeys = 1 << 16

@@ -32,8 +32,9 @@ var (
 )
 
 // DefaultMaxKeys is the bound on live keys of a Keyed when
-// KeyedConfig.MaxKeys is zero.
-const DefaultMaxKeys = 10_000
+// KeyedConfig.MaxKeys is zero: floodgate.DefaultMaxKeys, the one default of
+// every keyed gate.
+const DefaultMaxKeys = floodgate.DefaultMaxKeys
 
 // KeyedConfig configures a Keyed. The zero value is a valid KeyedConfig: every
 // key configured by the zero Config, at most DefaultMaxKeys live keys.

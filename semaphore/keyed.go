@@ -14,8 +14,9 @@ import (
 // with holders or waiters are never evicted to make room.
 var ErrTooManyKeys = reject.Sentinel(floodgate.ReasonTooManyKeys, "semaphore: too many keys")
 
-// DefaultMaxKeys is the bound on live keys when KeyedConfig.MaxKeys is zero.
-const DefaultMaxKeys = 1 << 20
+// DefaultMaxKeys is the bound on live keys when KeyedConfig.MaxKeys is zero:
+// floodgate.DefaultMaxKeys, the one default of every keyed gate.
+const DefaultMaxKeys = floodgate.DefaultMaxKeys
 
 // maxFree bounds the idle semaphores a Keyed keeps for reuse.
 const maxFree = 64
