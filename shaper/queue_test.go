@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
-	"github.com/floodgate-go/floodgate/internal/shapertest"
+	"github.com/floodgate-go/floodgate/internal/observetest"
 	"github.com/floodgate-go/floodgate/shaper"
 )
 
@@ -532,7 +532,7 @@ func TestQueueBurstCatchesUpWorkerStalls(t *testing.T) {
 // nothing for a weight of zero.
 func TestQueueObserver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec := &shapertest.Recorder{}
+		rec := &observetest.Recorder{}
 		q := shaper.NewQueue(shaper.PerSecond(5), shaper.QueueConfig{MaxQueue: 1, MaxWait: 300 * ms, Observer: rec})
 		defer q.Close()
 		wait := startWaits(t.Context(), q, 1, 2) // the first at once, the second 200ms later

@@ -4,38 +4,17 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/bulkhead/bulkheadpgx"
 	"github.com/floodgate-go/floodgate/distsem"
+	"github.com/floodgate-go/floodgate/internal/observetest"
 	"github.com/floodgate-go/floodgate/internal/pgtest"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/floodgate-go/floodgate/semaphore"
 )
-
-// events records what an Observer is told.
-type events struct {
-	mu sync.Mutex
-	ev []floodgate.Event
-}
-
-func (e *events) Observe(ev floodgate.Event) {
-	e.mu.Lock()
-	e.ev = append(e.ev, ev)
-	e.mu.Unlock()
-}
-
-// take returns the events recorded since the last take.
-func (e *events) take() []floodgate.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	ev := e.ev
-	e.ev = nil
-	return ev
-}
 
 // kinds lists evs as "part:kind" words.
 func kinds(evs []floodgate.Event) string {
@@ -57,7 +36,7 @@ func TestObserver(t *testing.T) {
 	fleetKeyed := distsem.NewKeyed(rdb.Client, rdb.Key("obs:"), 1, distsem.KeyedConfig{})
 	t.Cleanup(func() { fleetKeyed.Close() })
 	sem := semaphore.New(1, semaphore.Config{})
-	var rec events
+	var rec observetest.Recorder
 	db := bulkheadpgx.New(pgtest.Pool(t, 5), bulkheadpgx.Config{Observer: &rec, Classes: []bulkheadpgx.Class{
 		{Name: "c", Gate: sem, MaxWait: 5 * time.Second},
 		{Name: "big", N: 2, Gate: sem},
@@ -67,7 +46,7 @@ func TestObserver(t *testing.T) {
 	ctx := context.Background()
 	check := func(t *testing.T, want string) []floodgate.Event {
 		t.Helper()
-		evs := rec.take()
+		evs := rec.Take()
 		if got := kinds(evs); got != want {
 			t.Fatalf("events %q, want %q", got, want)
 		}

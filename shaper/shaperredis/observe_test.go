@@ -8,8 +8,8 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/internal/observetest"
 	"github.com/floodgate-go/floodgate/internal/redistest"
-	"github.com/floodgate-go/floodgate/internal/shapertest"
 	"github.com/floodgate-go/floodgate/shaper"
 	"github.com/floodgate-go/floodgate/shaper/shaperredis"
 )
@@ -17,7 +17,7 @@ import (
 // take returns the events rec was told since the last take, each with Err
 // replaced by whether it was set (so that a test compares the rest field by
 // field).
-func take(rec *shapertest.Recorder) (evs []floodgate.Event, errs []bool) {
+func take(rec *observetest.Recorder) (evs []floodgate.Event, errs []bool) {
 	for _, e := range rec.Take() {
 		errs = append(errs, e.Err != nil)
 		e.Err = nil
@@ -26,7 +26,7 @@ func take(rec *shapertest.Recorder) (evs []floodgate.Event, errs []bool) {
 	return evs, errs
 }
 
-func wantEvents(t *testing.T, rec *shapertest.Recorder, want []floodgate.Event) {
+func wantEvents(t *testing.T, rec *observetest.Recorder, want []floodgate.Event) {
 	t.Helper()
 	got, errs := take(rec)
 	if len(got) != len(want) {
@@ -52,7 +52,7 @@ func TestMeterObserverAndStats(t *testing.T) {
 	db := redistest.Connect(t)
 	ctx := context.Background()
 	lim := shaper.Limit{Rate: shaper.PerMinute(1), Burst: 1}
-	rec := &shapertest.Recorder{}
+	rec := &observetest.Recorder{}
 	m := shaperredis.NewMeter(db.Client, lim, shaperredis.Config{Prefix: db.Prefix, Observer: rec, MaxKeyLen: 8})
 	d, _ := m.AllowN(ctx, "k", 1)
 	m.AllowN(ctx, "k", 1)
@@ -110,7 +110,7 @@ func TestMeterObserverAndStats(t *testing.T) {
 func TestQueueAndLeaseObserver(t *testing.T) {
 	db := redistest.Connect(t)
 	ctx := context.Background()
-	rec := &shapertest.Recorder{}
+	rec := &observetest.Recorder{}
 	q := shaperredis.NewQueue(db.Client, "obs", shaper.PerSecond(20), shaper.QueueConfig{MaxWait: 60 * time.Millisecond},
 		shaperredis.Config{Prefix: db.Prefix, Observer: rec})
 	defer q.Close()
