@@ -14,7 +14,7 @@
 //
 // With -metrics, each worker serves GET /metrics through OpenTelemetry's
 // Prometheus exporter (docs/metrics.md): its Workers (floodgate_limiter="workers",
-// per floodgate_class), the fleet cap ("running", a distsem) and the start
+// per floodgate_part), the fleet cap ("running", a distsem) and the start
 // schedule ("starts", the Redis queue), as this process sees them. Started by
 // the parent, worker i serves on the port -metrics gives plus i (port 0: each
 // its own free port); every worker prints its address.

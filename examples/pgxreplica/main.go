@@ -21,7 +21,7 @@
 //
 // With -metrics it serves GET /metrics through OpenTelemetry's Prometheus
 // exporter (docs/metrics.md): the DB's classes (floodgate_limiter="db", per
-// floodgate_class) and the reports' gate (floodgate_limiter="reports").
+// floodgate_part) and the reports' gate (floodgate_limiter="reports").
 package main
 
 import (

@@ -16,7 +16,7 @@
 // GET /metrics serves every limiter's metrics (docs/metrics.md) through
 // OpenTelemetry's Prometheus exporter, each under its name below
 // (floodgate_limiter="export", ...; the bulkhead's layers under
-// floodgate_limiter="api").
+// floodgate_limiter="api", per floodgate_part).
 package main
 
 import (
