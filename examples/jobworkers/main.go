@@ -8,13 +8,13 @@
 // one every -interactive; interactive jobs start first, and background jobs
 // never hold a worker's last 2 slots. On shutdown the backlog drains.
 //
-//	go run ./examples/jobworkers -workers 3            # starts 3 worker processes
-//	go run ./examples/jobworkers -role worker          # or one per terminal
-//	go run ./examples/jobworkers -metrics 127.0.0.1:9464 -d 1m
+//	go -C examples run ./jobworkers -workers 3            # starts 3 worker processes
+//	go -C examples run ./jobworkers -role worker          # or one per terminal
+//	go -C examples run ./jobworkers -metrics 127.0.0.1:9464 -d 1m
 //
 // With -metrics, each worker serves GET /metrics through OpenTelemetry's
 // Prometheus exporter (docs/metrics.md): its Workers (floodgate_limiter="workers",
-// per floodgate_class), the fleet cap ("running", a distsem) and the start
+// per floodgate_part), the fleet cap ("running", a distsem) and the start
 // schedule ("starts", the Redis queue), as this process sees them. Started by
 // the parent, worker i serves on the port -metrics gives plus i (port 0: each
 // its own free port); every worker prints its address.
@@ -70,7 +70,7 @@ const (
 )
 
 // classes are the priority classes, highest first.
-var classes = []bulkhead.Class{
+var classes = []bulkhead.WorkerClass{
 	{Name: "interactive", Reserved: reserved, MaxQueue: interactiveQueue}, // background can never take these 2
 	{Name: "background", MaxQueue: backgroundQueue},
 }
@@ -110,26 +110,13 @@ func worker(ctx context.Context) error {
 		return err
 	}
 	defer stopMetrics()
-	pace := newPace(rdb)
+	pace := newPace(rdb, examplemetrics.Observer(m, "starts"))
 	defer pace.Close()
-	dcfg := distsem.Config{}
-	wcfg := bulkhead.WorkersConfig{Classes: classes, Pace: pace}
-	if m != nil {
-		dcfg = m.DistsemConfig("running", dcfg)
-		wcfg = m.WorkersConfig("workers", wcfg)
-	}
-	gate := distsem.New(rdb, *name+":running", *limit, dcfg)
+	gate := distsem.New(rdb, *name+":running", *limit, distsem.Config{Observer: examplemetrics.Observer(m, "running")})
 	defer gate.Close()
-	wcfg.Gate = gate
-	w := bulkhead.NewWorkers(*limit, wcfg)
-	if m != nil {
-		_, err1 := m.RedisQueue("starts", pace)
-		_, err2 := m.Distsem("running", gate)
-		_, err3 := m.Workers("workers", w)
-		if err := errors.Join(err1, err2, err3); err != nil {
-			return err
-		}
-	}
+	w := bulkhead.NewWorkers(*limit, bulkhead.WorkersConfig{
+		Classes: classes, Pace: pace, Gate: gate, Observer: examplemetrics.Observer(m, "workers"),
+	})
 	var started atomic.Int64
 	var first, last atomic.Int64
 	peaks := map[string]*gauge{}

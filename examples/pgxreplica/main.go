@@ -11,9 +11,9 @@
 // README's 4, about 50 / 12 pods). Without -redis the cap is this process's
 // (a semaphore.Weighted).
 //
-//	DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres go run ./examples/pgxreplica
-//	go run ./examples/pgxreplica -redis 127.0.0.1:6379 -callers 30
-//	go run ./examples/pgxreplica -metrics 127.0.0.1:9464 -d 1m
+//	DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres go -C examples run ./pgxreplica
+//	go -C examples run ./pgxreplica -redis 127.0.0.1:6379 -callers 30
+//	go -C examples run ./pgxreplica -metrics 127.0.0.1:9464 -d 1m
 //
 // A refused caller does what a request handler would do with the refusal's
 // RetryAfter (answer 503 with Retry-After): it comes back after that delay,
@@ -21,7 +21,7 @@
 //
 // With -metrics it serves GET /metrics through OpenTelemetry's Prometheus
 // exporter (docs/metrics.md): the DB's classes (floodgate_limiter="db", per
-// floodgate_class) and the reports' gate (floodgate_limiter="reports").
+// floodgate_part) and the reports' gate (floodgate_limiter="reports").
 package main
 
 import (
@@ -121,18 +121,10 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 		return err
 	}
 	defer closeGate()
-	dcfg := bulkheadpgx.Config{Classes: []bulkheadpgx.Class{
-		{Name: "reports", Gate: gate, MaxWait: maxWait},
-	}}
-	if m != nil {
-		dcfg = m.DBConfig("db", dcfg)
-	}
-	db := bulkheadpgx.New(pool, dcfg)
-	if m != nil {
-		if _, err := m.DB("db", db); err != nil {
-			return err
-		}
-	}
+	db := bulkheadpgx.New(pool, bulkheadpgx.Config{
+		Classes:  []bulkheadpgx.Class{{Name: "reports", Gate: gate, MaxWait: maxWait}},
+		Observer: examplemetrics.Observer(m, "db"),
+	})
 	reports := db.Class("reports")
 	var inFlight, peak, done, refusedAtOnce, refusedWaited, cheap atomic.Int64
 	var firstErr error
@@ -207,19 +199,10 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 // reportsGate returns the cap of the report queries: with cfg.Redis, a
 // distsem semaphore that every process using cfg.Name shares (FailLocal with a
 // local share of cfg.Share while Redis is down), else a semaphore.Weighted of
-// this process. The gate's metrics are attached to m when m is not nil.
+// this process. The gate is observed through m when m is not nil.
 func reportsGate(ctx context.Context, cfg config, m *otelfloodgate.Metrics) (gate floodgate.Gate, where string, closeGate func(), err error) {
 	if cfg.Redis == "" {
-		scfg := semaphore.Config{}
-		if m != nil {
-			scfg = m.SemaphoreConfig("reports", scfg)
-		}
-		sem := semaphore.New(cfg.Cap, scfg)
-		if m != nil {
-			if _, err := m.Semaphore("reports", sem); err != nil {
-				return nil, "", nil, err
-			}
-		}
+		sem := semaphore.New(cfg.Cap, semaphore.Config{Observer: examplemetrics.Observer(m, "reports")})
 		return sem, "this process", func() {}, nil
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis, ContextTimeoutEnabled: true, DialTimeout: 2 * time.Second})
@@ -229,23 +212,14 @@ func reportsGate(ctx context.Context, cfg config, m *otelfloodgate.Metrics) (gat
 		rdb.Close()
 		return nil, "", nil, fmt.Errorf("redis at %s is unreachable (%v); start one, or run without -redis / REDIS_ADDR for a cap of this process", cfg.Redis, err)
 	}
-	dcfg := distsem.Config{
+	sem := distsem.New(rdb, cfg.Name, cfg.Cap, distsem.Config{
 		Policy:     breaker.FailLocal, // Redis down: this process admits through a local share
 		LocalShare: cfg.Share,
-	}
-	if m != nil {
-		dcfg = m.DistsemConfig("reports", dcfg)
-	}
-	sem := distsem.New(rdb, cfg.Name, cfg.Cap, dcfg)
+		Observer:   examplemetrics.Observer(m, "reports"),
+	})
 	closeGate = func() {
 		sem.Close()
 		rdb.Close()
-	}
-	if m != nil {
-		if _, err := m.Distsem("reports", sem); err != nil {
-			closeGate()
-			return nil, "", nil, err
-		}
 	}
 	where = fmt.Sprintf("fleet-wide through Redis at %s as %q; %d in this process while Redis is down", cfg.Redis, cfg.Name, cfg.Share)
 	return sem, where, closeGate, nil

@@ -9,14 +9,14 @@
 // (breaker.FailLocal: the limit divided by -pods), so the API stays available
 // and the fleet stays within the limits.
 //
-//	go run ./examples/reportexport -redis 127.0.0.1:6379
+//	go -C examples run ./reportexport -redis 127.0.0.1:6379
 //	curl -i -H 'X-API-Key: demo-free' -X POST localhost:8080/reports/export-pdf
 //	curl localhost:8080/metrics
 //
 // GET /metrics serves every limiter's metrics (docs/metrics.md) through
 // OpenTelemetry's Prometheus exporter, each under its name below
 // (floodgate_limiter="export", ...; the bulkhead's layers under
-// floodgate_limiter="api").
+// floodgate_limiter="api", per floodgate_part).
 package main
 
 import (
@@ -24,7 +24,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/floodgate-go/floodgate/examples/internal/examplekit"
 	"io"
 	"net"
 	"net/http"
@@ -32,6 +31,9 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	floodgate "github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/examples/internal/examplekit"
 
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/bulkhead"
@@ -105,7 +107,7 @@ func run(ctx context.Context, cfg config, log io.Writer, ready func(addr string)
 		return err
 	}
 	defer closeLim()
-	b := bulkhead.New(m.BulkheadConfig("api", bulkhead.Config{Layers: []bulkhead.Layer{
+	b := bulkhead.New(bulkhead.Config{Observer: m.Observer("api"), Layers: []bulkhead.Layer{
 		{Name: "global", Gate: lim.gate("global", globalCap), MaxWait: globalWait}, // 503
 		{Name: "tier", Key: bulkhead.ByTenant, Tiers: map[string]bulkhead.Rate{ // 429
 			"free": lim.rate("tier-free", shaper.Limit{Rate: shaper.PerMinute(freePerMin), Burst: freePerMin}),
@@ -116,13 +118,7 @@ func run(ctx context.Context, cfg config, log io.Writer, ready func(addr string)
 		{Name: "export-pdf", Route: "POST /reports/export-pdf", Key: bulkhead.ByTenant, MaxWait: exportWait, // never queue
 			Rate:      lim.rate("export", shaper.Limit{Rate: shaper.PerMinute(exportPerMin), Burst: exportPerMin}),
 			KeyedGate: lim.keyed("export-running", exportRunning)},
-	}}))
-	if _, err := m.Bulkhead("api", b); err != nil {
-		return err
-	}
-	if err := lim.err(); err != nil {
-		return err
-	}
+	}})
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /items", func(w http.ResponseWriter, r *http.Request) {
@@ -196,33 +192,24 @@ func demoAuth(next http.Handler) http.Handler {
 
 // limiterSet makes the leaves of the layers: in-process, or through Redis.
 type limiterSet struct {
-	gate  func(name string, limit int64) bulkhead.Gate
-	keyed func(name string, limit int64) bulkhead.KeyedGate
+	gate  func(name string, limit int64) floodgate.Gate
+	keyed func(name string, limit int64) floodgate.KeyedGate
 	rate  func(name string, lim shaper.Limit) bulkhead.Rate
-	err   func() error // the first error attaching a limiter's metrics
 }
 
-// limiters returns the leaves, each with its metrics attached to m under its
-// name. (Keyed gates have no adapter yet: the bulkhead's "export-pdf" layer
-// reports their waits and refusals.)
+// limiters returns the leaves, each observed through m under its name (a
+// local shaper.Meter has no Observer: the bulkhead's layer reports its
+// decisions).
 func limiters(ctx context.Context, addr, prefix string, pods int, m *otelfloodgate.Metrics) (limiterSet, func(), error) {
-	var errs []error
-	attach := func(_ any, err error) { errs = append(errs, err) }
-	firstErr := func() error { return errors.Join(errs...) }
 	if addr == "" {
 		return limiterSet{
-			gate: func(name string, n int64) bulkhead.Gate {
-				s := semaphore.New(n, m.SemaphoreConfig(name, semaphore.Config{}))
-				attach(m.Semaphore(name, s))
-				return s
+			gate: func(name string, n int64) floodgate.Gate {
+				return semaphore.New(n, semaphore.Config{Observer: m.Observer(name)})
 			},
-			keyed: func(_ string, n int64) bulkhead.KeyedGate { return semaphore.NewKeyed(n, semaphore.KeyedConfig{}) },
-			rate: func(name string, l shaper.Limit) bulkhead.Rate {
-				mt := shaper.NewMeter(l)
-				attach(m.Meter(name, mt))
-				return mt
+			keyed: func(name string, n int64) floodgate.KeyedGate {
+				return semaphore.NewKeyed(n, semaphore.KeyedConfig{Observer: m.Observer(name)})
 			},
-			err: firstErr,
+			rate: func(_ string, l shaper.Limit) bulkhead.Rate { return shaper.NewMeter(l) },
 		}, func() {}, nil
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, DialTimeout: 2 * time.Second})
@@ -236,22 +223,20 @@ func limiters(ctx context.Context, addr, prefix string, pods int, m *otelfloodga
 	// process's share of it (FailLocal): a dead Redis costs neither
 	// availability (FailClosed would answer 503 to every request, through
 	// the global cap) nor protection (FailOpen would drop every limit).
-	brk := breaker.New(addr, m.BreakerConfig(addr, breaker.Config{}))
+	brk := breaker.New(addr, breaker.Config{Observer: m.Observer(addr)})
 	share := func(n int64) int64 { return max(1, n/int64(pods)) }
-	attach(m.Breaker(brk))
 	var closers []func() error
 	closers = append(closers, rdb.Close)
 	return limiterSet{
-			gate: func(name string, n int64) bulkhead.Gate {
-				s := distsem.New(rdb, prefix+name, n, m.DistsemConfig(name, distsem.Config{Breaker: brk,
-					Policy: breaker.FailLocal, LocalShare: share(n)}))
+			gate: func(name string, n int64) floodgate.Gate {
+				s := distsem.New(rdb, prefix+name, n, distsem.Config{Breaker: brk,
+					Policy: breaker.FailLocal, LocalShare: share(n), Observer: m.Observer(name)})
 				closers = append(closers, s.Close)
-				attach(m.Distsem(name, s))
 				return s
 			},
-			keyed: func(name string, n int64) bulkhead.KeyedGate {
+			keyed: func(name string, n int64) floodgate.KeyedGate {
 				k := distsem.NewKeyed(rdb, prefix+name+":", n, distsem.KeyedConfig{Config: distsem.Config{Breaker: brk,
-					Policy: breaker.FailLocal, LocalShare: share(n)}})
+					Policy: breaker.FailLocal, LocalShare: share(n), Observer: m.Observer(name)}})
 				closers = append(closers, k.Close)
 				return k
 			},
@@ -259,12 +244,9 @@ func limiters(ctx context.Context, addr, prefix string, pods int, m *otelfloodga
 				// The local meter admits 1/pods of the rate: the same count
 				// over pods times the period, with a burst of 1/pods.
 				local := shaper.Limit{Rate: shaper.Rate{Count: l.Rate.Count, Period: l.Rate.Period * time.Duration(pods)}, Burst: share(max(l.Burst, l.Rate.Count))}
-				mt := shaperredis.NewMeter(rdb, l, shaperredis.Config{Prefix: prefix + name + ":", Breaker: brk,
-					Policy: breaker.FailLocal, LocalLimit: local})
-				attach(m.RedisMeter(name, mt))
-				return mt
+				return shaperredis.NewMeter(rdb, l, shaperredis.Config{Prefix: prefix + name + ":", Breaker: brk,
+					Policy: breaker.FailLocal, LocalShare: local, Observer: m.Observer(name)})
 			},
-			err: firstErr,
 		}, func() {
 			for i := len(closers) - 1; i >= 0; i-- {
 				closers[i]()

@@ -10,12 +10,39 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/internal/redistest"
+	"github.com/floodgate-go/floodgate/otelfloodgate"
 )
 
-// TestMetricsScrape starts the example (run), sends a few requests, scrapes
-// GET /metrics over HTTP and checks that the scrape lists the instruments
-// documented in docs/metrics.md, in their Prometheus form, with the
-// example's limiter names as attributes; in-process and through Redis.
+// TestMetricsDocumented: docs/metrics.md documents every instrument and every
+// attribute otelfloodgate records.
+func TestMetricsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{
+		otelfloodgate.NameAdmitted, otelfloodgate.NameRejected, otelfloodgate.NameCanceled,
+		otelfloodgate.NameInUse, otelfloodgate.NameWaitDuration, otelfloodgate.NameHoldDuration,
+		otelfloodgate.NameDecisions, otelfloodgate.NameStoreCallDuration,
+		otelfloodgate.NameBreakerState, otelfloodgate.NameBreakerTransitions,
+		otelfloodgate.NameLeaseLost, otelfloodgate.NameLeaseRenewals,
+		string(otelfloodgate.KeyLimiter), string(otelfloodgate.KeyComponent), string(otelfloodgate.KeyPart),
+		string(otelfloodgate.KeyReason), string(otelfloodgate.KeySource), string(otelfloodgate.KeyState),
+		string(otelfloodgate.KeyOutcome), string(otelfloodgate.KeyKind),
+	} {
+		if !strings.Contains(string(doc), "`"+n+"`") {
+			t.Errorf("docs/metrics.md does not document `%s`", n)
+		}
+	}
+}
+
+// TestMetricsScrape starts the example (run), sends requests (one GET /items,
+// six exports of one tenant: five pass, the sixth is refused by the export
+// rate), scrapes GET /metrics over HTTP and checks that the scrape has the
+// instruments these calls record, in the Prometheus form docs/metrics.md
+// gives, with the example's observer names and the vocabulary's words as
+// labels, and the exact counts of the export layer; in-process and through
+// Redis.
 func TestMetricsScrape(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/metrics.md")
 	if err != nil {
@@ -24,11 +51,14 @@ func TestMetricsScrape(t *testing.T) {
 	// OpenTelemetry name → Prometheus name (dots to underscores, _total on
 	// counters, the unit as a suffix).
 	common := [][2]string{
-		{"floodgate.admitted", "floodgate_admitted_total"},
-		{"floodgate.rejected", "floodgate_rejected_total"},
-		{"floodgate.canceled", "floodgate_canceled_total"},
-		{"floodgate.in_use", "floodgate_in_use"},
-		{"floodgate.waiting", "floodgate_waiting"},
+		{otelfloodgate.NameAdmitted, "floodgate_admitted_total"},
+		{otelfloodgate.NameRejected, "floodgate_rejected_total"},
+		{otelfloodgate.NameInUse, "floodgate_in_use"},
+	}
+	commonLabels := []string{
+		`floodgate_limiter="api"`, `floodgate_component="bulkhead"`, `floodgate_part="export-pdf"`,
+		`floodgate_part="tier"`, `floodgate_part="items"`, `floodgate_part="global"`,
+		`floodgate_limiter="global"`, `floodgate_limiter="export-running"`, `floodgate_reason="limited"`,
 	}
 	for _, tc := range []struct {
 		name   string
@@ -37,31 +67,34 @@ func TestMetricsScrape(t *testing.T) {
 		labels []string
 	}{
 		{"local", func(*testing.T) config { return config{Addr: "127.0.0.1:0", Export: time.Millisecond} },
-			[][2]string{{"floodgate.limit", "floodgate_limit"}},
-			[]string{`floodgate_kind="semaphore"`, `floodgate_kind="meter"`}},
+			nil,
+			[]string{`floodgate_component="semaphore"`}},
 		{"redis", func(t *testing.T) config {
 			db := redistest.Connect(t)
 			return config{Addr: "127.0.0.1:0", Redis: db.Client.Options().Addr, Prefix: db.Prefix, Export: time.Millisecond}
 		},
 			[][2]string{
-				{"floodgate.decisions", "floodgate_decisions_total"},
-				{"floodgate.breaker.state", "floodgate_breaker_state_ratio"},
-				{"floodgate.breaker.transitions", "floodgate_breaker_transitions_total"},
-				{"floodgate.store.errors", "floodgate_store_errors_total"},
-				{"floodgate.lease.lost", "floodgate_lease_lost_total"},
-				{"floodgate.store.call.duration", "floodgate_store_call_duration_seconds_bucket"},
-				{"floodgate.wait.duration", "floodgate_wait_duration_seconds_bucket"},
-				{"floodgate.hold.duration", "floodgate_hold_duration_seconds_bucket"},
+				{otelfloodgate.NameDecisions, "floodgate_decisions_total"},
+				{otelfloodgate.NameStoreCallDuration, "floodgate_store_call_duration_seconds_bucket"},
+				{otelfloodgate.NameHoldDuration, "floodgate_hold_duration_seconds_bucket"},
 			},
-			[]string{`floodgate_kind="distsem"`, `floodgate_kind="meter"`, `floodgate_kind="breaker"`, `floodgate_source="store"`}},
+			[]string{`floodgate_component="distsem"`, `floodgate_component="meter"`, `floodgate_component="breaker"`,
+				`floodgate_limiter="items"`, `floodgate_limiter="export"`, `floodgate_limiter="tier-free"`,
+				`floodgate_source="store"`, `floodgate_outcome="ok"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			base := serve(t, tc.cfg(t))
 			if resp, _ := do(t, "GET", base+"/items", "demo-free"); resp.StatusCode != http.StatusOK {
 				t.Fatalf("GET /items: %s", resp.Status)
 			}
-			if resp, _ := do(t, "POST", base+"/reports/export-pdf", "demo-free"); resp.StatusCode != http.StatusOK {
-				t.Fatalf("POST /reports/export-pdf: %s", resp.Status)
+			for i := range exportPerMin + 1 {
+				want := http.StatusOK
+				if i == exportPerMin {
+					want = http.StatusTooManyRequests
+				}
+				if resp, _ := do(t, "POST", base+"/reports/export-pdf", "demo-free"); resp.StatusCode != want {
+					t.Fatalf("export %d: %s, want %d", i+1, resp.Status, want)
+				}
 			}
 			if resp, _ := do(t, "GET", base+"/items", ""); resp.StatusCode != http.StatusUnauthorized {
 				t.Fatalf("GET /items without a key: %s", resp.Status)
@@ -77,26 +110,27 @@ func TestMetricsScrape(t *testing.T) {
 			}
 			scrape := string(body)
 			for _, n := range append(append([][2]string{}, common...), tc.names...) {
-				if !strings.Contains(string(doc), "`"+n[0]+"`") {
-					t.Errorf("docs/metrics.md does not document %s", n[0])
+				if !strings.Contains(string(doc), "`"+n[1]+"`") && !strings.Contains(string(doc), "`"+strings.TrimSuffix(n[1], "_bucket")+"`") {
+					t.Errorf("docs/metrics.md does not give the Prometheus name of %s (%s)", n[0], n[1])
 				}
 				if !strings.Contains(scrape, "\n"+n[1]+"{") {
 					t.Errorf("scrape lacks %s (%s)", n[1], n[0])
 				}
 			}
-			for _, l := range append([]string{
-				`floodgate_limiter="api"`, `floodgate_kind="bulkhead"`, `floodgate_layer="export-pdf"`,
-				`floodgate_limiter="global"`, `floodgate_limiter="items"`, `floodgate_limiter="export"`,
-				`floodgate_limiter="tier-free"`, `floodgate_limiter="tier-gold"`,
-			}, tc.labels...) {
+			for _, l := range append(append([]string{}, commonLabels...), tc.labels...) {
 				if !strings.Contains(scrape, l) {
 					t.Errorf("scrape lacks the label %s", l)
 				}
 			}
-			// The exact count of one series: the one admitted export.
-			one := regexp.MustCompile(`\nfloodgate_admitted_total\{floodgate_kind="bulkhead",floodgate_layer="export-pdf",floodgate_limiter="api"[^}]*\} 1\n`)
-			if !one.MatchString(scrape) {
-				t.Errorf("scrape lacks floodgate_admitted_total of layer export-pdf = 1")
+			// The exact counts of the export layer: five admitted, the
+			// sixth refused by its rate.
+			for _, c := range []struct{ what, re string }{
+				{"admitted exports = 5", `\nfloodgate_admitted_total\{floodgate_component="bulkhead",floodgate_limiter="api",floodgate_part="export-pdf",[^}]*\} 5\n`},
+				{"rejected exports = 1 (limited)", `\nfloodgate_rejected_total\{floodgate_component="bulkhead",floodgate_limiter="api",floodgate_part="export-pdf",floodgate_reason="limited",[^}]*\} 1\n`},
+			} {
+				if !regexp.MustCompile(c.re).MatchString(scrape) {
+					t.Errorf("scrape lacks %s", c.what)
+				}
 			}
 			if t.Failed() {
 				t.Logf("scrape:\n%s", scrape)

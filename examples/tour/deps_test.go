@@ -7,7 +7,7 @@ import (
 )
 
 // TestDepsAreWhatTheTourUses checks that the tour builds only what it uses:
-// a first `go run ./examples/tour` downloads and compiles every module in
+// a first `go -C examples run ./tour` downloads and compiles every module in
 // this list, so neither a Redis client (go-redis alone takes longer to
 // compile than the tour takes to run) nor pgx, OpenTelemetry or Prometheus
 // may be in it. The fleet tour, examples/tour/fleet, is the one with Redis.

@@ -6,8 +6,8 @@
 // The same tour over several simulated pods sharing one Redis is a command of
 // its own, so that this one stays quick to build:
 //
-//	go run ./examples/tour
-//	go run ./examples/tour/fleet -redis 127.0.0.1:6379   # or REDIS_ADDR=...
+//	go -C examples run ./tour
+//	go -C examples run ./tour/fleet -redis 127.0.0.1:6379   # or REDIS_ADDR=...
 //
 // With REDIS_ADDR set this tour says, in one line, that it ignores it and
 // where the fleet tour is, then runs locally: the variable is often set for
@@ -27,7 +27,7 @@ import (
 	"github.com/floodgate-go/floodgate/examples/internal/tour"
 )
 
-const fleetHint = "go run ./examples/tour/fleet"
+const fleetHint = "go -C examples run ./tour/fleet"
 
 func main() {
 	cfg := tour.Config{}

@@ -18,7 +18,7 @@ var readmeFacts = []struct {
 	{"job1.prose", `at most (\d+) expensive report queries against the replica\s+across all pods; cheap queries are not limited; a report query that cannot start within\s+(\d+) s fails fast`},
 	{"job1.cap", `distsem\.New\(rdb, "replica-reports", (\d+), distsem\.Config\{`},
 	{"job1.share", `LocalShare: (\d+), +// about (\d+) / (\d+) pods`},
-	{"job1.maxwait", `\{Name: "reports", Gate: reports, MaxWait: (\d+) \* time\.Second\}`},
+	{"job1.maxwait", `\{Name: "reports", Gate: fleet, MaxWait: (\d+) \* time\.Second\}`},
 	{"job1.err", `when no permit came within (\d+) s`},
 	{"job1.local", `semaphore\.New\((\d+), semaphore\.Config\{\}\)`},
 	{"job2.prose", `export jobs start at most (\d+)/s fleet-wide, smoothly; at most\s+(\d+) run at once`},
@@ -35,7 +35,7 @@ var readmeFacts = []struct {
 	{"job3.export", `\{Name: "export", Route: "POST /reports/export-pdf", Key: bulkhead\.ByTenant, MaxWait: (-?\d+), // never queue`},
 	{"job3.exportrate", `shaper\.Limit\{Rate: shaper\.PerMinute\((\d+)\), Burst: (\d+)\}, shaperredis\.Config\{Prefix: "export:"\}`},
 	{"job3.running", `distsem\.NewKeyed\(rdb, "export", (\d+), distsem\.KeyedConfig\{\}\)`},
-	{"job3.retryafter", `Retry-After: (\d+)\n\n\{"error":"too_many_requests","message":"Quota exceeded\. Retry in (\d+)s\.","retry_after_seconds":(\d+)\}`},
+	{"job3.retryafter", `Retry-After: (\d+)\n\n\{"error":"limited","message":"Quota exceeded\. Retry in (\d+)s\.","retry_after_seconds":(\d+)\}`},
 }
 
 // ReadmeNumbers reads the README at path and returns, for each fact the

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"time"
 
+	floodgate "github.com/floodgate-go/floodgate"
+
 	"github.com/floodgate-go/floodgate/otelfloodgate"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -50,4 +52,13 @@ func Serve(addr string, log io.Writer) (m *otelfloodgate.Metrics, stop func(), e
 		<-done
 		mp.Shutdown(ctx)
 	}, nil
+}
+
+// Observer returns m.Observer(name), or nil (no observation) when m is nil:
+// the programs run without -metrics too.
+func Observer(m *otelfloodgate.Metrics, name string) floodgate.Observer {
+	if m == nil {
+		return nil
+	}
+	return m.Observer(name)
 }

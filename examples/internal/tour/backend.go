@@ -1,6 +1,7 @@
 package tour
 
 import (
+	floodgate "github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/semaphore"
 	"github.com/floodgate-go/floodgate/shaper"
@@ -11,8 +12,8 @@ import (
 type Backend struct {
 	Name   string // the report's column header
 	Shared bool   // limits hold for the whole fleet
-	Gate   func(pod int, name string, limit int64) bulkhead.Gate
-	Keyed  func(pod int, name string, limit int64) bulkhead.KeyedGate
+	Gate   func(pod int, name string, limit int64) floodgate.Gate
+	Keyed  func(pod int, name string, limit int64) floodgate.KeyedGate
 	Rate   func(pod int, name string, lim shaper.Limit) bulkhead.Rate
 	// Pacer returns the pacer and the function that closes it.
 	Pacer func(pod int, name string, r shaper.Rate) (bulkhead.Pacer, func())
@@ -22,10 +23,10 @@ type Backend struct {
 func LocalBackend(name string) *Backend {
 	return &Backend{
 		Name: name,
-		Gate: func(_ int, _ string, limit int64) bulkhead.Gate {
+		Gate: func(_ int, _ string, limit int64) floodgate.Gate {
 			return semaphore.New(limit, semaphore.Config{})
 		},
-		Keyed: func(_ int, _ string, limit int64) bulkhead.KeyedGate {
+		Keyed: func(_ int, _ string, limit int64) floodgate.KeyedGate {
 			return semaphore.NewKeyed(limit, semaphore.KeyedConfig{})
 		},
 		Rate: func(_ int, _ string, lim shaper.Limit) bulkhead.Rate {

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	floodgate "github.com/floodgate-go/floodgate"
+
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/examples/internal/examplekit"
 	"github.com/floodgate-go/floodgate/shaper"
@@ -67,7 +69,7 @@ func poolJob(ctx context.Context, cfg Config, bs []*Backend, p *progress) (*tabl
 	for ci, b := range bs {
 		col := newColumn(b.Name, cfg.Pods)
 		cols[ci] = col
-		gates := make([]bulkhead.Gate, cfg.Pods)
+		gates := make([]floodgate.Gate, cfg.Pods)
 		for pod := range gates {
 			gates[pod] = b.Gate(pod, "reports", reportsCap)
 		}
@@ -80,13 +82,14 @@ func poolJob(ctx context.Context, cfg Config, bs []*Backend, p *progress) (*tabl
 				for time.Now().Before(end) && ctx.Err() == nil {
 					t0 := time.Now()
 					actx, cancel := context.WithTimeout(ctx, reportsMaxWait)
-					err := gates[pod].Do(actx, 1, func(context.Context) error {
+					h, err := gates[pod].Hold(actx, 1)
+					if err == nil {
 						col.started(pod, time.Since(t0))
 						col.peak.enter()
 						time.Sleep(query) // the fake expensive query
 						col.peak.leave()
-						return nil
-					})
+						h.Release()
+					}
 					cancel()
 					wait := think
 					if err != nil && ctx.Err() == nil {
@@ -130,7 +133,7 @@ func workersJob(ctx context.Context, cfg Config, bs []*Backend, p *progress) (*t
 			pace, closePace := b.Pacer(pod, "exports", shaper.PerSecond(exportRate))
 			closers = append(closers, closePace)
 			wc := bulkhead.WorkersConfig{
-				Classes: []bulkhead.Class{
+				Classes: []bulkhead.WorkerClass{
 					{Name: "interactive", Reserved: interactiveRsv, MaxQueue: interactiveQueue},
 					{Name: "background", MaxQueue: backgroundQueue},
 				},
@@ -344,7 +347,7 @@ func httpJob(ctx context.Context, cfg Config, bs []*Backend, p *progress) (*tabl
 		by := map[string]uint64{}
 		for _, h := range r.heads {
 			for _, l := range h.Stats().Layers {
-				by[l.Name] += l.Limited + l.Concurrency + l.Unavailable + l.Errors
+				by[l.Name] += l.Limited + l.NoCapacity + l.MaxWait + l.Unavailable + l.Errors
 			}
 		}
 		return fmt.Sprintf("global %d, tier %d, export %d", by["global"], by["tier"], by["export"])

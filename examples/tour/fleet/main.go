@@ -4,7 +4,7 @@
 // through Redis, so the report shows the fleet total that per-process limits
 // let through beside the one the shared limit holds.
 //
-//	go run ./examples/tour/fleet -redis 127.0.0.1:6379   # or REDIS_ADDR=127.0.0.1:6379
+//	go -C examples run ./tour/fleet -redis 127.0.0.1:6379   # or REDIS_ADDR=127.0.0.1:6379
 //
 // Every run uses fresh keys under floodgate-tour:, so runs never see each
 // other's state; it never flushes anything.
@@ -56,7 +56,7 @@ func main() {
 // writes the report to w.
 func run(ctx context.Context, cfg config, w io.Writer) error {
 	if cfg.Redis == "" {
-		return fmt.Errorf("-redis is empty; give the Redis address, or run the tour without Redis: go run ./examples/tour")
+		return fmt.Errorf("-redis is empty; give the Redis address, or run the tour without Redis: go -C examples run ./tour")
 	}
 	if cfg.Pods < 2 {
 		return fmt.Errorf("-pods must be at least 2, got %d", cfg.Pods)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	floodgate "github.com/floodgate-go/floodgate"
+
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/distsem"
 	"github.com/floodgate-go/floodgate/examples/internal/tour"
@@ -38,7 +40,7 @@ func redisBackend(ctx context.Context, addr string, pods int) (*tour.Backend, fu
 	defer cancel()
 	if err := clients[0].Ping(pctx).Err(); err != nil {
 		closeAll()
-		return nil, nil, fmt.Errorf("redis at %s is unreachable (%v); start one (redis-server --port 6379), or run the tour without Redis: go run ./examples/tour", addr, err)
+		return nil, nil, fmt.Errorf("redis at %s is unreachable (%v); start one (redis-server --port 6379), or run the tour without Redis: go -C examples run ./tour", addr, err)
 	}
 	var b [4]byte
 	rand.Read(b[:])
@@ -46,12 +48,12 @@ func redisBackend(ctx context.Context, addr string, pods int) (*tour.Backend, fu
 	return &tour.Backend{
 		Name:   "shared (Redis)",
 		Shared: true,
-		Gate: func(pod int, name string, limit int64) bulkhead.Gate {
+		Gate: func(pod int, name string, limit int64) floodgate.Gate {
 			s := distsem.New(clients[pod], prefix+name, limit, distsem.Config{})
 			closers = append(closers, func() { s.Close() })
 			return s
 		},
-		Keyed: func(pod int, name string, limit int64) bulkhead.KeyedGate {
+		Keyed: func(pod int, name string, limit int64) floodgate.KeyedGate {
 			k := distsem.NewKeyed(clients[pod], prefix+name+":", limit, distsem.KeyedConfig{})
 			closers = append(closers, func() { k.Close() })
 			return k

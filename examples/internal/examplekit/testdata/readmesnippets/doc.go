@@ -1,0 +1,3 @@
+// Package readmesnippets is where TestREADMESnippetsCompile compiles the
+// README's Go snippets (snippets.go exists only in the test's -overlay).
+package readmesnippets
