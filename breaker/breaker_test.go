@@ -636,9 +636,9 @@ func TestOneLogLinePerTransition(t *testing.T) {
 			breaker.Do(ctx, b, breaker.FailOpen, s.call, nil)
 		}
 		want := []string{
-			"WARN breaker: open limiter=redis:1 kind=breaker from=closed to=open open_for=1s trips=1 store_failures=2 fail_closed=0 fail_open=2 fail_local=0",
-			"INFO breaker: half_open limiter=redis:1 kind=breaker from=open to=half_open store_failures=0 fail_closed=0 fail_open=98 fail_local=50",
-			"INFO breaker: closed limiter=redis:1 kind=breaker from=half_open to=closed store_failures=0 fail_closed=0 fail_open=0 fail_local=0",
+			"WARN breaker: open limiter=redis:1 component=breaker from=closed to=open open_for=1s trips=1 store_failures=2 fail_closed=0 fail_open=2 fail_local=0",
+			"INFO breaker: half_open limiter=redis:1 component=breaker from=open to=half_open store_failures=0 fail_closed=0 fail_open=98 fail_local=50",
+			"INFO breaker: closed limiter=redis:1 component=breaker from=half_open to=closed store_failures=0 fail_closed=0 fail_open=0 fail_local=0",
 		}
 		got := rec.lines()
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {

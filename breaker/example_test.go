@@ -111,7 +111,7 @@ func ExampleConfig_logger() {
 		breaker.Do(context.Background(), b, breaker.FailOpen, dead, nil)
 	}
 	// Output:
-	// level=WARN msg="breaker: open" limiter=redis:6379 kind=breaker from=closed to=open open_for=1s trips=1 store_failures=3 fail_closed=0 fail_open=3 fail_local=0
+	// level=WARN msg="breaker: open" limiter=redis:6379 component=breaker from=closed to=open open_for=1s trips=1 store_failures=3 fail_closed=0 fail_open=3 fail_local=0
 }
 
 // A Breaker shared by everything that uses one Redis endpoint. The client must

@@ -156,7 +156,7 @@ func (b *Breaker) report(t transition) {
 	}
 	attrs := []slog.Attr{
 		slog.String("limiter", b.name),
-		slog.String("kind", "breaker"),
+		slog.String("component", "breaker"),
 		slog.String("from", t.from.String()),
 		slog.String("to", t.to.String()),
 	}

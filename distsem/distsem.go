@@ -380,7 +380,7 @@ func (s *Semaphore) logLost(p *Permit) {
 	}
 	logger.LogAttrs(context.Background(), slog.LevelWarn, "distsem: lease lost",
 		slog.String("limiter", s.name),
-		slog.String("kind", "distsem"),
+		slog.String("component", "distsem"),
 		slog.Int64("weight", p.weight),
 		slog.Int64("fence", p.fence),
 		slog.Int64("lost", s.lost.Load()),

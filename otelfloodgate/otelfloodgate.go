@@ -153,8 +153,12 @@ func (m *Metrics) collect(_ context.Context, o metric.Observer) error {
 // Give one to each component's Config.Observer; components may share one
 // (their events are told apart by KeyComponent and KeyPart), and Observer
 // returns the same one for the same name. name, like Event.Part, must come
-// from a bounded set: never a key.
+// from a bounded set: never a key. A nil *Metrics returns a nil Observer,
+// so that metrics that are off leave every Config.Observer nil.
 func (m *Metrics) Observer(name string) floodgate.Observer {
+	if m == nil {
+		return nil
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if o, ok := m.observers[name]; ok {

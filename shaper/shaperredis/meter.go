@@ -53,7 +53,7 @@ type Config struct {
 	//     returns the breaker's error (matching breaker.ErrUnavailable; an
 	//     *breaker.OpenError carries RetryAfter);
 	//   - breaker.FailOpen admits: the Decision is Allowed with Remaining 0, and
-	//     the breaker's Stats count it as Degraded. Most rate limits should fail
+	//     the breaker's Stats count it in FailOpen. Most rate limits should fail
 	//     open: a dead Redis then costs protection, not availability;
 	//   - breaker.FailLocal decides with an in-process meter of the same
 	//     algorithm enforcing LocalShare (state kept per process).
