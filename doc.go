@@ -3,7 +3,8 @@
 // implements and every consumer takes, the one observation hook
 // ([Observer], [Event]), the one refusal type ([RejectError]) and the words
 // ([Reason], [Source], [Component]) that errors, Stats, logs and metrics use.
-// It imports only the standard library.
+// It imports only the standard library and internal/core, where the types are
+// defined (see floodgate.go for why).
 //
 // The gates are semaphore.Weighted and semaphore.Keyed (in one process) and
 // distsem.Semaphore and distsem.Keyed (across a fleet, through Redis); the

@@ -1,7 +1,7 @@
 package semaphore
 
 import (
-	"github.com/floodgate-go/floodgate"
+	floodgate "github.com/floodgate-go/floodgate/internal/core" // the floodgate types; see package floodgate
 	"github.com/floodgate-go/floodgate/internal/reject"
 )
 

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/floodgate-go/floodgate"
+	floodgate "github.com/floodgate-go/floodgate/internal/core" // the floodgate types; see package floodgate
 	"github.com/floodgate-go/floodgate/internal/reject"
 )
 

@@ -3,7 +3,7 @@ package semaphore
 import (
 	"time"
 
-	"github.com/floodgate-go/floodgate"
+	floodgate "github.com/floodgate-go/floodgate/internal/core" // the floodgate types; see package floodgate
 	"github.com/floodgate-go/floodgate/internal/reject"
 )
 

@@ -14,7 +14,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/floodgate-go/floodgate"
+	floodgate "github.com/floodgate-go/floodgate/internal/core" // the floodgate types; see package floodgate
 )
 
 // Error is the shared refusal type.

@@ -1,4 +1,4 @@
-package floodgate
+package core
 
 import "context"
 
