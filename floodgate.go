@@ -7,18 +7,25 @@ import (
 )
 
 // The types are defined in internal/core, which imports only the standard
-// library, so that semaphore and shaper (which import nothing else) can
-// implement the contract and report events; these aliases are the same
-// types under their public names. The full docs of their methods are in
-// internal/core.
+// library, so that semaphore and shaper (which import only the standard
+// library and internal packages) can implement the contract and report
+// events; these aliases are the same types under their public names. The
+// docs of their methods and of Event's fields are in internal/core.
 
-// A Gate caps how much runs at once: Hold waits (until ctx is done) for n to
-// be free, TryHold never waits and refuses with the gate's ErrNoCapacity and
-// a RetryAfter estimate; both return the weight as a Held. On error nothing is
-// held. A consumer that bounds the wait calls TryHold first and then Hold with
-// a context it cancels when the bound passes, so a gate must give back at once
-// a grant whose context ended while it waited. semaphore.Weighted and
-// distsem.Semaphore are Gates.
+// A Gate caps how much runs at once: semaphore.Weighted and
+// distsem.Semaphore are Gates. Hold waits, until ctx is done, for n to be
+// free (how it queues is the gate's: FIFO for every floodgate gate); TryHold
+// never waits (it may do I/O: distsem asks Redis). Both return the weight as
+// a Held; on error nothing is held.
+//
+// No room now is a *RejectError with Reason ReasonNoCapacity (the gate's
+// ErrNoCapacity), whose RetryAfter estimates when room could be free (0 when
+// unknown); it is the one refusal of TryHold after which a consumer waits.
+// Any other error (too large, too many keys, an invalid key, the store
+// unavailable, closed) is final. A consumer that bounds the wait calls
+// TryHold first and then Hold with a context that it cancels when the bound
+// passes, so a gate must give back at once a grant whose context ends while
+// it waits, and may return the context's error.
 type Gate = core.Gate
 
 // A KeyedGate is a Gate per key ("2 at once per tenant"): semaphore.Keyed and

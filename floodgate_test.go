@@ -73,5 +73,6 @@ func TestReexportsEveryName(t *testing.T) {
 				t.Errorf("floodgate.%s is not declared in internal/core", n)
 			}
 		}
+		t.Errorf("internal/core declares %v, package floodgate %v", core, root)
 	}
 }

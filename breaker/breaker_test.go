@@ -243,7 +243,7 @@ func TestHalfOpenLetsProbesThroughOnly(t *testing.T) {
 		_, src, err := breaker.Do(context.Background(), b, breaker.FailClosed, slow, nil)
 		oe, ok := errors.AsType[*breaker.OpenError](err)
 		if !ok || src != breaker.FromFailClosed || oe.State != breaker.StateHalfOpen {
-			t.Fatalf("third call while half-open = %v, %v; want Rejected, *OpenError in half-open", src, err)
+			t.Fatalf("third call while half-open = %v, %v; want FromFailClosed, *OpenError in half-open", src, err)
 		}
 		if !errors.Is(err, breaker.ErrUnavailable) || !errors.Is(err, gobreaker.ErrTooManyRequests) || errors.Is(err, gobreaker.ErrOpenState) {
 			t.Fatalf("half-open rejection %v: want Is ErrUnavailable and ErrTooManyRequests, not ErrOpenState", err)
@@ -253,10 +253,10 @@ func TestHalfOpenLetsProbesThroughOnly(t *testing.T) {
 		}
 		// FailOpen and FailLocal callers are answered by their policies meanwhile.
 		if _, src, err := breaker.Do(context.Background(), b, breaker.FailOpen, slow, nil); src != breaker.FromFailOpen || err != nil {
-			t.Fatalf("FailOpen while probes in flight = %v, %v; want Degraded, nil", src, err)
+			t.Fatalf("FailOpen while probes in flight = %v, %v; want FromFailOpen, nil", src, err)
 		}
 		if v, src, err := breaker.Do(context.Background(), b, breaker.FailLocal, slow, local); v != 7 || src != breaker.FromFailLocal || err != nil {
-			t.Fatalf("FailLocal while probes in flight = %v, %v, %v; want 7, FromFallback, nil", v, src, err)
+			t.Fatalf("FailLocal while probes in flight = %v, %v, %v; want 7, FromFailLocal, nil", v, src, err)
 		}
 		close(release)
 		wg.Wait()
@@ -327,7 +327,7 @@ func TestPolicies(t *testing.T) {
 
 			v, src, err := breaker.Do(ctx, b, breaker.FailClosed, s.call, local)
 			if v != 0 || src != breaker.FromFailClosed || !errors.Is(err, breaker.ErrUnavailable) || !errors.Is(err, gobreaker.ErrOpenState) {
-				t.Errorf("FailClosed = %v, %v, %v; want 0, Rejected, ErrUnavailable and ErrOpenState", v, src, err)
+				t.Errorf("FailClosed = %v, %v, %v; want 0, FromFailClosed, ErrUnavailable and ErrOpenState", v, src, err)
 			}
 			var ra interface{ RetryAfter() time.Duration }
 			if !errors.As(err, &ra) || ra.RetryAfter() != time.Minute {
@@ -339,15 +339,15 @@ func TestPolicies(t *testing.T) {
 
 			v, src, err = breaker.Do(ctx, b, breaker.FailOpen, s.call, local)
 			if v != 0 || src != breaker.FromFailOpen || err != nil {
-				t.Errorf("FailOpen = %v, %v, %v; want 0 (zero T, fallback unused), Degraded, nil", v, src, err)
+				t.Errorf("FailOpen = %v, %v, %v; want 0 (zero T, fallback unused), FromFailOpen, nil", v, src, err)
 			}
 			v, src, err = breaker.Do(ctx, b, breaker.FailLocal, s.call, local)
 			if v != 7 || src != breaker.FromFailLocal || err != nil {
-				t.Errorf("FailLocal = %v, %v, %v; want 7, FromFallback, nil", v, src, err)
+				t.Errorf("FailLocal = %v, %v, %v; want 7, FromFailLocal, nil", v, src, err)
 			}
 			_, src, err = breaker.Do(ctx, b, breaker.FailLocal, s.call, localDeny)
 			if src != breaker.FromFailLocal || err != errLocal {
-				t.Errorf("FailLocal with a denying fallback = %v, %v; want FromFallback, the fallback's error", src, err)
+				t.Errorf("FailLocal with a denying fallback = %v, %v; want FromFailLocal, the fallback's error", src, err)
 			}
 			if n := s.calls.Load(); n != 0 {
 				t.Errorf("store called %d times while open", n)
@@ -369,16 +369,16 @@ func TestPolicies(t *testing.T) {
 		v, src, err := breaker.Do(ctx, b, breaker.FailClosed, s.call, local)
 		se, ok := errors.AsType[*breaker.StoreError](err)
 		if v != 0 || src != breaker.FromFailClosed || !ok || se.Err != errRefused || !errors.Is(err, breaker.ErrUnavailable) || !errors.Is(err, syscall.ECONNREFUSED) {
-			t.Errorf("FailClosed = %v, %v, %v; want 0, Rejected, *StoreError wrapping ErrUnavailable and the cause", v, src, err)
+			t.Errorf("FailClosed = %v, %v, %v; want 0, FromFailClosed, *StoreError wrapping ErrUnavailable and the cause", v, src, err)
 		}
 		if errors.Is(err, gobreaker.ErrOpenState) {
 			t.Errorf("store failure %v matches ErrOpenState", err)
 		}
 		if v, src, err = breaker.Do(ctx, b, breaker.FailOpen, s.call, local); v != 0 || src != breaker.FromFailOpen || err != nil {
-			t.Errorf("FailOpen = %v, %v, %v; want 0, Degraded, nil", v, src, err)
+			t.Errorf("FailOpen = %v, %v, %v; want 0, FromFailOpen, nil", v, src, err)
 		}
 		if v, src, err = breaker.Do(ctx, b, breaker.FailLocal, s.call, local); v != 7 || src != breaker.FromFailLocal || err != nil {
-			t.Errorf("FailLocal = %v, %v, %v; want 7, FromFallback, nil", v, src, err)
+			t.Errorf("FailLocal = %v, %v, %v; want 7, FromFailLocal, nil", v, src, err)
 		}
 		if st := b.Stats(); st.StoreFailures != 3 || st.State != breaker.StateClosed || st.FailClosed != 1 || st.FailOpen != 1 || st.FailLocal != 1 {
 			t.Errorf("Stats() = %+v; want 3 store failures, still closed, one answer by each policy", st)
@@ -469,7 +469,7 @@ func TestCallTimeout(t *testing.T) {
 			}
 			se, ok := errors.AsType[*breaker.StoreError](err)
 			if src != breaker.FromFailClosed || !ok || !errors.Is(err, breaker.ErrTimeout) || !errors.Is(err, breaker.ErrUnavailable) || !se.Timeout() {
-				t.Fatalf("Do past CallTimeout = %v, %v; want Rejected, a timeout *StoreError matching ErrTimeout and ErrUnavailable", src, err)
+				t.Fatalf("Do past CallTimeout = %v, %v; want FromFailClosed, a timeout *StoreError matching ErrTimeout and ErrUnavailable", src, err)
 			}
 			// The caller's context is not done: the error must not look like it is.
 			if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
@@ -489,7 +489,7 @@ func TestCallTimeout(t *testing.T) {
 				return 0, errDenied // a late answer is still a slow store
 			}, nil)
 			if src != breaker.FromFailOpen {
-				t.Fatalf("late answer: Source %v, want Degraded", src)
+				t.Fatalf("late answer: Source %v, want FromFailOpen", src)
 			}
 			wantState(t, b, breaker.StateOpen)
 		})
@@ -786,10 +786,10 @@ func TestSharedBreakerPerCallPolicies(t *testing.T) {
 	breaker.Do(context.Background(), b, breaker.FailOpen, s.call, nil)
 	wantState(t, b, breaker.StateOpen)
 	if _, src, _ := breaker.Do(context.Background(), b, breaker.FailClosed, s.call, nil); src != breaker.FromFailClosed {
-		t.Errorf("semaphore's call: %v, want Rejected", src)
+		t.Errorf("semaphore's call: %v, want FromFailClosed", src)
 	}
 	if _, src, _ := breaker.Do(context.Background(), b, breaker.FailOpen, s.call, nil); src != breaker.FromFailOpen {
-		t.Errorf("meter's call: %v, want Degraded", src)
+		t.Errorf("meter's call: %v, want FromFailOpen", src)
 	}
 }
 
@@ -866,7 +866,7 @@ func TestStragglerDoesNotShortenGrownOpenPeriod(t *testing.T) {
 		s.set(nil)
 		before := s.calls.Load()
 		if _, src, err := breaker.Do(t.Context(), b, breaker.FailClosed, s.call, nil); src != breaker.FromFailClosed || err == nil {
-			t.Fatalf("Do 1.2s into a 2s open period = %v, %v; want Rejected", src, err)
+			t.Fatalf("Do 1.2s into a 2s open period = %v, %v; want FromFailClosed", src, err)
 		}
 		if s.calls.Load() != before {
 			t.Fatal("a call reached the store during the open period")

@@ -163,7 +163,7 @@ func TestIsStoreFailureRealRedisErrors(t *testing.T) {
 	b = breaker.New("t", breaker.Config{ConsecutiveFailures: 1, CallTimeout: 50 * time.Millisecond, Logger: discard})
 	_, src, err = breaker.Do(ctx, b, breaker.FailClosed, func(ctx context.Context) (string, error) { return rdb.Ping(ctx).Result() }, nil)
 	if !errors.Is(err, breaker.ErrUnavailable) || src != breaker.FromFailClosed || b.State() != breaker.StateOpen {
-		t.Errorf("Do past its CallTimeout on a paused server = %v, %v, state %v; want Rejected, ErrUnavailable, open", src, err, b.State())
+		t.Errorf("Do past its CallTimeout on a paused server = %v, %v, state %v; want FromFailClosed, ErrUnavailable, open", src, err, b.State())
 	}
 	srv.Resume()
 

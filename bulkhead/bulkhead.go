@@ -566,12 +566,14 @@ func (b *Bulkhead) identity(ctx context.Context, req *Request, id *Identity) boo
 // took, last first, and, when the request is refused before inv was called,
 // refunds the rates it charged.
 func (b *Bulkhead) exec(ctx context.Context, p *plan, inv *invocation) (err error) {
-	i := 0
+	i, returned := 0, false
 	defer func() {
 		last := min(i, p.len()-1)
 		b.release(p, last)
-		// After the gates, so that a refund's round trip holds none.
-		if err != nil && !inv.served {
+		// After the gates, so that a refund's round trip holds none. A
+		// panic before inv was called (a Rate's, a gate's, an Observer's)
+		// is a refusal too: !returned.
+		if (err != nil || !returned) && !inv.served {
 			b.refund(ctx, p, 0, last)
 		}
 	}()
@@ -579,12 +581,14 @@ func (b *Bulkhead) exec(ctx context.Context, p *plan, inv *invocation) (err erro
 	for ; i < p.len(); i++ {
 		s := p.at(i)
 		if err := b.admit(wctx, s); err != nil {
+			returned = true
 			return err
 		}
 		if s.held {
 			wctx = s.h.Context()
 		}
 	}
+	returned = true // a panic in inv is after it was served: no refund
 	return inv.call(wctx, b, p)
 }
 
@@ -595,7 +599,7 @@ func (b *Bulkhead) admit(ctx context.Context, s *step) error {
 	if s.rate != nil {
 		d, err := s.rate.Admit(ctx, s.key, l.n)
 		s.d, s.hasD = d, true
-		if degraded(d) {
+		if d.Degraded {
 			l.stats.degraded.Add(1)
 		}
 		if err != nil {
@@ -716,19 +720,10 @@ func (b *Bulkhead) rateError(ctx context.Context, l *layer, err error) error {
 
 // retryAfter returns err's RetryAfter, or def when it has none or it is 0.
 func retryAfter(err error, def time.Duration) time.Duration {
-	var ra interface{ RetryAfter() time.Duration }
-	if errors.As(err, &ra) {
-		if d := ra.RetryAfter(); d > 0 {
-			return d
-		}
+	if d := reject.RetryAfter(err); d > 0 {
+		return d
 	}
 	return def
-}
-
-// degraded reports whether d was made by a fallback while the store was
-// unavailable.
-func degraded(d shaper.Decision) bool {
-	return d.Degraded
 }
 
 // refund gives back, last first, the admissions of steps last down to first

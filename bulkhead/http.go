@@ -107,7 +107,7 @@ func (b *Bulkhead) writeFields(w http.ResponseWriter, p *plan, rerr *RejectError
 	if b.degradedHdr != "" {
 		var names []string
 		for i := range p.len() {
-			if s := p.at(i); s.hasD && degraded(s.d) {
+			if s := p.at(i); s.hasD && s.d.Degraded {
 				names = append(names, s.l.Name)
 			}
 		}

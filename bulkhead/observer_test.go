@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/semaphore"
+	"github.com/floodgate-go/floodgate/shaper"
 )
 
 // events is an Observer that keeps what it is told, without the errors.
@@ -161,4 +163,37 @@ func TestWorkersObserver(t *testing.T) {
 			ev(floodgate.KindRelease, "bg", 0),
 		})
 	})
+}
+
+// TestPanickingObserverRefunds: a panic before the request is served (here
+// the Observer's, on the second layer's admit) is a refusal: the first
+// layer's rate gets its quota back and no gate stays held.
+func TestPanickingObserverRefunds(t *testing.T) {
+	var panicked atomic.Bool
+	obs := floodgate.ObserverFunc(func(e floodgate.Event) {
+		if e.Kind == floodgate.KindAdmit && e.Part == "gate" && panicked.CompareAndSwap(false, true) {
+			panic("observer")
+		}
+	})
+	gate := semaphore.New(1, semaphore.Config{})
+	b := bulkhead.New(bulkhead.Config{Observer: obs, Layers: []bulkhead.Layer{
+		{Name: "rate", Rate: shaper.NewMeter(shaper.Limit{Rate: shaper.PerMinute(1), Burst: 1})},
+		{Name: "gate", Gate: gate},
+	}})
+	ctx := bulkhead.WithIdentity(t.Context(), bulkhead.Identity{Tenant: "a"})
+	func() {
+		defer func() {
+			if r := recover(); r != "observer" {
+				t.Fatalf("recovered %v, want the Observer's panic", r)
+			}
+		}()
+		_ = b.Do(ctx, bulkhead.Request{}, func(context.Context) error { return nil })
+	}()
+	if st := gate.Stats(); st.InUse != 0 {
+		t.Errorf("gate InUse after the panic = %d, want 0", st.InUse)
+	}
+	ran := false
+	if err := b.Do(ctx, bulkhead.Request{}, func(context.Context) error { ran = true; return nil }); err != nil || !ran {
+		t.Errorf("the request after the panic = %v (ran %v), want admitted: the rate's one token given back", err, ran)
+	}
 }

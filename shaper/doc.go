@@ -89,7 +89,8 @@
 //
 // # Across a fleet, through Redis
 //
-// This package imports only the standard library. The Redis-backed twins live
+// This package imports only the standard library (and floodgate's internal
+// packages). The Redis-backed twins live
 // in [github.com/floodgate-go/floodgate/shaper/shaperredis]: meters that decide
 // in Redis, atomically, in one round trip, with the same decisions as the
 // meters here (a differential test holds them to it); token leasing; and a

@@ -112,7 +112,7 @@ func (c *ClassDB) refused(ctx context.Context, waited time.Duration, err error) 
 	gre, isReject := errors.AsType[*RejectError](err)
 	switch {
 	case errors.Is(err, ErrMaxWait): // the class's own bound
-		if d := retryAfterOf(err); d > 0 {
+		if d := reject.RetryAfter(err); d > 0 {
 			re.Delay = d
 		}
 	case reject.ReasonOf(err) == floodgate.ReasonTooLarge:
@@ -216,13 +216,4 @@ func (h *hold) giveBack() {
 		c.emit(floodgate.KindRelease, held, "", nil)
 	}
 	h.held.Release()
-}
-
-// retryAfterOf returns err's RetryAfter, or 0.
-func retryAfterOf(err error) time.Duration {
-	var ra interface{ RetryAfter() time.Duration }
-	if errors.As(err, &ra) {
-		return ra.RetryAfter()
-	}
-	return 0
 }

@@ -6,7 +6,6 @@ package gatewait
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +44,9 @@ type Waits struct {
 // maxWait, as every consumer's MaxWait means:
 //
 //   - maxWait < 0: TryHold only; no room is TryHold's error.
+//   - a TryHold refusal other than "no room now" (a *floodgate.RejectError
+//     with ReasonNoCapacity) is returned at once, whatever maxWait: waiting
+//     cannot change it.
 //   - maxWait == 0: TryHold, and if it refuses, Hold, waiting until ctx is
 //     done.
 //   - maxWait > 0: TryHold, and if it refuses, Hold for at most maxWait.
@@ -63,8 +65,14 @@ type Waits struct {
 // w, if non-nil, counts the wait. The fast path (room at once) reads no clock
 // and allocates nothing of its own.
 func Take(ctx context.Context, g floodgate.KeyedGate, key string, n int64, maxWait time.Duration, errMaxWait error, w *Waits) (floodgate.Held, time.Duration, error) {
+	if maxWait > 0 && errMaxWait == nil {
+		panic("gatewait: a positive maxWait without errMaxWait")
+	}
 	h, err := g.TryHold(ctx, key, n)
-	if err == nil || maxWait < 0 {
+	if err == nil || maxWait < 0 || reject.ReasonOf(err) != floodgate.ReasonNoCapacity {
+		// Granted; or never to wait; or a refusal that waiting cannot
+		// change (too large, too many keys, an invalid key, the store
+		// unavailable, closed): only "no room now" is worth a wait.
 		return h, 0, err
 	}
 	if ctx.Err() != nil {
@@ -74,7 +82,7 @@ func Take(ctx context.Context, g floodgate.KeyedGate, key string, n int64, maxWa
 		w.Waiting.Add(1)
 	}
 	start := time.Now()
-	est := retryAfter(err)
+	est := reject.RetryAfter(err)
 	h, err = hold(ctx, g, key, n, maxWait, errMaxWait)
 	waited := time.Since(start)
 	if err == errMaxWait && errMaxWait != nil {
@@ -127,13 +135,4 @@ func hold(ctx context.Context, g floodgate.KeyedGate, key string, n int64, maxWa
 		return floodgate.Held{}, errMaxWait
 	}
 	return floodgate.Held{}, err
-}
-
-// retryAfter returns err's RetryAfter, or 0.
-func retryAfter(err error) time.Duration {
-	var ra interface{ RetryAfter() time.Duration }
-	if errors.As(err, &ra) {
-		return ra.RetryAfter()
-	}
-	return 0
 }

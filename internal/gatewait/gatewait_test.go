@@ -283,3 +283,31 @@ func TestBoundKeepsTheGatesEstimate(t *testing.T) {
 		}
 	})
 }
+
+// finalGate refuses TryHold with an error waiting cannot change, and counts
+// the Holds it is asked for.
+type finalGate struct{ holds *int }
+
+var errTooLarge = reject.Sentinel(floodgate.ReasonTooLarge, "gate: too large")
+
+func (g finalGate) TryHold(context.Context, string, int64) (floodgate.Held, error) {
+	return floodgate.Held{}, reject.New(errTooLarge, 0)
+}
+
+func (g finalGate) Hold(ctx context.Context, _ string, _ int64) (floodgate.Held, error) {
+	*g.holds++
+	return floodgate.Held{}, reject.New(errTooLarge, 0)
+}
+
+// TestOnlyNoRoomWaits: a TryHold refusal other than no_capacity is returned
+// at once for every MaxWait, with no Hold, no wait counted and no clock.
+func TestOnlyNoRoomWaits(t *testing.T) {
+	for _, maxWait := range []time.Duration{-1, 0, time.Second} {
+		holds := 0
+		var w gatewait.Waits
+		_, waited, err := gatewait.Take(t.Context(), finalGate{&holds}, "", 1, maxWait, errMaxWait, &w)
+		if !errors.Is(err, errTooLarge) || waited != 0 || holds != 0 || w.Count.Load() != 0 {
+			t.Errorf("MaxWait %v: Take = (waited %v, %v), %d Holds, %d waits; want the refusal at once, no Hold, no wait", maxWait, waited, err, holds, w.Count.Load())
+		}
+	}
+}

@@ -51,3 +51,13 @@ func ReasonOf(err error) floodgate.Reason {
 func New(s error, delay time.Duration) *Error {
 	return &Error{Reason: ReasonOf(s), Err: s, Delay: max(delay, 0)}
 }
+
+// RetryAfter returns the RetryAfter of err (of the first error in its chain
+// that has one), or 0.
+func RetryAfter(err error) time.Duration {
+	var ra interface{ RetryAfter() time.Duration }
+	if errors.As(err, &ra) {
+		return ra.RetryAfter()
+	}
+	return 0
+}
