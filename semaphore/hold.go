@@ -27,17 +27,19 @@ func (s *Weighted) Hold(ctx context.Context, n int64) (floodgate.Held, error) {
 // before a bounded wait (see floodgate.Gate), and the consumer reports the
 // outcome. It allocates only on refusal. It panics if n < 0.
 func (s *Weighted) TryHold(ctx context.Context, n int64) (floodgate.Held, error) {
-	if s.TryAcquire(n) {
+	checkWeight(n)
+	s.mu.Lock()
+	if s.tryAcquireLocked(n) {
+		s.mu.Unlock()
+		s.acquiredObserved(n)
 		return floodgate.NewHeld(ctx, s.releaser(), "", n), nil
 	}
-	s.mu.Lock()
-	tooLarge := n > s.limit
-	d := s.estimateLocked(satAdd(s.waitingWeight.int64(), n))
-	s.mu.Unlock()
-	sentinel := ErrNoCapacity
-	if tooLarge {
+	// The refusal is decided under the same lock as the attempt.
+	sentinel, d := ErrNoCapacity, s.estimateLocked(satAdd(s.waitingWeight.int64(), n))
+	if n > s.limit {
 		sentinel, d = ErrTooLarge, 0
 	}
+	s.mu.Unlock()
 	return floodgate.Held{}, reject.New(sentinel, d)
 }
 

@@ -338,16 +338,29 @@ func (s *Weighted) rejectLocked(n int64, reason int, delay, waited time.Duration
 func (s *Weighted) TryAcquire(n int64) bool {
 	checkWeight(n)
 	s.mu.Lock()
-	ok := s.head == nil && s.fitsLocked(n)
-	if ok {
-		s.cur += n
-		s.acquired++
-	}
+	ok := s.tryAcquireLocked(n)
 	s.mu.Unlock()
-	if ok && s.cfg.Observer != nil {
-		s.admitted(n, 0)
+	if ok {
+		s.acquiredObserved(n)
 	}
 	return ok
+}
+
+// tryAcquireLocked takes n if it is free and no one is queued.
+func (s *Weighted) tryAcquireLocked(n int64) bool {
+	if s.head != nil || !s.fitsLocked(n) {
+		return false
+	}
+	s.cur += n
+	s.acquired++
+	return true
+}
+
+// acquiredObserved reports a grant without a wait to the Observer, if any.
+func (s *Weighted) acquiredObserved(n int64) {
+	if s.cfg.Observer != nil {
+		s.admitted(n, 0)
+	}
 }
 
 // Release releases weight n, granting queued callers in order while the head of
