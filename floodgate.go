@@ -48,6 +48,15 @@ func NewHeld(ctx context.Context, release func(key string, n int64), key string,
 	return core.NewHeld(ctx, release, key, n)
 }
 
+// NewTaggedHeld returns a Held for a gate that needs, at release, to know
+// something about the hold it gave out (the adaptive gate: when it began):
+// Release calls release with the Held itself, whose Tag returns tag and whose
+// Context and N are ctx and n. A tagged Held is unkeyed. As with NewHeld,
+// release is one function per gate, made once, so a Held costs no allocation.
+func NewTaggedHeld(ctx context.Context, release func(Held), n, tag int64) Held {
+	return core.NewTaggedHeld(ctx, release, n, tag)
+}
+
 // DefaultMaxKeys bounds the live keys (keys with holders or waiters) of a
 // keyed gate whose config leaves MaxKeys zero: semaphore.Keyed and
 // distsem.Keyed both default to it.
@@ -80,6 +89,7 @@ const (
 	KindStateChange = core.KindStateChange // a breaker moved From one state To another
 	KindRenew       = core.KindRenew       // a lease renewed in the store; Err when it failed
 	KindLeaseLost   = core.KindLeaseLost   // a held lease expired in the store before release
+	KindLimit       = core.KindLimit       // a gate moved its own limit: N the new limit, Duration the latency baseline
 )
 
 // A Component names the kind of thing an Event comes from.
@@ -96,6 +106,7 @@ const (
 	ComponentBulkhead  = core.ComponentBulkhead  // bulkhead.Bulkhead (Part: the layer)
 	ComponentWorkers   = core.ComponentWorkers   // bulkhead.Workers (Part: the class)
 	ComponentDB        = core.ComponentDB        // bulkheadpgx.DB (Part: the class)
+	ComponentAdaptive  = core.ComponentAdaptive  // adaptive.Gate, adaptiveredis.Gate
 )
 
 // The breaker states, as Event.From and Event.To and in metrics.

@@ -18,14 +18,25 @@ type KeyedGate interface {
 type Held struct {
 	ctx     context.Context
 	release func(key string, n int64)
+	tagged  func(Held) // set by NewTaggedHeld, in place of release
 	key     string
 	n       int64
+	tag     int64
 }
 
 // NewHeld is floodgate.NewHeld, documented there.
 func NewHeld(ctx context.Context, release func(key string, n int64), key string, n int64) Held {
 	return Held{ctx: ctx, release: release, key: key, n: n}
 }
+
+// NewTaggedHeld is floodgate.NewTaggedHeld, documented there.
+func NewTaggedHeld(ctx context.Context, release func(Held), n, tag int64) Held {
+	return Held{ctx: ctx, tagged: release, n: n, tag: tag}
+}
+
+// Tag returns the word the gate stored in the Held (NewTaggedHeld); 0 for
+// any other Held.
+func (h Held) Tag() int64 { return h.tag }
 
 // Context returns the context the held work runs under: the context given to
 // Hold or TryHold, or one derived from it that the gate also cancels when it
@@ -41,6 +52,10 @@ func (h Held) N() int64 { return h.n }
 // weight that someone else holds (distsem's Release is idempotent; a
 // consumer that may release twice keeps its own flag).
 func (h Held) Release() {
+	if h.tagged != nil {
+		h.tagged(h)
+		return
+	}
 	if h.release != nil {
 		h.release(h.key, h.n)
 	}

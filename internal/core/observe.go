@@ -83,12 +83,15 @@ const (
 	// KindLeaseLost: a held lease expired in the store before it was
 	// released; the work's context is cancelled with Err.
 	KindLeaseLost
+	// KindLimit: a gate moved its own limit (the adaptive gates). N is the
+	// new limit, Duration the latency baseline it was computed from.
+	KindLimit
 )
 
-var kindNames = [...]string{"", "admit", "release", "reject", "cancel", "store_call", "state_change", "renew", "lease_lost"}
+var kindNames = [...]string{"", "admit", "release", "reject", "cancel", "store_call", "state_change", "renew", "lease_lost", "limit"}
 
 // String returns the kind as a word: "admit", "release", "reject", "cancel",
-// "store_call", "state_change", "renew" or "lease_lost".
+// "store_call", "state_change", "renew", "lease_lost" or "limit".
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && k > 0 {
 		return kindNames[k]
@@ -110,6 +113,7 @@ const (
 	ComponentBulkhead  Component = "bulkhead"  // bulkhead.Bulkhead (Part: the layer)
 	ComponentWorkers   Component = "workers"   // bulkhead.Workers (Part: the class)
 	ComponentDB        Component = "db"        // bulkheadpgx.DB (Part: the class)
+	ComponentAdaptive  Component = "adaptive"  // adaptive.Gate, adaptiveredis.Gate
 )
 
 // The breaker states, as Event.From and Event.To and in metrics.

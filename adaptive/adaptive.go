@@ -1,0 +1,321 @@
+package adaptive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	floodgate "github.com/floodgate-go/floodgate/internal/core" // the floodgate types; see package floodgate
+	"github.com/floodgate-go/floodgate/internal/limitctl"
+	"github.com/floodgate-go/floodgate/internal/reject"
+	"github.com/floodgate-go/floodgate/semaphore"
+)
+
+// Sentinel errors. The error returned is a *floodgate.RejectError matching
+// one of them with errors.Is, whose RetryAfter estimates when a retry could
+// be admitted (from the release rate observed while callers waited).
+var (
+	// ErrNoCapacity: TryHold found no room now.
+	ErrNoCapacity = reject.Sentinel(floodgate.ReasonNoCapacity, "adaptive: no capacity")
+	// ErrQueueFull: the call would wait while Config.MaxWaiters callers wait.
+	ErrQueueFull = reject.Sentinel(floodgate.ReasonQueueFull, "adaptive: queue full")
+	// ErrDeadline: the estimated wait ends after the context's deadline.
+	ErrDeadline = reject.Sentinel(floodgate.ReasonDeadline, "adaptive: wait would exceed context deadline")
+	// ErrTooLarge: n is above Config.Min, the one limit the gate always has.
+	ErrTooLarge = reject.Sentinel(floodgate.ReasonTooLarge, "adaptive: weight above the minimum limit")
+)
+
+// Config configures a Gate. The zero Config is valid: a limit between 1 and
+// 1000 starting at 1, the defaults below.
+type Config struct {
+	// Min and Max bound the limit; Initial is where it starts (Min if zero).
+	// Defaults 1 and 1000. A weight n above Min is refused (ErrTooLarge):
+	// the limit may fall to Min at any round.
+	Min, Max, Initial int64
+
+	// Tolerance is how far the latency may rise above the baseline before the
+	// gate takes it as queueing and lowers the limit; it grows the limit only
+	// while the latency is within Tolerance/2 of it. Default 0.1 (10%).
+	Tolerance float64
+
+	// MinSamples is how many holds a round needs before it decides (default
+	// 100); a round lasts at least MinRound (default 100ms) and four times the
+	// last round's mean hold time, and ends without a decision at MaxRound
+	// (default 10s) if it has too few.
+	MinSamples         int
+	MinRound, MaxRound time.Duration
+
+	// ProbeInterval is how often the gate runs one round at four fifths of
+	// its concurrency while the latency sits at the baseline, to check that the
+	// baseline is still the downstream's no-queue latency (default 10s;
+	// negative: never).
+	ProbeInterval time.Duration
+
+	// DropRate is the share of a round's holds released as dropped (Drop, or
+	// released after their context's deadline) above which the round cuts the
+	// limit by a quarter whatever the latency. Default 0.05.
+	DropRate float64
+
+	// MaxWaiters bounds the callers waiting in Hold (ErrQueueFull beyond); 0
+	// is unbounded, negative never waits. As with every gate, a consumer's
+	// MaxWait bounds the wait itself.
+	MaxWaiters int
+
+	// Observer is told of every admit, reject, cancel and release (Duration:
+	// the hold) and of every change of the limit (KindLimit: N the new limit,
+	// Duration the latency baseline). Component is floodgate.ComponentAdaptive.
+	Observer floodgate.Observer
+}
+
+// Gate is a concurrency gate whose limit follows the downstream's latency:
+// see the package documentation. It implements floodgate.Gate. Use New.
+type Gate struct {
+	sem     *semaphore.Weighted
+	p       limitctl.Params
+	min     int64 // Config.Min: the largest weight
+	obs     floodgate.Observer
+	born    time.Time
+	release func(floodgate.Held)
+
+	mu       sync.Mutex
+	st       limitctl.State
+	round    limitctl.Round
+	inFlight int64
+	stats    Stats
+}
+
+// New returns a Gate configured by cfg. It panics, with a message starting
+// "adaptive: ", on a programmer error: Min < 1, Max < Min or above 2^40,
+// Initial outside [Min, Max], Tolerance or DropRate outside [0, 1], a
+// negative MinSamples, MinRound or MaxRound, or MaxRound < MinRound.
+func New(cfg Config) *Gate {
+	p, initial := cfg.settings().Params("adaptive")
+	g := &Gate{p: p, min: int64(p.Min), obs: cfg.Observer, born: time.Now()}
+	g.st = limitctl.New(p, initial, 0)
+	var semObs floodgate.Observer
+	if cfg.Observer != nil {
+		semObs = floodgate.ObserverFunc(g.fromSemaphore)
+	}
+	g.sem = semaphore.New(g.st.Cap(), semaphore.Config{MaxWaiters: cfg.MaxWaiters, Observer: semObs})
+	g.release = func(h floodgate.Held) { g.finish(h, false) }
+	return g
+}
+
+// settings returns the controller's share of cfg.
+func (cfg Config) settings() limitctl.Settings {
+	return limitctl.Settings{
+		Min: cfg.Min, Max: cfg.Max, Initial: cfg.Initial,
+		Tolerance: cfg.Tolerance, DropRate: cfg.DropRate, MinSamples: cfg.MinSamples,
+		MinRound: cfg.MinRound, MaxRound: cfg.MaxRound, ProbeInterval: cfg.ProbeInterval,
+	}
+}
+
+// Hold takes weight n, waiting in FIFO order until it fits under the limit or
+// ctx is done, and returns it as a floodgate.Held whose hold time (grant to
+// Release) is the gate's latency sample. The Held's context is ctx. Errors:
+// ctx's error, ErrQueueFull, ErrDeadline, ErrTooLarge; on error nothing is
+// held. It does not allocate when n is granted at once.
+func (g *Gate) Hold(ctx context.Context, n int64) (floodgate.Held, error) {
+	if n > g.min {
+		return floodgate.Held{}, reject.New(ErrTooLarge, 0)
+	}
+	if _, err := g.sem.Hold(ctx, n); err != nil {
+		g.markFull()
+		return floodgate.Held{}, translate(err)
+	}
+	return g.admitted(ctx, n), nil
+}
+
+// TryHold is Hold without waiting: it fails at once with ErrNoCapacity (and
+// a RetryAfter estimate) when n does not fit now. A refusal is not reported
+// to the Observer (the consumer reports the outcome), but it tells the gate
+// that it is full, which lets the limit grow.
+func (g *Gate) TryHold(ctx context.Context, n int64) (floodgate.Held, error) {
+	if n > g.min {
+		return floodgate.Held{}, reject.New(ErrTooLarge, 0)
+	}
+	if _, err := g.sem.TryHold(ctx, n); err != nil {
+		g.markFull()
+		return floodgate.Held{}, translate(err)
+	}
+	return g.admitted(ctx, n), nil
+}
+
+// Drop releases h, which this gate gave out, as a drop: the call failed
+// because the downstream is overloaded (it refused, or timed out), and its
+// hold time is not a latency sample. A Held released after its context's
+// deadline passed counts as a drop by itself; one released after its context
+// was cancelled counts as neither a sample nor a drop.
+func (g *Gate) Drop(h floodgate.Held) {
+	if h.N() == 0 && h.Context() == nil {
+		return
+	}
+	g.finish(h, true)
+}
+
+// Limit returns the limit now.
+func (g *Gate) Limit() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.st.Cap()
+}
+
+// Stats counts what the gate did. Limit, InFlight, Waiting, Baseline and
+// Latency are the present; the rest count since New.
+type Stats struct {
+	Limit    int64         // the limit now
+	InFlight int64         // weight held
+	Waiting  int           // callers queued in Hold
+	Baseline time.Duration // the downstream's no-queue latency, as the gate knows it
+	Latency  time.Duration // the last decided round's mean hold time
+
+	Rounds, Increases, Decreases, Rebases, Probes uint64 // rounds decided, by outcome
+	Samples, Drops                                uint64 // holds measured, holds dropped
+
+	Queue semaphore.Stats // the queue's own counts: grants, cancels, refusals
+}
+
+// Stats returns a snapshot of the gate's counts.
+func (g *Gate) Stats() Stats {
+	q := g.sem.Stats()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.stats
+	s.Limit, s.InFlight, s.Waiting = g.st.Cap(), g.inFlight, q.Waiting
+	s.Baseline, s.Latency = time.Duration(g.st.Baseline), time.Duration(g.st.Latency)
+	s.Queue = q
+	return s
+}
+
+// now is the gate's clock: monotonic time since New.
+func (g *Gate) now() time.Duration { return time.Since(g.born) }
+
+func (g *Gate) markFull() {
+	g.mu.Lock()
+	g.round.Full = true
+	g.mu.Unlock()
+}
+
+// admitted accounts for n granted by the queue and hands out the Held.
+func (g *Gate) admitted(ctx context.Context, n int64) floodgate.Held {
+	now := g.now()
+	g.mu.Lock()
+	g.inFlight += n
+	g.round.MaxInFlight = max(g.round.MaxInFlight, g.inFlight)
+	if g.inFlight >= g.st.Cap() {
+		g.round.Full = true
+	}
+	g.mu.Unlock()
+	return floodgate.NewTaggedHeld(ctx, g.release, n, int64(now))
+}
+
+// finish takes h back: its sample (or drop) goes to the round if it began in
+// it, a due round is decided, and the weight goes back to the queue.
+func (g *Gate) finish(h floodgate.Held, dropped bool) {
+	now := g.now()
+	start, n := time.Duration(h.Tag()), h.N()
+	var ctxErr error
+	if ctx := h.Context(); ctx != nil {
+		ctxErr = ctx.Err()
+	}
+	g.mu.Lock()
+	g.inFlight -= n
+	if start >= g.round.Start {
+		switch {
+		case dropped || errors.Is(ctxErr, context.DeadlineExceeded):
+			g.round.Drops++
+			g.stats.Drops++
+		case ctxErr != nil: // cancelled by its caller: cut short, no sample
+		default:
+			lat := now - start
+			g.round.Samples++
+			g.round.Latency += lat
+			g.round.SumSq += float64(lat) * float64(lat)
+			g.stats.Samples++
+		}
+	}
+	changed, limit, baseline := false, int64(0), time.Duration(0)
+	if g.st.Due(g.p, g.round, now) {
+		before := g.st.Cap()
+		g.round.End = now
+		g.count(g.st.Step(g.p, g.round))
+		if !g.st.Pooled() {
+			start := now
+			if g.st.Cap() != before {
+				start += g.st.Settle()
+			}
+			g.round = limitctl.Round{Start: start, MaxInFlight: g.inFlight}
+		}
+		if limit = g.st.Cap(); limit != before {
+			changed, baseline = true, time.Duration(g.st.Baseline)
+			g.sem.SetLimit(limit) // under g.mu, so limits apply in order; it emits nothing
+		}
+	}
+	g.mu.Unlock()
+	g.sem.Release(n)
+	if g.obs != nil {
+		g.obs.Observe(floodgate.Event{Kind: floodgate.KindRelease, Component: floodgate.ComponentAdaptive, N: n, Duration: now - start})
+		if changed {
+			g.obs.Observe(floodgate.Event{Kind: floodgate.KindLimit, Component: floodgate.ComponentAdaptive, N: limit, Duration: baseline})
+		}
+	}
+}
+
+func (g *Gate) count(o limitctl.Outcome) {
+	if o == limitctl.TooFew {
+		return
+	}
+	g.stats.Rounds++
+	switch o {
+	case limitctl.Increase:
+		g.stats.Increases++
+	case limitctl.Decrease:
+		g.stats.Decreases++
+	case limitctl.Rebase:
+		g.stats.Rebases++
+	case limitctl.Probe:
+		g.stats.Probes++
+	}
+}
+
+// fromSemaphore passes the queue's events on as the gate's own; its releases
+// are not passed (finish reports them, with the hold time).
+func (g *Gate) fromSemaphore(e floodgate.Event) {
+	if e.Kind == floodgate.KindRelease {
+		return
+	}
+	e.Component = floodgate.ComponentAdaptive
+	if e.Err != nil {
+		e.Err = translate(e.Err)
+	}
+	g.obs.Observe(e)
+}
+
+// translate turns the queue's refusals into the gate's own sentinels,
+// keeping their delay; other errors (the context's) pass unchanged.
+func translate(err error) error {
+	var s error
+	switch {
+	case errors.Is(err, semaphore.ErrNoCapacity):
+		s = ErrNoCapacity
+	case errors.Is(err, semaphore.ErrQueueFull):
+		s = ErrQueueFull
+	case errors.Is(err, semaphore.ErrDeadline):
+		s = ErrDeadline
+	case errors.Is(err, semaphore.ErrTooLarge):
+		s = ErrTooLarge
+	default:
+		return err
+	}
+	return reject.New(s, reject.RetryAfter(err))
+}
+
+var _ floodgate.Gate = (*Gate)(nil)
+
+// String describes the gate, for logs.
+func (g *Gate) String() string {
+	s := g.Stats()
+	return fmt.Sprintf("adaptive.Gate{limit %d, in flight %d, baseline %v}", s.Limit, s.InFlight, s.Baseline)
+}
