@@ -41,7 +41,7 @@ type Config struct {
 	Tolerance float64
 
 	// MinSamples is how many holds a round needs before it decides (default
-	// 100); a round lasts at least MinRound (default 100ms) and four times the
+	// 200); a round lasts at least MinRound (default 100ms) and four times the
 	// last round's mean hold time, and ends without a decision at MaxRound
 	// (default 10s) if it has too few.
 	MinSamples         int
@@ -94,6 +94,7 @@ func New(cfg Config) *Gate {
 	p, initial := cfg.settings().Params("adaptive")
 	g := &Gate{p: p, min: int64(p.Min), obs: cfg.Observer, born: time.Now()}
 	g.st = limitctl.New(p, initial, 0)
+	g.round = g.st.NewRound(p, 0, 0)
 	var semObs floodgate.Observer
 	if cfg.Observer != nil {
 		semObs = floodgate.ObserverFunc(g.fromSemaphore)
@@ -207,12 +208,23 @@ func (g *Gate) admitted(ctx context.Context, n int64) floodgate.Held {
 	if g.inFlight >= g.st.Cap() {
 		g.round.Full = true
 	}
+	if g.st.CutNow(g.p, g.round, now) {
+		g.round.Cut = now
+	}
+	if g.counts(now) {
+		g.round.Started++
+	}
 	g.mu.Unlock()
 	return floodgate.NewTaggedHeld(ctx, g.release, n, int64(now))
 }
 
-// finish takes h back: its sample (or drop) goes to the round if it began in
-// it, a due round is decided, and the weight goes back to the queue.
+// counts reports whether the round counts a hold begun at t.
+func (g *Gate) counts(t time.Duration) bool {
+	return t >= g.round.Start && (g.round.Cut == 0 || t < g.round.Cut)
+}
+
+// finish takes h back: its sample (or drop) goes to the round if the round
+// counts it, a due round is decided, and the weight goes back to the queue.
 func (g *Gate) finish(h floodgate.Held, dropped bool) {
 	now := g.now()
 	start, n := time.Duration(h.Tag()), h.N()
@@ -222,31 +234,34 @@ func (g *Gate) finish(h floodgate.Held, dropped bool) {
 	}
 	g.mu.Lock()
 	g.inFlight -= n
-	if start >= g.round.Start {
+	if g.counts(start) {
+		g.round.Done++
 		switch {
 		case dropped || errors.Is(ctxErr, context.DeadlineExceeded):
 			g.round.Drops++
 			g.stats.Drops++
 		case ctxErr != nil: // cancelled by its caller: cut short, no sample
 		default:
-			lat := now - start
-			g.round.Samples++
-			g.round.Latency += lat
-			g.round.SumSq += float64(lat) * float64(lat)
+			g.round.Sample(start, now-start)
 			g.stats.Samples++
 		}
+	}
+	if g.st.CutNow(g.p, g.round, now) {
+		g.round.Cut = now
 	}
 	changed, limit, baseline := false, int64(0), time.Duration(0)
 	if g.st.Due(g.p, g.round, now) {
 		before := g.st.Cap()
 		g.round.End = now
 		g.count(g.st.Step(g.p, g.round))
-		if !g.st.Pooled() {
+		if g.st.Pooled() {
+			g.round = g.st.Continue(g.p, g.round, now)
+		} else {
 			start := now
 			if g.st.Cap() != before {
 				start += g.st.Settle()
 			}
-			g.round = limitctl.Round{Start: start, MaxInFlight: g.inFlight}
+			g.round = g.st.NewRound(g.p, start, g.inFlight)
 		}
 		if limit = g.st.Cap(); limit != before {
 			changed, baseline = true, time.Duration(g.st.Baseline)

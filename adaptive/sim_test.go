@@ -5,6 +5,7 @@ import (
 	"flag"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/floodgate-go/floodgate/adaptive"
 	"github.com/floodgate-go/floodgate/internal/adaptsim"
@@ -39,8 +40,17 @@ func TestSimulator(t *testing.T) {
 					res := adaptsim.Run(sc, simGate{g}, seed+1)
 					m := adaptsim.Measure(sc, res)
 					st := g.Stats()
-					t.Logf("seed %d: converge %v (%v) p99 %.2f goodput %.3f growth %.2f | limit %d baseline %v rounds %d inc %d dec %d rebase %d probe %d",
-						seed, m.Converge, m.Converged, m.P99, m.Goodput, m.Growth, st.Limit, st.Baseline, st.Rounds, st.Increases, st.Decreases, st.Rebases, st.Probes)
+					lo, hi := 0, 0
+					for _, x := range res.Samples {
+						if x.At > 35e9 && float64(x.Limit) < 0.8*float64(x.Ideal)-1e-9 {
+							lo++
+						}
+						if x.At > 35e9 && float64(x.Limit) > 1.2*float64(x.Ideal)+1e-9 {
+							hi++
+						}
+					}
+					t.Logf("seed %2d conv %6.1fs(%v) enter %4.1fs in20 %.3f p99 %.2f good %.3f growth %.2f max %.2f out20 -%d/+%d of %d | limit %d B %v rounds %d +%d -%d rebase %d probe %d",
+						seed, m.Converge.Seconds(), m.Converged, m.Enter.Seconds(), m.Within20, m.P99, m.Goodput, m.Growth, m.MaxLimit, lo, hi, len(res.Samples), st.Limit, st.Baseline.Round(100*time.Microsecond), st.Rounds, st.Increases, st.Decreases, st.Rebases, st.Probes)
 				})
 			}
 		})

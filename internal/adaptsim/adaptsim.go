@@ -286,6 +286,27 @@ func (res Result) Converged(from, hold time.Duration) (time.Duration, bool) {
 	return 0, false
 }
 
+// Entered returns how long after from the limit first came within ±10% of
+// the ideal, and the share of the samples of the following hold during which
+// it stayed within ±20%.
+func (res Result) Entered(from, hold time.Duration) (time.Duration, bool, float64) {
+	s := res.Samples
+	for i := range s {
+		if s[i].At < from || !within(s[i].Limit, s[i].Ideal, 0.10) {
+			continue
+		}
+		in, all := 0, 0
+		for j := i; j < len(s) && s[j].At <= s[i].At+hold; j++ {
+			all++
+			if within(s[j].Limit, s[j].Ideal, 0.20) {
+				in++
+			}
+		}
+		return s[i].At - from, true, float64(in) / float64(all)
+	}
+	return 0, false, 0
+}
+
 func within(v, ideal int, tol float64) bool {
 	return math.Abs(float64(v-ideal)) <= tol*float64(ideal)+1e-9
 }
@@ -330,12 +351,12 @@ func (res Result) In(from, to time.Duration) Window {
 	return w
 }
 
-// The standard downstream: 10 workers, service times of median 20ms (mean
-// 22.7ms, p99 64ms), so a capacity of 441 calls/s and an ideal concurrency of
-// 10.
+// The standard downstream: 20 workers (a database pool's worth), service
+// times of median 10ms (mean 11.3ms, p99 32ms), so a capacity of 1,765
+// calls/s and an ideal concurrency of 20.
 const (
-	Workers = 10
-	Median  = 20 * time.Millisecond
+	Workers = 20
+	Median  = 10 * time.Millisecond
 	Sigma   = 0.5
 )
 
@@ -350,7 +371,7 @@ const Step = 30 * time.Second
 // 1.25 × the baseline, a gradient of 0.8, for ever).
 func Scenarios() []Scenario {
 	base := Scenario{Median: Median, Sigma: Sigma, Length: Step + 70*time.Second,
-		Load: Load{Clients: 4 * Workers, Backoff: 20 * time.Millisecond}}
+		Load: Load{Clients: 3 * Workers, Backoff: 20 * time.Millisecond}}
 	with := func(name string, phases ...Phase) Scenario {
 		sc := base
 		sc.Name, sc.Phases = name, append([]Phase{{Workers: Workers, Scale: 1}}, phases...)
@@ -378,14 +399,22 @@ type Metrics struct {
 	// Converged is false if it never did.
 	Converge  time.Duration
 	Converged bool
+	// Enter is how long after the change the limit first came within ±10%
+	// of the ideal (Entered false if never); Within20 the share of the
+	// 60s after that during which it stayed within ±20%.
+	Enter    time.Duration
+	Entered  bool
+	Within20 float64
 	// P99 is the admitted calls' p99 latency over the steady window as a
 	// multiple of the no-load p99 there; Goodput their completions per
 	// second as a share of the capacity.
 	P99, Goodput float64
-	// Growth is, for the incident, the highest limit during it over the
-	// mean limit in the 10s before it; for the runaway case, the highest
-	// limit after 30s over the mean limit of 20s–30s. 0 for the others.
-	Growth float64
+	// Growth is, for the incident, the mean limit over its last minute
+	// over the mean limit in the 10s before it; for the runaway case, the
+	// mean limit over its last minute over the mean of 20s–30s: above 1,
+	// the limit drifted up. 0 for the others. MaxLimit is the highest limit
+	// over the same stretch, as a multiple of the ideal.
+	Growth, MaxLimit float64
 }
 
 // Measure computes res's Metrics for sc.
@@ -396,6 +425,7 @@ func Measure(sc Scenario, res Result) Metrics {
 	}
 	var m Metrics
 	m.Converge, m.Converged = res.Converged(change, 60*time.Second)
+	m.Enter, m.Entered, m.Within20 = res.Entered(change, 60*time.Second)
 	from, to := change+5*time.Second, sc.Length
 	if len(sc.Phases) > 2 {
 		to = sc.Phases[2].At
@@ -410,9 +440,11 @@ func Measure(sc Scenario, res Result) Metrics {
 	m.Goodput = w.Goodput / sc.Capacity(ph)
 	switch {
 	case len(sc.Phases) > 2:
-		m.Growth = float64(res.In(change, to).MaxLimit) / res.In(change-10*time.Second, change).Limit
+		m.Growth = res.In(to-time.Minute, to).Limit / res.In(change-10*time.Second, change).Limit
+		m.MaxLimit = float64(res.In(change, to).MaxLimit) / float64(sc.Phases[1].Workers)
 	case sc.Load.Clients > 0 && sc.Load.Clients < 2*sc.Phases[0].Workers:
-		m.Growth = float64(res.In(30*time.Second, sc.Length).MaxLimit) / res.In(20*time.Second, 30*time.Second).Limit
+		m.Growth = res.In(sc.Length-time.Minute, sc.Length).Limit / res.In(20*time.Second, 30*time.Second).Limit
+		m.MaxLimit = float64(res.In(30*time.Second, sc.Length).MaxLimit) / float64(sc.Phases[0].Workers)
 	}
 	return m
 }

@@ -20,8 +20,8 @@
 //
 // limitctl therefore lowers the baseline to any faster round, and raises it
 // only on evidence that a higher latency is not queueing: after the
-// concurrency fell by a fifth or more (a decrease, or a probe round), the
-// latency did not fall with it (it stayed above 90% of what it was). Only
+// concurrency fell by a seventh or more (a decrease, or a probe round), the
+// latency did not fall with it (it stayed above 93% of what it was). Only
 // holds that began in the round count (the gates tag each hold with its start),
 // so a round after a decrease is not measured on holds queued under the
 // higher limit before it (the cause of PR #11579). The limit grows only while
@@ -39,7 +39,7 @@ import (
 type Params struct {
 	Min, Max      float64       // the limit's bounds, Min ≥ 1
 	Tolerance     float64       // latency above the baseline taken as queueing (0.1: 10%)
-	Growth        float64       // growth per round at the baseline, after startup (0.1)
+	Growth        float64       // growth of a first increase after startup (0.05); it doubles with each one in a row
 	DropRate      float64       // share of drops in a round that decreases the limit (0.05)
 	MinSamples    int64         // samples a round needs for a decision
 	MinRound      time.Duration // shortest round
@@ -78,7 +78,7 @@ func (s Settings) Params(pkg string) (Params, float64) {
 		s.Tolerance = 0.1
 	}
 	if s.MinSamples == 0 {
-		s.MinSamples = 100
+		s.MinSamples = 200
 	}
 	if s.MinRound == 0 {
 		s.MinRound = 100 * time.Millisecond
@@ -108,16 +108,24 @@ func (s Settings) Params(pkg string) (Params, float64) {
 	}
 	return Params{
 		Min: float64(s.Min), Max: float64(s.Max),
-		Tolerance: s.Tolerance, Growth: 0.1, DropRate: s.DropRate,
+		Tolerance: s.Tolerance, Growth: 0.05, DropRate: s.DropRate,
 		MinSamples: int64(s.MinSamples), MinRound: s.MinRound, MaxRound: s.MaxRound,
 		ProbeInterval: s.ProbeInterval,
 	}, float64(s.Initial)
 }
 
 // A Round is what one round measured: the holds that began at or after Start
-// and were released before End.
+// and before Cut. A round counts the holds that begin in it until Cut says it
+// has enough, then waits for all of them to end before it is decided, so that
+// long holds weigh as much as short ones (a round decided on whatever had
+// ended by a given time would see mostly the short ones).
 type Round struct {
 	Start, End  time.Duration // on the gate's clock
+	Cut         time.Duration // when the round stopped counting new holds; 0 while it counts
+	Started     int64         // holds begun in [Start, Cut)
+	Done        int64         // of those, holds ended (samples, drops and cancelled ones)
+	Mid         time.Duration // samples of holds begun from Mid on count in Late too
+	Late        Sums          // the samples begun from Mid on (see Unsteady)
 	Samples     int64         // holds released normally
 	Latency     time.Duration // their summed hold time
 	SumSq       float64       // their summed squared hold time, ns²
@@ -126,10 +134,43 @@ type Round struct {
 	MaxInFlight int64         // the most weight held at once during the round
 }
 
+// Sums are the totals of some samples.
+type Sums struct {
+	Samples int64
+	Latency time.Duration
+	SumSq   float64
+}
+
+// Sample adds the sample of a hold begun at start that lasted lat.
+func (r *Round) Sample(start, lat time.Duration) {
+	r.Samples++
+	r.Latency += lat
+	r.SumSq += float64(lat) * float64(lat)
+	if start >= r.Mid {
+		r.Late.Samples++
+		r.Late.Latency += lat
+		r.Late.SumSq += float64(lat) * float64(lat)
+	}
+}
+
+// NewRound returns the round that starts at start (the gate adds Settle
+// after a change of the limit), with inFlight held.
+func (s *State) NewRound(p Params, start time.Duration, inFlight int64) Round {
+	return Round{Start: start, Mid: start + s.RoundLength(p)/2, MaxInFlight: inFlight}
+}
+
+// Continue returns r, pooled by the last Step at now, counting on: uncut,
+// its halves measured afresh from now.
+func (s *State) Continue(p Params, r Round, now time.Duration) Round {
+	r.Cut, r.Late, r.Mid = 0, Sums{}, now+s.RoundLength(p)/2
+	return r
+}
+
 // Point is one past round: the concurrency it ran at, its limit, its mean
 // latency in nanoseconds.
 type Point struct {
 	Base, Limit, Latency float64
+	SE                   float64 // the latency's relative standard error
 }
 
 // histLen is how many past rounds the baseline evidence looks back over.
@@ -148,6 +189,9 @@ type State struct {
 	Need      int64          // samples the open round needs (MinSamples, more when pooled or probing)
 	Decided   time.Duration  // when the last round was decided
 	Pool      bool           // the last Step kept the round open (see Pooled)
+	Seen      Round          // a pooled round's totals at its last decision
+	Faster    bool           // the last round was faster than the baseline beyond doubt
+	Ramp      int            // increases in a row, less one
 	Hist      [histLen]Point // past rounds, newest first
 	NHist     int
 }
@@ -162,10 +206,11 @@ const (
 	Increase                // latency at the baseline and the gate full: limit grown
 	Decrease                // latency above the baseline or drops: limit cut
 	Rebase                  // latency did not follow a fall in concurrency: baseline raised, limit restored
-	Probe                   // the next round runs at four fifths of the concurrency, to test the baseline
+	Probe                   // the next round runs at 85% of the concurrency, to test the baseline
+	Unsteady                // the round's two halves disagree (the downstream changed within it): discarded
 )
 
-var outcomeNames = [...]string{"too_few", "hold", "increase", "decrease", "rebase", "probe"}
+var outcomeNames = [...]string{"too_few", "hold", "increase", "decrease", "rebase", "probe", "unsteady"}
 
 // String returns the outcome as a word.
 func (o Outcome) String() string {
@@ -178,7 +223,7 @@ func (o Outcome) String() string {
 // New returns the state of a new gate: limit initial (clamped), in startup.
 // The first probe may start one ProbeInterval after now.
 func New(p Params, initial float64, now time.Duration) State {
-	return State{Limit: clamp(p, initial), Startup: true, NextProbe: now + p.ProbeInterval, Need: p.MinSamples, Decided: now}
+	return State{Limit: clamp(p, initial), Startup: true, NextProbe: now + p.ProbeInterval, Need: max(1, p.MinSamples/4), Decided: now}
 }
 
 // Cap returns the integral limit the gate enforces: floor(Limit), at least 1.
@@ -195,15 +240,24 @@ func (s *State) RoundLength(p Params) time.Duration {
 	return max(p.MinRound, time.Duration(min(4*lat, float64(p.MaxRound))))
 }
 
-// Due reports whether r, still open at now, is to be decided: it lasted
-// RoundLength and has the samples it needs (MinSamples; twice as many as at
+// Cut reports whether r, counting at now, has enough holds: it lasted
+// RoundLength and Started the holds it needs (MinSamples; twice as many as at
 // its last decision when it is pooled), or MaxRound passed since the last
-// decision.
-func (s *State) Due(p Params, r Round, now time.Duration) bool {
+// decision. The gate then sets r.Cut to now.
+func (s *State) CutNow(p Params, r Round, now time.Duration) bool {
+	if r.Cut != 0 || now < r.Start {
+		return false
+	}
 	if now-max(r.Start, s.Decided) >= p.MaxRound {
 		return true
 	}
-	return now-r.Start >= s.RoundLength(p) && r.Samples+r.Drops >= max(s.Need, p.MinSamples, 1)
+	return now-r.Start >= s.RoundLength(p) && r.Started >= max(s.Need, 1)
+}
+
+// Due reports whether r, cut, is to be decided: every hold it counted has
+// ended, or MaxRound passed since the cut (holds still out are left out).
+func (s *State) Due(p Params, r Round, now time.Duration) bool {
+	return r.Cut != 0 && (r.Done >= r.Started || now-r.Cut >= p.MaxRound)
 }
 
 // Settle is how long after a decision that moved the limit the next round
@@ -224,14 +278,26 @@ func (s *State) Pooled() bool { return s.Pool }
 // still open), and moves the limit.
 func (s *State) Step(p Params, r Round) Outcome {
 	o := s.step(p, r)
+	if o != Increase && o != TooFew {
+		s.Ramp = 0
+	}
 	s.Decided = r.End
 	pooled := s.Pool
 	s.Pool = o == Hold && r.Samples < 8*p.MinSamples && r.Samples > 0
+	if o == Unsteady {
+		s.Probing = false
+	}
+	s.Seen = Round{}
 	switch {
 	case s.Pool:
-		s.Need = 2 * r.Samples
+		s.Need = r.Started + p.MinSamples
+		s.Seen = Round{Samples: r.Samples, Latency: r.Latency, SumSq: r.SumSq}
 	case o == Probe:
 		s.Need = 2 * p.MinSamples
+	case s.Startup:
+		// Startup looks for a latency rise of a doubling: a quarter of
+		// the samples see it.
+		s.Need = max(1, p.MinSamples/4)
 	default:
 		s.Need = p.MinSamples
 	}
@@ -243,7 +309,14 @@ func (s *State) Step(p Params, r Round) Outcome {
 
 func (s *State) step(p Params, r Round) Outcome {
 	n := r.Samples
-	if n+r.Drops < p.MinSamples || n+r.Drops == 0 {
+	// A round decides on MinSamples; one cut at MaxRound (a slow or quiet
+	// downstream) on what it has, if that is at least a tenth of it: its
+	// noise is measured, and the thresholds widen with it.
+	enough := min(p.MinSamples, max(s.Need, 1))
+	if r.End-max(r.Start, s.Decided) >= p.MaxRound {
+		enough = max(5, p.MinSamples/10)
+	}
+	if n+r.Drops < enough || n+r.Drops == 0 {
 		s.Probing = false
 		return TooFew
 	}
@@ -265,45 +338,95 @@ func (s *State) step(p Params, r Round) Outcome {
 	if n == 0 {
 		return TooFew
 	}
-	w := float64(r.Latency) / float64(n)
-	// se: the relative standard error of w, from the round's own spread.
-	se := math.Sqrt(math.Max(0, r.SumSq/float64(n)-w*w)/float64(n)) / w
-	s.Latency = w
+	// A round whose later half disagrees with its earlier one beyond three
+	// standard errors straddles a change of the downstream: a mean of the
+	// two worlds would mislead every rule below (a baseline learnt from it
+	// would be wrong in both). Only the samples since the last decision
+	// count: a pooled round's older ones were steady when decided on.
+	early := Sums{r.Samples - s.Seen.Samples - r.Late.Samples, r.Latency - s.Seen.Latency - r.Late.Latency, r.SumSq - s.Seen.SumSq - r.Late.SumSq}
+	if early.Samples >= 20 && r.Late.Samples >= 20 {
+		we, see := mean(early.Samples, early.Latency, early.SumSq)
+		wl, sel := mean(r.Late.Samples, r.Late.Latency, r.Late.SumSq)
+		if math.Abs(wl/we-1) > 3*math.Sqrt(see*see+sel*sel) {
+			return Unsteady
+		}
+	}
+	w, se := mean(n, r.Latency, r.SumSq)
 	if s.Baseline == 0 {
 		s.Baseline, s.BaseSE = w, se
 	}
 	// seR: the relative standard error of w / Baseline.
 	seR := math.Sqrt(se*se + s.BaseSE*s.BaseSE)
-	pt := Point{Base: base, Limit: limit, Latency: w}
-
-	// Evidence about the baseline: the latest past round that ran at a
-	// concurrency at least a quarter above this one's.
-	if j := s.above(base / 0.81); j >= 0 && !s.Pool {
-		prev := s.Hist[j]
-		if w >= 0.9*prev.Latency {
-			// The latency did not follow the concurrency down: neither
-			// round queued. w is a no-queue latency, and the limit of
-			// that round did not queue either.
-			s.learn(w, se)
-			s.NextProbe = r.End + p.ProbeInterval
-			s.Limit = clamp(p, math.Max(prev.Limit, s.Limit))
-			s.NHist = 0
-			s.push(pt)
-			return Rebase
+	if f := r.Samples - s.Seen.Samples; s.Pool && f >= p.MinSamples {
+		// A pooled round: the samples since its last decision alone say
+		// more when the downstream has just changed (a step within the
+		// pool); decide on them when they are beyond doubt.
+		wf, sef := mean(f, r.Latency-s.Seen.Latency, r.SumSq-s.Seen.SumSq)
+		seRf := math.Sqrt(sef*sef + s.BaseSE*s.BaseSE)
+		if d := math.Max(p.Tolerance, 3*seRf); wf > s.Baseline*(1+d) || wf < s.Baseline*(1-d) {
+			w, se, seR = wf, sef, seRf
 		}
 	}
+	s.Latency = w
+	pt := Point{Base: base, Limit: limit, Latency: w, SE: se}
+
+	// Evidence about the baseline: the round before ran at a concurrency
+	// at least a tenth above this one's (a decrease, or this is a probe).
+	// Had it queued, the latency would have fallen in proportion.
+	if prev := s.Hist[0]; s.NHist > 0 && base <= 0.9*prev.Base && !s.Pool {
+		fall, follow := 1-base/prev.Base, 1-w/prev.Latency
+		a, b := 1/(prev.SE*prev.SE+1e-12), 1/(se*se+1e-12)
+		both, bothSE := (a*prev.Latency+b*w)/(a+b), 1/math.Sqrt(a+b)
+		switch {
+		case fall >= 0.2 && follow <= fall/4 && math.Abs(both/s.Baseline-1) > 2.5*math.Sqrt(bothSE*bothSE+s.BaseSE*s.BaseSE):
+			// The concurrency fell by a fifth or more and the latency
+			// barely moved, at a level the baseline cannot explain: the
+			// downstream changed (a latency step). Both rounds are its
+			// no-queue latency. Go back to the highest limit of the
+			// recent rounds: if it queues, the next round's decrease
+			// lands on the knee at once, where growth from too low a
+			// limit would take many rounds.
+			s.Baseline, s.BaseSE = both, math.Max(bothSE, 0.01)
+			to := s.Limit
+			for i := range s.NHist {
+				to = math.Max(to, s.Hist[i].Limit)
+			}
+			s.Limit = clamp(p, to)
+		case follow <= fall/2 && math.Abs(both/s.Baseline-1) <= 2.5*math.Sqrt(bothSE*bothSE+s.BaseSE*s.BaseSE):
+			// The latency fell by less than half the concurrency's fall,
+			// at the baseline: neither round queued; both sharpen it, and
+			// the limit of the round before did not queue either.
+			s.learn(both, bothSE)
+			s.Limit = clamp(p, math.Max(prev.Limit, s.Limit))
+		default:
+			goto normal
+		}
+		s.NextProbe = r.End + p.ProbeInterval
+		s.NHist = 0
+		s.push(pt)
+		return Rebase
+	}
+normal:
 	if s.Pool && s.NHist > 0 {
 		s.Hist[0] = pt // the same round, decided again on more samples
 	} else {
 		s.push(pt)
 	}
 	switch {
-	case w < s.Baseline*(1-2.5*seR):
-		// Faster beyond the noise of both: the downstream got faster.
-		s.Baseline, s.BaseSE = w, se
+	case w < s.Baseline*(1-math.Max(p.Tolerance, 3*seR)):
+		// Faster beyond Tolerance and the noise of both, twice running:
+		// the downstream got faster. (One round that fast is noise now and
+		// then; a baseline lowered on it would ratchet down.)
+		if s.Faster {
+			s.Baseline, s.BaseSE = w, se
+		}
+		s.Faster = !s.Faster
 	case s.Startup && math.Abs(w/s.Baseline-1) < 2*seR:
 		// Startup rounds run below the knee: each is a no-queue sample.
 		s.learn(w, se)
+		s.Faster = false
+	default:
+		s.Faster = false
 	}
 
 	ratio := w / s.Baseline
@@ -328,15 +451,24 @@ func (s *State) step(p Params, r Round) Outcome {
 		if !probing && !s.Startup && p.ProbeInterval > 0 && r.End >= s.NextProbe {
 			s.NextProbe = r.End + p.ProbeInterval
 			s.Probing = true
-			s.Limit = clamp(p, math.Floor(base*0.8))
+			s.Limit = clamp(p, math.Min(base-1, math.Round(base*0.85)))
 			return Probe
 		}
-		grow := s.Limit * p.Growth * math.Min(1, math.Max(0.2, (flat-ratio)/(p.Tolerance/2)))
+		// Growth doubles with each increase in a row while the latency is
+		// below the baseline (Growth, 2×, 4×, … up to doubling the limit):
+		// one increase on a noisy round moves the limit little, a
+		// downstream that has grown is found in a few rounds.
+		g := p.Growth
+		if ratio < 1 {
+			g = math.Min(1, p.Growth*math.Exp2(float64(s.Ramp)))
+		}
+		grow := s.Limit * g * math.Min(1, math.Max(0.2, (flat-ratio)/(p.Tolerance/2)))
 		if s.Startup {
 			grow = s.Limit
 		}
 		s.Limit = clamp(p, s.Limit+math.Max(grow, 0.2))
 		if s.Cap() > int64(limit) {
+			s.Ramp++
 			return Increase
 		}
 		return Hold
@@ -345,31 +477,21 @@ func (s *State) step(p Params, r Round) Outcome {
 	}
 }
 
-// learn takes w, a latency measured without queueing with relative standard
-// error se, into the baseline: averaged with it (inverse-variance weights)
-// when the two agree within 2.5 standard errors, in its place when they do not
-// (the downstream changed). The baseline's error is kept at 1% or more, so
-// that it goes on following slow changes.
+// mean returns the mean of n latencies of sum sum and sum of squares sq, and
+// its relative standard error.
+func mean(n int64, sum time.Duration, sq float64) (w, se float64) {
+	w = float64(sum) / float64(n)
+	return w, math.Sqrt(math.Max(0, sq/float64(n)-w*w)/float64(n)) / w
+}
+
+// learn takes w, a no-queue latency with relative standard error se that
+// agrees with the baseline, into it (inverse-variance weights). The
+// baseline's error is kept at 1% or more, so that it goes on following slow
+// changes.
 func (s *State) learn(w, se float64) {
-	seR := math.Sqrt(se*se + s.BaseSE*s.BaseSE)
-	if s.Baseline == 0 || math.Abs(w/s.Baseline-1) > 2.5*seR {
-		s.Baseline, s.BaseSE = w, math.Max(se, 0.01)
-		return
-	}
 	a, b := 1/(s.BaseSE*s.BaseSE+1e-12), 1/(se*se+1e-12)
 	s.Baseline = (a*s.Baseline + b*w) / (a + b)
 	s.BaseSE = math.Max(1/math.Sqrt(a+b), 0.01)
-}
-
-// above returns the index of the newest past round whose concurrency was at
-// least floor, or -1.
-func (s *State) above(floor float64) int {
-	for i := 0; i < s.NHist; i++ {
-		if s.Hist[i].Base >= floor {
-			return i
-		}
-	}
-	return -1
 }
 
 func (s *State) push(pt Point) {
