@@ -135,8 +135,8 @@ nonstd=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./semapho
   grep -v -e "^$mod/semaphore\$" -e "^$mod/shaper\$" -e "^$mod/internal/" || true)
 [ -z "$nonstd" ] || die "semaphore/shaper depend on: $nonstd"
 
-log "semaphore, shaper, breaker and bulkhead link no Redis client, pgx, OpenTelemetry or gRPC"
-leaked=$(go list -deps ./semaphore ./shaper ./breaker ./bulkhead |
+log "semaphore, shaper, breaker, bulkhead and adaptive link no Redis client, pgx, OpenTelemetry or gRPC"
+leaked=$(go list -deps ./semaphore ./shaper ./breaker ./bulkhead ./adaptive |
   grep -e '^github.com/redis/' -e '^github.com/jackc/' -e '^go.opentelemetry.io/' -e '^google.golang.org/grpc' || true)
 [ -z "$leaked" ] || die "semaphore/shaper/breaker/bulkhead depend on: $leaked"
 
@@ -175,10 +175,12 @@ for m in $MODULES; do
 done
 
 # The allocation tests are built without -race only (//go:build !race): the
-# race detector allocates on its own and makes sync.Pool drop items.
+# race detector allocates on its own and makes sync.Pool drop items. So is the
+# adaptive gate's simulator, which runs minutes of fake time (real minutes
+# under the race detector).
 for m in $MODULES; do
-  log "allocation budgets, without -race ($m)"
-  run inmod "$m" gotest -count=1 -timeout "$TEST_TIMEOUT" -run 'Allocs|Allocat' ./...
+  log "allocation budgets and the adaptive simulator, without -race ($m)"
+  run inmod "$m" gotest -count=1 -timeout "$TEST_TIMEOUT" -run 'Allocs|Allocat|Simulator' ./...
 done
 
 for m in $MODULES; do

@@ -286,25 +286,22 @@ func (res Result) Converged(from, hold time.Duration) (time.Duration, bool) {
 	return 0, false
 }
 
-// Entered returns how long after from the limit first came within ±10% of
-// the ideal, and the share of the samples of the following hold during which
-// it stayed within ±20%.
-func (res Result) Entered(from, hold time.Duration) (time.Duration, bool, float64) {
-	s := res.Samples
-	for i := range s {
-		if s[i].At < from || !within(s[i].Limit, s[i].Ideal, 0.10) {
-			continue
-		}
-		in, all := 0, 0
-		for j := i; j < len(s) && s[j].At <= s[i].At+hold; j++ {
+// within20 returns the share of the samples in [from, from+hold] within
+// ±20% of the ideal.
+func (res Result) within20(from, hold time.Duration) float64 {
+	in, all := 0, 0
+	for _, x := range res.Samples {
+		if x.At >= from && x.At <= from+hold {
 			all++
-			if within(s[j].Limit, s[j].Ideal, 0.20) {
+			if within(x.Limit, x.Ideal, 0.20) {
 				in++
 			}
 		}
-		return s[i].At - from, true, float64(in) / float64(all)
 	}
-	return 0, false, 0
+	if all == 0 {
+		return 0
+	}
+	return float64(in) / float64(all)
 }
 
 func within(v, ideal int, tol float64) bool {
@@ -399,9 +396,10 @@ type Metrics struct {
 	// Converged is false if it never did.
 	Converge  time.Duration
 	Converged bool
-	// Enter is how long after the change the limit first came within ±10%
-	// of the ideal (Entered false if never); Within20 the share of the
-	// 60s after that during which it stayed within ±20%.
+	// Enter is how long after the change the limit took to come within
+	// ±10% of the ideal and stay within ±20% for 10s (Entered false if it
+	// never did); Within20 is the share of the minute after that during
+	// which it stayed within ±20%.
 	Enter    time.Duration
 	Entered  bool
 	Within20 float64
@@ -425,7 +423,8 @@ func Measure(sc Scenario, res Result) Metrics {
 	}
 	var m Metrics
 	m.Converge, m.Converged = res.Converged(change, 60*time.Second)
-	m.Enter, m.Entered, m.Within20 = res.Entered(change, 60*time.Second)
+	m.Enter, m.Entered = res.Converged(change, 10*time.Second)
+	m.Within20 = res.within20(change+m.Enter, 60*time.Second)
 	from, to := change+5*time.Second, sc.Length
 	if len(sc.Phases) > 2 {
 		to = sc.Phases[2].At

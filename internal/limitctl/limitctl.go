@@ -18,15 +18,20 @@
 //     (Netflix concurrency-limits PR #134, where a long-term average
 //     baseline catches up with a latency raised by queueing).
 //
-// limitctl therefore lowers the baseline to any faster round, and raises it
-// only on evidence that a higher latency is not queueing: after the
-// concurrency fell by a seventh or more (a decrease, or a probe round), the
-// latency did not fall with it (it stayed above 93% of what it was). Only
-// holds that began in the round count (the gates tag each hold with its start),
-// so a round after a decrease is not measured on holds queued under the
-// higher limit before it (the cause of PR #11579). The limit grows only while
-// the latency is within Tolerance/2 of the baseline and the gate was full, so
-// it cannot grow while latency is high (the runaway of PR #134).
+// limitctl learns the baseline only from rounds known not to queue: startup
+// rounds, and rounds after the concurrency fell by a tenth or more (a
+// decrease, or a probe) in which the latency fell by less than half as much.
+// It raises it (a latency step) only when, after a fall of a fifth or more,
+// the latency barely moved (by less than a quarter of the fall) at a level the
+// baseline cannot explain; it lowers it on two rounds in a row faster beyond
+// doubt. Every threshold widens with the round's measured standard error, so
+// noise moves nothing. A round counts the holds that began in it (the gates
+// tag each with its start), from a settling time after the limit moved, and
+// is decided once they have all ended: holds queued under a higher limit
+// before a decrease do not skew it (the cause of PR #11579), nor do long
+// holds cut off by the round's end. The limit grows only while the latency is
+// within Tolerance/2 of the baseline and the gate was full, so it cannot grow
+// while latency is high (the runaway of PR #134).
 package limitctl
 
 import (
@@ -189,7 +194,7 @@ type State struct {
 	Need      int64          // samples the open round needs (MinSamples, more when pooled or probing)
 	Decided   time.Duration  // when the last round was decided
 	Pool      bool           // the last Step kept the round open (see Pooled)
-	Seen      Round          // a pooled round's totals at its last decision
+	Seen      Sums           // a pooled round's totals at its last decision
 	Faster    bool           // the last round was faster than the baseline beyond doubt
 	Ramp      int            // increases in a row, less one
 	Hist      [histLen]Point // past rounds, newest first
@@ -207,7 +212,7 @@ const (
 	Decrease                // latency above the baseline or drops: limit cut
 	Rebase                  // latency did not follow a fall in concurrency: baseline raised, limit restored
 	Probe                   // the next round runs at 85% of the concurrency, to test the baseline
-	Unsteady                // the round's two halves disagree (the downstream changed within it): discarded
+	Unsteady                // the round's two halves disagree (the downstream changed within it), too few in the later one: discarded
 )
 
 var outcomeNames = [...]string{"too_few", "hold", "increase", "decrease", "rebase", "probe", "unsteady"}
@@ -240,7 +245,7 @@ func (s *State) RoundLength(p Params) time.Duration {
 	return max(p.MinRound, time.Duration(min(4*lat, float64(p.MaxRound))))
 }
 
-// Cut reports whether r, counting at now, has enough holds: it lasted
+// CutNow reports whether r, counting at now, has enough holds: it lasted
 // RoundLength and Started the holds it needs (MinSamples; twice as many as at
 // its last decision when it is pooled), or MaxRound passed since the last
 // decision. The gate then sets r.Cut to now.
@@ -282,16 +287,15 @@ func (s *State) Step(p Params, r Round) Outcome {
 		s.Ramp = 0
 	}
 	s.Decided = r.End
-	pooled := s.Pool
 	s.Pool = o == Hold && r.Samples < 8*p.MinSamples && r.Samples > 0
 	if o == Unsteady {
 		s.Probing = false
 	}
-	s.Seen = Round{}
+	s.Seen = Sums{}
 	switch {
 	case s.Pool:
 		s.Need = r.Started + p.MinSamples
-		s.Seen = Round{Samples: r.Samples, Latency: r.Latency, SumSq: r.SumSq}
+		s.Seen = Sums{Samples: r.Samples, Latency: r.Latency, SumSq: r.SumSq}
 	case o == Probe:
 		s.Need = 2 * p.MinSamples
 	case s.Startup:
@@ -299,9 +303,6 @@ func (s *State) Step(p Params, r Round) Outcome {
 		// the samples see it.
 		s.Need = max(1, p.MinSamples/4)
 	default:
-		s.Need = p.MinSamples
-	}
-	if !s.Pool && pooled && o == TooFew {
 		s.Need = p.MinSamples
 	}
 	return o
@@ -348,7 +349,13 @@ func (s *State) step(p Params, r Round) Outcome {
 		we, see := mean(early.Samples, early.Latency, early.SumSq)
 		wl, sel := mean(r.Late.Samples, r.Late.Latency, r.Late.SumSq)
 		if math.Abs(wl/we-1) > 3*math.Sqrt(see*see+sel*sel) {
-			return Unsteady
+			if r.Late.Samples < max(10, p.MinSamples/4) {
+				return Unsteady
+			}
+			// Enough of the later half to decide on: the downstream as
+			// it is now.
+			r.Samples, r.Latency, r.SumSq, r.Late, s.Seen = r.Late.Samples, r.Late.Latency, r.Late.SumSq, Sums{}, Sums{}
+			n = r.Samples
 		}
 	}
 	w, se := mean(n, r.Latency, r.SumSq)
@@ -370,43 +377,9 @@ func (s *State) step(p Params, r Round) Outcome {
 	s.Latency = w
 	pt := Point{Base: base, Limit: limit, Latency: w, SE: se}
 
-	// Evidence about the baseline: the round before ran at a concurrency
-	// at least a tenth above this one's (a decrease, or this is a probe).
-	// Had it queued, the latency would have fallen in proportion.
-	if prev := s.Hist[0]; s.NHist > 0 && base <= 0.9*prev.Base && !s.Pool {
-		fall, follow := 1-base/prev.Base, 1-w/prev.Latency
-		a, b := 1/(prev.SE*prev.SE+1e-12), 1/(se*se+1e-12)
-		both, bothSE := (a*prev.Latency+b*w)/(a+b), 1/math.Sqrt(a+b)
-		switch {
-		case fall >= 0.2 && follow <= fall/4 && math.Abs(both/s.Baseline-1) > 2.5*math.Sqrt(bothSE*bothSE+s.BaseSE*s.BaseSE):
-			// The concurrency fell by a fifth or more and the latency
-			// barely moved, at a level the baseline cannot explain: the
-			// downstream changed (a latency step). Both rounds are its
-			// no-queue latency. Go back to the highest limit of the
-			// recent rounds: if it queues, the next round's decrease
-			// lands on the knee at once, where growth from too low a
-			// limit would take many rounds.
-			s.Baseline, s.BaseSE = both, math.Max(bothSE, 0.01)
-			to := s.Limit
-			for i := range s.NHist {
-				to = math.Max(to, s.Hist[i].Limit)
-			}
-			s.Limit = clamp(p, to)
-		case follow <= fall/2 && math.Abs(both/s.Baseline-1) <= 2.5*math.Sqrt(bothSE*bothSE+s.BaseSE*s.BaseSE):
-			// The latency fell by less than half the concurrency's fall,
-			// at the baseline: neither round queued; both sharpen it, and
-			// the limit of the round before did not queue either.
-			s.learn(both, bothSE)
-			s.Limit = clamp(p, math.Max(prev.Limit, s.Limit))
-		default:
-			goto normal
-		}
-		s.NextProbe = r.End + p.ProbeInterval
-		s.NHist = 0
-		s.push(pt)
+	if s.evidence(p, pt, r.End) {
 		return Rebase
 	}
-normal:
 	if s.Pool && s.NHist > 0 {
 		s.Hist[0] = pt // the same round, decided again on more samples
 	} else {
@@ -475,6 +448,47 @@ normal:
 	default:
 		return Hold
 	}
+}
+
+// evidence looks at the round before pt for evidence about the baseline: it
+// ran at a concurrency at least a tenth above pt's (a decrease, or pt is a
+// probe), so had it queued, the latency would have fallen in proportion. It
+// reports whether it found some (and acted on it).
+func (s *State) evidence(p Params, pt Point, now time.Duration) bool {
+	prev := s.Hist[0]
+	if s.NHist == 0 || pt.Base > 0.9*prev.Base || s.Pool {
+		return false
+	}
+	fall, follow := 1-pt.Base/prev.Base, 1-pt.Latency/prev.Latency
+	a, b := 1/(prev.SE*prev.SE+1e-12), 1/(pt.SE*pt.SE+1e-12)
+	both, bothSE := (a*prev.Latency+b*pt.Latency)/(a+b), 1/math.Sqrt(a+b)
+	agrees := math.Abs(both/s.Baseline-1) <= 2.5*math.Sqrt(bothSE*bothSE+s.BaseSE*s.BaseSE)
+	switch {
+	case fall >= 0.2 && follow <= fall/4 && !agrees:
+		// The concurrency fell by a fifth or more and the latency barely
+		// moved, at a level the baseline cannot explain: the downstream
+		// changed (a latency step). Both rounds are its no-queue latency.
+		// Go back to the highest limit of the recent rounds: if it queues,
+		// the next round's decrease lands on the knee at once, where
+		// growth from too low a limit would take many rounds.
+		s.Baseline, s.BaseSE = both, math.Max(bothSE, 0.01)
+		for i := range s.NHist {
+			s.Limit = math.Max(s.Limit, s.Hist[i].Limit)
+		}
+	case follow <= fall/2 && agrees:
+		// The latency fell by less than half the concurrency's fall, at
+		// the baseline: neither round queued; both sharpen it, and the
+		// limit of the round before did not queue either.
+		s.learn(both, bothSE)
+		s.Limit = math.Max(prev.Limit, s.Limit)
+	default:
+		return false
+	}
+	s.Limit = clamp(p, s.Limit)
+	s.NextProbe = now + p.ProbeInterval
+	s.NHist = 0
+	s.push(pt)
+	return true
 }
 
 // mean returns the mean of n latencies of sum sum and sum of squares sq, and
