@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/adaptive"
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/distsem"
 	"github.com/floodgate-go/floodgate/internal/redistest"
@@ -32,7 +33,7 @@ func (o oneKey) TryHold(ctx context.Context, n int64) (floodgate.Held, error) {
 	return o.g.TryHold(ctx, o.key, n)
 }
 
-// gateCase is one of the four gates, as a bulkhead layer and as a Workers'
+// gateCase is one of the five gates, as a bulkhead layer and as a Workers'
 // Gate.
 type gateCase struct {
 	name  string
@@ -63,6 +64,9 @@ func everyGate(t *testing.T) []gateCase {
 			noCapacity: distsem.ErrNoCapacity, heldCtx: released},
 		{name: "distsem.Keyed", keyed: distsem.NewKeyed(db.Client, db.Key("every-keyed"), everyLimit, distsem.KeyedConfig{}),
 			noCapacity: distsem.ErrNoCapacity, heldCtx: released},
+		// Pinned (Min = Max) so that the cap the test checks is known; its
+		// rounds and limit moves are adaptive's own tests.
+		{name: "adaptive.Gate", gate: adaptive.New(adaptive.Config{Min: everyLimit, Max: everyLimit}), noCapacity: adaptive.ErrNoCapacity},
 	}
 }
 
@@ -108,8 +112,9 @@ func (c *capCounter) enter() {
 
 func (c *capCounter) exit() { c.running.Add(-1) }
 
-// TestEveryGateInEveryConsumer puts each of the four gates (semaphore.Weighted,
-// semaphore.Keyed, distsem.Semaphore, distsem.Keyed, on real Redis) into a
+// TestEveryGateInEveryConsumer puts each of the five gates (semaphore.Weighted,
+// semaphore.Keyed, distsem.Semaphore, distsem.Keyed, on real Redis, and
+// adaptive.Gate) into a
 // bulkhead layer and into a Workers, through the one gate contract:
 //
 //   - bulkhead: the cap holds (never more than the limit run, and the
