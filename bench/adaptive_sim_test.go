@@ -393,7 +393,7 @@ rule lets it grow to twice the calls in flight, failsafe-go's to five times
 no more than the clients sent; the p99 and goodput show what the downstream
 got.
 
-`, n, len(scs)*len(simLimiters)*n, wall.Round(100*time.Millisecond), simParallel(), n)
+`, n, len(scs)*len(simLimiters)*n, wall.Round(time.Second), simParallel(), n)
 
 	fmt.Fprint(w, "| scenario | downstream | load | length | capacity | no-load p99 |\n|---|---|---|---|---|---|\n")
 	for _, sc := range scs {
@@ -470,10 +470,14 @@ func simParallel() int {
 func simPhases(sc adaptsim.Scenario) string {
 	var ps []string
 	for i, p := range sc.Phases {
-		s := fmt.Sprintf("%d workers", p.Workers)
-		if p.Scale != 1 {
-			s += fmt.Sprintf(", latency ×%g", p.Scale)
+		var what []string
+		if i == 0 || p.Workers != sc.Phases[i-1].Workers {
+			what = append(what, fmt.Sprintf("%d workers", p.Workers))
 		}
+		if (i == 0 && p.Scale != 1) || (i > 0 && p.Scale != sc.Phases[i-1].Scale) {
+			what = append(what, fmt.Sprintf("latency ×%g", p.Scale))
+		}
+		s := strings.Join(what, ", ")
 		if i > 0 {
 			s = "from " + p.At.String() + ": " + s
 		}
@@ -701,5 +705,21 @@ func TestSparkline(t *testing.T) {
 	sc := adaptsim.Scenario{Length: 100 * time.Second, Phases: []adaptsim.Phase{{}, {At: 30 * time.Second}}}
 	if got, want := changeMarks(sc, 10), "   ^"; got != want {
 		t.Errorf("changeMarks = %q, want %q", got, want)
+	}
+}
+
+func TestSimPhases(t *testing.T) {
+	want := map[string]string{
+		"latency x4":   "10 workers; from 30s: latency ×4",
+		"capacity /2":  "10 workers; from 30s: 5 workers",
+		"incident x10": "10 workers; from 30s: latency ×10; from 10m30s: latency ×1",
+		"runaway #134": "10 workers",
+	}
+	for _, sc := range adaptsim.Scenarios() {
+		if w, ok := want[sc.Name]; ok {
+			if got := simPhases(sc); got != w {
+				t.Errorf("simPhases(%s) = %q, want %q", sc.Name, got, w)
+			}
+		}
 	}
 }

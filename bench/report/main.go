@@ -5,7 +5,7 @@
 //
 // Run it from the bench directory (`make bench` at the repository root does):
 //
-//	go run ./report            # the full report, about 10 minutes
+//	go run ./report            # the full report, about 15 minutes
 //	go run ./report -quick     # fewer, shorter rounds, for a look
 //	go run ./report -adaptive-only  # rerun only the adaptive concurrency sections
 //
@@ -240,7 +240,11 @@ func spliceAdaptive(ctx context.Context, c config, bin, tmp string, env []string
 	if err := os.WriteFile(c.out, []byte(spliceSections(string(doc), secs)), 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "report: replaced %d sections of %s in %s\n", len(secs), c.out, time.Since(start).Round(time.Second))
+	var hs []string
+	for _, s := range secs {
+		hs = append(hs, "\""+s.heading+"\"")
+	}
+	fmt.Fprintf(os.Stderr, "report: wrote %s into %s in %s\n", strings.Join(hs, " and "), c.out, time.Since(start).Round(time.Second))
 	return nil
 }
 
