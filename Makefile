@@ -15,7 +15,8 @@ stress:
 
 # The benchmark report: floodgate beside its peers (bench/), written to
 # bench/RESULTS.md. Starts its own redis-server unless REDIS_ADDR is set; the
-# pgx rows need DATABASE_URL. About 10 minutes; QUICK=1 for a short look.
+# pgx rows need DATABASE_URL. About 15 minutes (4 of them the adaptive
+# concurrency simulator); QUICK=1 for a short look.
 bench:
 	cd bench && go run ./report $(if $(QUICK),-quick)
 

@@ -5,7 +5,7 @@
 // The report, bench/RESULTS.md, is written by one command at the repository
 // root:
 //
-//	make bench          # about 10 minutes
+//	make bench          # about 15 minutes
 //	make bench QUICK=1  # fewer, shorter rounds, for a look
 //
 // which runs `go run ./report` here. It starts its own redis-server on a free
@@ -25,6 +25,15 @@
 // parameters (conc=32, order=hot4k) after it, the same for every impl of a
 // row. A new benchmark that follows it appears in the report without
 // changes to the report program.
+//
+// The adaptive concurrency sections are not benchmarks: TestAdaptiveSim
+// (adaptive_sim_test.go) runs internal/adaptsim's scenarios through
+// floodgate's adaptive gate, failsafe-go's adaptivelimiter and an AIMD
+// baseline and writes its tables and charts to the file named by
+// ADAPTIVE_SIM_OUT; the report runs it (and the fleet's
+// TestAdaptiveFleetReport, ADAPTIVE_FLEET_OUT) after the benchmarks and
+// includes what they wrote. `go run ./report -adaptive-only` reruns just those
+// and replaces their sections in RESULTS.md, about 5 minutes.
 //
 // To run by hand and compare with benchstat:
 //

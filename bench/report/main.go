@@ -5,8 +5,16 @@
 //
 // Run it from the bench directory (`make bench` at the repository root does):
 //
-//	go run ./report            # the full report, about 10 minutes
+//	go run ./report            # the full report, about 15 minutes
 //	go run ./report -quick     # fewer, shorter rounds, for a look
+//	go run ./report -adaptive-only  # rerun only the adaptive concurrency sections
+//
+// Besides the benchmarks it runs two tests of the bench package that write
+// markdown of their own: TestAdaptiveSim (the adaptive concurrency
+// simulator, 20 runs per scenario and limiter, 3 with -quick) and
+// TestAdaptiveFleetReport (the fleet of adaptive gates on Redis), and puts
+// what they wrote under headings of their own; -adaptive-only runs just
+// those and replaces their sections in the existing report.
 //
 // Without REDIS_ADDR it starts its own redis-server (REDIS_SERVER, else
 // /usr/bin/redis-server, else redis-server on PATH) on a free loopback port
@@ -38,6 +46,8 @@ import (
 
 type config struct {
 	quick     bool
+	adaptive  bool // run the adaptive concurrency tests
+	adaptOnly bool // only them, spliced into the existing report
 	rounds    int
 	out, raw  string
 	benchRe   string
@@ -52,6 +62,8 @@ func main() {
 	flag.StringVar(&c.out, "out", "RESULTS.md", "report file")
 	flag.StringVar(&c.raw, "raw", "", "also write the raw `go test -bench` output here (benchstat reads it)")
 	flag.StringVar(&c.benchRe, "bench", ".", "run only benchmarks matching this regexp")
+	flag.BoolVar(&c.adaptive, "adaptive", true, "run the adaptive concurrency tests (TestAdaptiveSim, TestAdaptiveFleetReport) and include their sections")
+	flag.BoolVar(&c.adaptOnly, "adaptive-only", false, "run only the adaptive concurrency tests and replace their sections in -out, keeping the rest of it")
 	flag.Parse()
 	if c.rounds <= 0 {
 		c.rounds = 5
@@ -124,6 +136,9 @@ func run(ctx context.Context, c config) error {
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("go test -c: %w", err)
 	}
+	if c.adaptOnly {
+		return spliceAdaptive(ctx, c, bin, tmp, env)
+	}
 	out, err := exec.CommandContext(ctx, bin, "-test.list", "^Benchmark").Output()
 	if err != nil {
 		return fmt.Errorf("listing benchmarks: %w", err)
@@ -177,6 +192,15 @@ func run(ctx context.Context, c config) error {
 			res.add(round, p)
 		}
 	}
+	if c.adaptive {
+		fmt.Fprintf(os.Stderr, "report: the adaptive concurrency tests (%s)\n", time.Since(m.start).Round(time.Second))
+		secs, notes, err := runAdaptive(ctx, bin, tmp, env, c.quick)
+		if err != nil {
+			return err
+		}
+		res.sections = secs
+		res.notes = append(res.notes, notes...)
+	}
 	m.end, m.loadEnd = time.Now(), loadAvg()
 	m.rounds, m.localTime, m.redisTime = c.rounds, c.localTime, c.redisTime
 
@@ -191,6 +215,36 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "report: wrote %s in %s\n", c.out, m.end.Sub(m.start).Round(time.Second))
+	return nil
+}
+
+// spliceAdaptive runs only the adaptive concurrency tests and puts their
+// sections into the existing report in place of the old ones.
+func spliceAdaptive(ctx context.Context, c config, bin, tmp string, env []string) error {
+	doc, err := os.ReadFile(c.out)
+	if err != nil {
+		return fmt.Errorf("-adaptive-only needs the existing report: %w", err)
+	}
+	start := time.Now()
+	fmt.Fprintln(os.Stderr, "report: the adaptive concurrency tests")
+	secs, notes, err := runAdaptive(ctx, bin, tmp, env, c.quick)
+	if err != nil {
+		return err
+	}
+	for _, n := range notes {
+		fmt.Fprintln(os.Stderr, "report:", n)
+	}
+	if len(secs) == 0 {
+		return errors.New("the adaptive concurrency tests wrote nothing; the report is unchanged")
+	}
+	if err := os.WriteFile(c.out, []byte(spliceSections(string(doc), secs)), 0o644); err != nil {
+		return err
+	}
+	var hs []string
+	for _, s := range secs {
+		hs = append(hs, "\""+s.heading+"\"")
+	}
+	fmt.Fprintf(os.Stderr, "report: wrote %s into %s in %s\n", strings.Join(hs, " and "), c.out, time.Since(start).Round(time.Second))
 	return nil
 }
 

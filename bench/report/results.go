@@ -10,6 +10,8 @@ type results struct {
 	rounds []map[string]sample
 	names  []string // cases in the order first seen
 	notes  []string
+	// sections are the adaptive concurrency tests' markdown.
+	sections []fragment
 }
 
 func (r *results) add(round int, p parsed) {

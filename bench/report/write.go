@@ -53,6 +53,11 @@ round to round. Local benchmarks run ´-benchtime=`+m.localTime+`´, the Redis o
 `))
 	writeSummary(w, r)
 	fmt.Fprint(w, tick(narrative))
+	var secs strings.Builder
+	for _, s := range r.sections {
+		writeSection(&secs, s)
+	}
+	fmt.Fprint(w, secs.String())
 	if len(r.notes) > 0 {
 		fmt.Fprint(w, "## Notes from this run\n\n")
 		for _, n := range r.notes {
