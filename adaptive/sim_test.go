@@ -6,7 +6,6 @@
 package adaptive_test
 
 import (
-	"context"
 	"flag"
 	"math"
 	"slices"
@@ -19,25 +18,6 @@ import (
 )
 
 var simRuns = flag.Int("sim.runs", 3, "runs per scenario in TestSimulatorMeetsTargets")
-
-// simGate drives an adaptive.Gate from the simulator.
-type simGate struct{ g *adaptive.Gate }
-
-func (s simGate) Acquire(ctx context.Context) (func(bool), bool) {
-	h, err := s.g.TryHold(ctx, 1)
-	if err != nil {
-		return nil, false
-	}
-	return func(dropped bool) {
-		if dropped {
-			s.g.Drop(h)
-		} else {
-			h.Release()
-		}
-	}, true
-}
-
-func (s simGate) Limit() int { return int(s.g.Limit()) }
 
 // TestSimulatorMeetsTargets runs the benchmark report's scenarios (bench/
 // runs them over 20 runs each, beside failsafe-go's adaptivelimiter) and
@@ -58,7 +38,7 @@ func TestSimulatorMeetsTargets(t *testing.T) {
 			for run := range uint64(*simRuns) {
 				synctest.Test(t, func(t *testing.T) {
 					g := adaptive.New(adaptive.Config{})
-					m := adaptsim.Measure(sc, adaptsim.Run(sc, simGate{g}, run+1))
+					m := adaptsim.Measure(sc, adaptsim.Run(sc, adaptsim.Gate(g), run+1))
 					st := g.Stats()
 					t.Logf("run %d: enter %.1fs, within ±20%% %.3f of the next minute (strictly for 60s: %v after %.1fs), p99 %.2f×, goodput %.3f, growth %.2f (max %.2f× ideal); baseline %v, %d rounds: +%d −%d rebase %d probe %d",
 						run, m.Enter.Seconds(), m.Within20, m.Converged, m.Converge.Seconds(), m.P99, m.Goodput, m.Growth, m.MaxLimit,
