@@ -117,6 +117,8 @@ func TestDropsAndDeadlinesCountAsDrops(t *testing.T) {
 func TestObserverSeesHoldsAndLimits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var rec observetest.Recorder
+		// Initial 2: the gate first checks its start by halving (to 1),
+		// then grows on the flat latency.
 		g := adaptive.New(adaptive.Config{Initial: 2, MinSamples: 10, MinRound: time.Millisecond, Observer: &rec})
 		var wg sync.WaitGroup
 		for range 4 { // four callers on a limit of 2: the gate is full, latency flat
@@ -141,14 +143,16 @@ func TestObserverSeesHoldsAndLimits(t *testing.T) {
 					t.Fatalf("release after %v, want the hold time 5ms", e.Duration)
 				}
 			case floodgate.KindLimit:
-				limits++
-				if e.N <= 2 || e.Duration != 5*time.Millisecond {
-					t.Fatalf("limit event %+v: want a limit above 2 and the 5ms baseline", e)
+				if e.N > 2 {
+					limits++
+				}
+				if e.Duration != 5*time.Millisecond {
+					t.Fatalf("limit event %+v: want the 5ms baseline", e)
 				}
 			}
 		}
 		if admits != 80 || releases != 80 || limits == 0 {
-			t.Fatalf("%d admits, %d releases, %d limit changes; want 80, 80, some", admits, releases, limits)
+			t.Fatalf("%d admits, %d releases, %d limit changes above 2; want 80, 80, some", admits, releases, limits)
 		}
 		if st := g.Stats(); st.Limit <= 2 || st.Increases == 0 || st.Baseline != 5*time.Millisecond {
 			t.Fatalf("stats %+v: the limit should have grown on flat latency", st)

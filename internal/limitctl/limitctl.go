@@ -189,6 +189,7 @@ type State struct {
 	BaseSE    float64        // the baseline's relative standard error
 	Latency   float64        // the last decided round's mean latency, ns
 	Startup   bool           // doubling each round until latency first rises
+	Descent   bool           // halving each round while latency falls with it (a start above the knee)
 	Probing   bool           // the current round is a probe
 	NextProbe time.Duration  // when the next probe round may start
 	Need      int64          // samples the open round needs (MinSamples, more when pooled or probing)
@@ -227,8 +228,16 @@ func (o Outcome) String() string {
 
 // New returns the state of a new gate: limit initial (clamped), in startup.
 // The first probe may start one ProbeInterval after now.
+//
+// A gate that starts above Min first checks that it does not start above the
+// knee, where the first round's latency, queued, would make a wrong
+// baseline: its second round runs at half the limit, and it goes on halving
+// while the latency falls with the concurrency; once it does not, the
+// baseline is that latency and startup goes on from the last limit that did
+// not queue.
 func New(p Params, initial float64, now time.Duration) State {
-	return State{Limit: clamp(p, initial), Startup: true, NextProbe: now + p.ProbeInterval, Need: max(1, p.MinSamples/4), Decided: now}
+	l := clamp(p, initial)
+	return State{Limit: l, Startup: true, Descent: l > p.Min, NextProbe: now + p.ProbeInterval, Need: max(1, p.MinSamples/4), Decided: now}
 }
 
 // Cap returns the integral limit the gate enforces: floor(Limit), at least 1.
@@ -377,6 +386,9 @@ func (s *State) step(p Params, r Round) Outcome {
 	s.Latency = w
 	pt := Point{Base: base, Limit: limit, Latency: w, SE: se}
 
+	if s.Descent {
+		return s.descend(p, pt)
+	}
 	if s.evidence(p, pt, r.End) {
 		return Rebase
 	}
@@ -489,6 +501,34 @@ func (s *State) evidence(p Params, pt Point, now time.Duration) bool {
 	s.NHist = 0
 	s.push(pt)
 	return true
+}
+
+// descend takes the rounds of a start above Min (see New): the first one's
+// latency is the baseline for now, and the limit halves while the latency
+// falls with it.
+func (s *State) descend(p Params, pt Point) Outcome {
+	prev := s.Hist[0]
+	if s.NHist > 0 && prev.Base > pt.Base {
+		if fall, follow := 1-pt.Base/prev.Base, 1-pt.Latency/prev.Latency; follow <= fall/2 {
+			// Neither round queued: both are the baseline, and startup
+			// goes on from the round before.
+			a, b := 1/(prev.SE*prev.SE+1e-12), 1/(pt.SE*pt.SE+1e-12)
+			s.Baseline, s.BaseSE = (a*prev.Latency+b*pt.Latency)/(a+b), math.Max(1/math.Sqrt(a+b), 0.01)
+			s.Descent, s.Limit = false, prev.Limit
+			s.push(pt)
+			return Rebase
+		}
+	}
+	// The first round, or the latency fell with the concurrency (the round
+	// before queued): this one is the baseline until shown otherwise.
+	s.Baseline, s.BaseSE = pt.Latency, math.Max(pt.SE, 0.01)
+	s.push(pt)
+	if pt.Base <= p.Min {
+		s.Descent = false
+		return Hold
+	}
+	s.Limit = clamp(p, math.Floor(pt.Base/2))
+	return Decrease
 }
 
 // mean returns the mean of n latencies of sum sum and sum of squares sq, and

@@ -13,7 +13,7 @@ var params, _ = Settings{}.Params("test")
 // known to within 1%, and the probe far away.
 func settled(limit float64, base time.Duration) State {
 	s := New(params, limit, 0)
-	s.Startup, s.Baseline, s.BaseSE, s.Latency = false, float64(base), 0.01, float64(base)
+	s.Startup, s.Descent, s.Baseline, s.BaseSE, s.Latency = false, false, float64(base), 0.01, float64(base)
 	s.NextProbe, s.Need = time.Hour, params.MinSamples
 	return s
 }
@@ -208,6 +208,22 @@ func TestStartupDoublesThenSettles(t *testing.T) {
 	}
 	if c := s.Cap(); c < 20 || c > 23 {
 		t.Fatalf("limit %d after startup, want near the knee 20", c)
+	}
+}
+
+func TestStartAboveTheKneeDescends(t *testing.T) {
+	// Initial 60 on a knee of 20: the first round queues (30ms for a 10ms
+	// baseline); a baseline taken from it would keep the limit up.
+	for _, initial := range []float64{60, 15} {
+		s := New(params, initial, 0)
+		knee, base := 20.0, 10*time.Millisecond
+		for i := range 12 {
+			lat := time.Duration(float64(base) * math.Max(1, float64(s.Cap())/knee))
+			s.Step(params, round(s.Need, lat, 0.3, time.Duration(i+1)*time.Second))
+		}
+		if c := s.Cap(); c < 20 || c > 23 || math.Abs(s.Baseline/float64(base)-1) > 0.05 {
+			t.Fatalf("initial %v: limit %d, baseline %v after 12 rounds, want near 20 and 10ms", initial, c, time.Duration(s.Baseline))
+		}
 	}
 }
 
