@@ -47,8 +47,9 @@ type Config struct {
 	ProbeInterval      time.Duration
 	DropRate           float64
 
-	// Lease is the distsem permits' lease (distsem.Config.Lease; 10s if zero).
-	Lease time.Duration
+	// Lease and WaiterTTL are the semaphore's (distsem.Config: 10s and 1s if
+	// zero; each at least 3 × the breaker's CallTimeout).
+	Lease, WaiterTTL time.Duration
 
 	// Breaker guards every Redis call of the gate: the semaphore's and the
 	// rounds'. Share one per Redis endpoint. If nil, the gate makes its own
@@ -169,7 +170,7 @@ func New(client redis.UniversalClient, name string, cfg Config) *Gate {
 	}
 	g.keyTTL = max(10*time.Minute, 10*p.MaxRound).Milliseconds()
 	g.sem = distsem.New(client, name, int64(initial), distsem.Config{
-		Lease: cfg.Lease, Breaker: brk, Policy: cfg.Policy, LocalShare: g.share,
+		Lease: cfg.Lease, WaiterTTL: cfg.WaiterTTL, Breaker: brk, Policy: cfg.Policy, LocalShare: g.share,
 		Observer: floodgate.ObserverFunc(g.fromSemaphore),
 	})
 	g.store = storecall.New("adaptiveredis", client, brk, "")

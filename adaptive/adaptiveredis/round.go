@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -20,6 +21,15 @@ import (
 // flusher flushes every FlushInterval until Close.
 func (g *Gate) flusher() {
 	defer close(g.done)
+	// Start at a random phase of the interval, so that processes started
+	// together do not all flush (and find the round due) at the same moment.
+	phase := time.NewTimer(rand.N(g.every))
+	select {
+	case <-g.stopCtx.Done():
+		phase.Stop()
+		return
+	case <-phase.C:
+	}
 	t := time.NewTicker(g.every)
 	defer t.Stop()
 	for {
