@@ -75,6 +75,16 @@ func TestFlushAndCloseScripts(t *testing.T) {
 	if again := flushOnce(t, g, 1, 0, 0, 1); again.state != "" {
 		t.Errorf("flush at the known version returned the state again")
 	}
+	// The flush reads the semaphore's limit and weight in use (distsem's
+	// {name}:s fields limit and used).
+	h, err := g.Hold(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := flushOnce(t, g, 1, 0, 0, 1); r.semLimit != 4 || r.semUsed != 1 || r.maxIn != 1 {
+		t.Errorf("semaphore seen by the flush: limit %d, used %d, round's max %d; want 4, 1, 1", r.semLimit, r.semUsed, r.maxIn)
+	}
+	h.Release()
 
 	flushOnce(t, g, 1, 10, 100*time.Millisecond, 1)
 	r = flushOnce(t, other, 1, 5, 50*time.Millisecond, 1)
