@@ -69,7 +69,8 @@
 //   - breaker.FailOpen admits every hold, without any fleet bound;
 //   - breaker.FailLocal admits up to a local share per process: the last
 //     fleet limit this process learned divided by the processes seen
-//     reporting in the last round (at least 1), so that the fleet's total
+//     reporting in the last round (the last round closed, or the open one
+//     if more reported in it; at least 1), so that the fleet's total
 //     stays about the fleet limit (its floor; at least one per process). The
 //     share counts the permits the process already held in Redis (as far as
 //     they fit). Before a process has learned anything its share is Initial.
@@ -88,9 +89,12 @@
 // heartbeat when it queues; a hand-off wakes it with no call) and one to
 // release, plus a renewal every Lease/3 for a hold longer than that. Per
 // process, one flush call every FlushInterval while it holds, waits or
-// measured anything (none when idle), and per round, one close call and one
-// SetLimit call by the process that decides it. So with FlushInterval 100ms
-// a busy process adds 10 calls a second to its holds' two each.
+// measured anything (none when idle), and per round, one close call by the
+// process that decides it (and one by each process that found the round due
+// at the same moment and loses the compare-and-set), plus one SetLimit call
+// when the limit moved. So with FlushInterval 100ms a busy process adds about
+// 10 calls a second to its holds' two each: 2.12 calls per hold measured
+// with 4 processes and about 400 holds a second (bench/RESULTS.md).
 //
 // # Concurrency
 //
