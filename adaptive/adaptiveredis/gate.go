@@ -67,7 +67,8 @@ type Config struct {
 	// FlushInterval is how often the process reports its samples to Redis
 	// and learns the fleet's state back (DefaultFlushInterval if zero). A
 	// process with nothing held, waiting or measured since its last flush
-	// skips it.
+	// skips it. Rounds are decided at flushes, so keep it at or below
+	// MinRound: a longer interval makes every round longer.
 	FlushInterval time.Duration
 
 	// Observer is told of every admit, reject and cancel (the semaphore's,
@@ -312,7 +313,9 @@ func (g *Gate) fromSemaphore(e floodgate.Event) {
 }
 
 // Limit returns the fleet limit as this process last learned it (the
-// configured Initial before it learned any).
+// configured Initial before it learned any): at most a FlushInterval old
+// while the process is busy; an idle process, which does not flush, keeps
+// the last limit it learned.
 func (g *Gate) Limit() int64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
