@@ -211,9 +211,12 @@ func (g *Gate) write(ver int64, st limitctl.State, open bool, settle time.Durati
 // setStateLocked takes in st, the state of version ver, and returns the
 // KindLimit event to emit if the limit changed.
 func (g *Gate) setStateLocked(ver int64, st limitctl.State) []floodgate.Event {
-	if ver <= g.ver && g.known {
-		return nil // an older answer than what is known
+	if ver == g.ver && g.known {
+		return nil
 	}
+	// A version below the one known is not an old answer (the calls are made
+	// one at a time, by the flusher): the gate's keys expired and the fleet
+	// started again from a new state.
 	old := g.limitLocked()
 	wasKnown := g.known
 	g.ver, g.state, g.known = ver, st, true

@@ -209,3 +209,33 @@ func TestHealsSemaphoreLimit(t *testing.T) {
 		t.Errorf("semaphore limit after two flushes: %d (healed %d), want 6 (1)", st.Limit, g.Stats().Healed)
 	}
 }
+
+// TestStateExpired: when the gate's keys expire (or are lost) the fleet
+// starts again from a new state, version 1, which a process that knew a
+// later version takes in.
+func TestStateExpired(t *testing.T) {
+	db := redistest.Connect(t)
+	g := quietGate(t, db.Client, db.Key("expired"), Config{Initial: 3})
+	h, err := g.Hold(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+	g.flush() // version 1
+	st := g.state
+	st.Limit = 7
+	if !g.write(1, st, true, 0) || !g.write(2, st, true, 0) {
+		t.Fatalf("closes lost")
+	}
+	if g.ver != 3 || g.Limit() != 7 || g.round != 3 {
+		t.Fatalf("after two closes: version %d, limit %d, round %d; want 3, 7, 3", g.ver, g.Limit(), g.round)
+	}
+	if err := db.Client.Del(context.Background(), g.keys[0], g.keys[1]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	g.flush() // no state: initialises again
+	g.flush()
+	if g.ver != 1 || g.Limit() != 3 || g.round != 1 {
+		t.Errorf("after the keys expired: version %d, limit %d, round %d; want 1, 3, 1", g.ver, g.Limit(), g.round)
+	}
+}
