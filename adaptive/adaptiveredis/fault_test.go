@@ -1,6 +1,7 @@
 package adaptiveredis_test
 
 import (
+	"errors"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -150,5 +151,61 @@ func TestFailLocalOutage(t *testing.T) {
 	if now > before {
 		buf := make([]byte, 1<<16)
 		t.Errorf("%d goroutines after Close, %d before the gates:\n%s", now, before, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// TestPoliciesWhileRedisIsDown: with Redis frozen and the breaker open,
+// FailClosed refuses every hold with breaker.ErrUnavailable at once, and
+// FailOpen admits every hold, beyond the fleet limit.
+func TestPoliciesWhileRedisIsDown(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, policy := range []breaker.Policy{breaker.FailClosed, breaker.FailOpen} {
+		t.Run(policy.String(), func(t *testing.T) {
+			cl := newClients(t, srv.Addr, 1)[0]
+			brk := breaker.New("policy", breaker.Config{CallTimeout: 100 * time.Millisecond, ConsecutiveFailures: 2, OpenDuration: time.Minute})
+			g := adaptiveredis.New(cl, "policy-"+policy.String(), adaptiveredis.Config{Initial: 2, Breaker: brk, Policy: policy})
+			defer g.Close()
+			ctx := t.Context()
+			h, err := g.Hold(ctx, 1)
+			if err != nil {
+				t.Fatalf("Hold with Redis up: %v", err)
+			}
+			h.Release()
+			srv.Pause()
+			defer srv.Resume()
+			for range 10 {
+				if brk.State() == breaker.StateOpen {
+					break
+				}
+				if h, err := g.TryHold(ctx, 1); err == nil {
+					h.Release()
+				}
+			}
+			if brk.State() != breaker.StateOpen {
+				t.Fatalf("breaker not open after 10 holds with Redis frozen")
+			}
+			var held []floodgate.Held
+			for range 5 { // more than the limit of 2
+				start := time.Now()
+				h, err := g.Hold(ctx, 1)
+				if el := time.Since(start); el > 50*time.Millisecond {
+					t.Errorf("Hold with the breaker open took %v", el)
+				}
+				switch policy {
+				case breaker.FailClosed:
+					if !errors.Is(err, breaker.ErrUnavailable) {
+						t.Fatalf("FailClosed Hold with the breaker open: %v, want ErrUnavailable", err)
+					}
+				case breaker.FailOpen:
+					if err != nil {
+						t.Fatalf("FailOpen Hold with the breaker open: %v, want a grant", err)
+					}
+					held = append(held, h)
+				}
+			}
+			for _, h := range held {
+				h.Release()
+			}
+		})
 	}
 }
