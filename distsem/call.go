@@ -194,3 +194,19 @@ func (s *Semaphore) takeLocal(ctx context.Context, w int64, wait bool, queued *b
 	s.local.localBusy.Add(1)
 	return reject.New(ErrLocalBusy, d)
 }
+
+// SetLocalShare sets the capacity of this process's local share under
+// breaker.FailLocal (Config.LocalShare), for a caller that learns at run time
+// how many processes share the limit (adaptiveredis does). Growing it admits
+// local waiters that now fit; shrinking it revokes nothing: what is held on
+// the share stays held until released. Under another policy it does nothing.
+// It panics if n < 1.
+func (s *Semaphore) SetLocalShare(n int64) {
+	s.mustBeMade()
+	if n < 1 {
+		panic("distsem: local share < 1")
+	}
+	if s.fail.local != nil {
+		s.fail.local.SetLimit(n)
+	}
+}
