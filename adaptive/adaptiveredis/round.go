@@ -127,13 +127,19 @@ func (g *Gate) learn(r flushReply, recv time.Duration, pd pending) {
 	} else {
 		g.mismatch = 0
 	}
+	// A fleet round is cut by time: it is decided on the holds that ended by
+	// the flush that finds it long enough and with enough samples (counting
+	// each hold's end across the fleet, as adaptive.Gate does locally, would
+	// take a round of flushes more; see the package doc).
+	n := r.samples + r.drops
 	round := limitctl.Round{
-		Start: redisTime(r.start), End: redisTime(r.now),
+		Start: redisTime(r.start), End: redisTime(r.now), Started: n, Done: n,
 		Samples: r.samples, Latency: time.Duration(r.lat), SumSq: r.sq, Drops: r.drops,
 		Full: r.full, MaxInFlight: r.maxIn,
 	}
 	st, ver, limit := g.state, g.ver, g.state.Cap()
-	due := st.Due(g.p, round, round.End)
+	due := st.CutNow(g.p, round, round.End)
+	round.Cut = round.End
 	g.mu.Unlock()
 	g.emit(ev)
 	if heal {
