@@ -38,7 +38,14 @@
 // before it), and every FlushInterval it sends its sums with one script
 // call: they are added if the round they were measured in is still the
 // current one and discarded otherwise, and the process is counted among the
-// round's reporters. The same call returns the round's totals, Redis's time
+// round's reporters. Unlike adaptive.Gate, which counts the holds begun in a
+// round and decides once every one of them has ended, a fleet round is cut by
+// time: it is decided on the holds that had ended and been flushed when a
+// flush finds it long enough and with enough samples, so a hold still out
+// then is left out. (Counting each hold's end across the fleet would cost a
+// round of flushes more per decision.) Rounds last at least four mean
+// latencies, which keeps that bias small, but it leans the fleet's latency
+// readings a little short. The same call returns the round's totals, Redis's time
 // and, when its version moved, the State. A process that finds the round due
 // (limitctl's rule, on the fleet's totals and Redis's clock) decides it: it
 // runs the controller's Step on the State and writes the new State, and the
