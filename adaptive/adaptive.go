@@ -64,8 +64,11 @@ type Config struct {
 	MaxWaiters int
 
 	// Observer is told of every admit, reject, cancel and release (Duration:
-	// the hold) and of every change of the limit (KindLimit: N the new limit,
-	// Duration the latency baseline). Component is floodgate.ComponentAdaptive.
+	// the hold) and of the limit, at New and at every change (KindLimit: N
+	// the limit, Duration the latency baseline, 0 before the first round).
+	// Component is floodgate.ComponentAdaptive. With otelfloodgate these
+	// become floodgate.limit, floodgate.in_use and floodgate.latency.baseline
+	// (docs/metrics.md).
 	Observer floodgate.Observer
 }
 
@@ -101,6 +104,10 @@ func New(cfg Config) *Gate {
 	}
 	g.sem = semaphore.New(g.st.Cap(), semaphore.Config{MaxWaiters: cfg.MaxWaiters, Observer: semObs})
 	g.release = func(h floodgate.Held) { g.finish(h, false) }
+	if g.obs != nil {
+		// The limit it starts at, so that a gauge has a value from the start.
+		g.obs.Observe(floodgate.Event{Kind: floodgate.KindLimit, Component: floodgate.ComponentAdaptive, N: g.st.Cap()})
+	}
 	return g
 }
 
@@ -149,8 +156,13 @@ func (g *Gate) TryHold(ctx context.Context, n int64) (floodgate.Held, error) {
 // hold time is not a latency sample. A Held released after its context's
 // deadline passed counts as a drop by itself; one released after its context
 // was cancelled counts as neither a sample nor a drop.
+//
+// A Held that is not this gate's own (one a consumer wrapped, as
+// bulkhead's MaxWait does) is released as its Release would, without the
+// drop.
 func (g *Gate) Drop(h floodgate.Held) {
-	if h.N() == 0 && h.Context() == nil {
+	if h.Tag() == 0 {
+		h.Release()
 		return
 	}
 	g.finish(h, true)
@@ -215,7 +227,7 @@ func (g *Gate) admitted(ctx context.Context, n int64) floodgate.Held {
 		g.round.Started++
 	}
 	g.mu.Unlock()
-	return floodgate.NewTaggedHeld(ctx, g.release, n, int64(now))
+	return floodgate.NewTaggedHeld(ctx, g.release, n, int64(now)+1) // 0 is no tag of ours
 }
 
 // counts reports whether the round counts a hold begun at t.
@@ -227,7 +239,7 @@ func (g *Gate) counts(t time.Duration) bool {
 // counts it, a due round is decided, and the weight goes back to the queue.
 func (g *Gate) finish(h floodgate.Held, dropped bool) {
 	now := g.now()
-	start, n := time.Duration(h.Tag()), h.N()
+	start, n := time.Duration(h.Tag()-1), h.N()
 	var ctxErr error
 	if ctx := h.Context(); ctx != nil {
 		ctxErr = ctx.Err()

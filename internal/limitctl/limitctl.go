@@ -198,6 +198,8 @@ type State struct {
 	Seen      Sums           // a pooled round's totals at its last decision
 	Faster    bool           // the last round was faster than the baseline beyond doubt
 	Ramp      int            // increases in a row, less one
+	Run       Point          // the round a run of decreases started from (Base 0: none)
+	AtMin     int            // rounds in a row with latency up and the limit at Min
 	Hist      [histLen]Point // past rounds, newest first
 	NHist     int
 }
@@ -295,6 +297,12 @@ func (s *State) Step(p Params, r Round) Outcome {
 	if o != Increase && o != TooFew {
 		s.Ramp = 0
 	}
+	if o != Decrease && o != TooFew && o != Unsteady {
+		s.Run = Point{} // a run of decreases ends
+	}
+	if o != Hold && o != TooFew {
+		s.AtMin = 0
+	}
 	s.Decided = r.End
 	s.Pool = o == Hold && r.Samples < 8*p.MinSamples && r.Samples > 0
 	if o == Unsteady {
@@ -305,7 +313,7 @@ func (s *State) Step(p Params, r Round) Outcome {
 	case s.Pool:
 		s.Need = r.Started + p.MinSamples
 		s.Seen = Sums{Samples: r.Samples, Latency: r.Latency, SumSq: r.SumSq}
-	case o == Probe:
+	case o == Probe && s.Limit >= 10:
 		s.Need = 2 * p.MinSamples
 	case s.Startup:
 		// Startup looks for a latency rise of a doubling: a quarter of
@@ -420,25 +428,40 @@ func (s *State) step(p Params, r Round) Outcome {
 		// Startup doubles until the latency is up beyond doubt.
 		flat = 1 + math.Max(p.Tolerance, 3*seR)
 	}
+	up := ratio > 1+math.Max(p.Tolerance, 3*seR)
 	switch {
-	case ratio > 1+math.Max(p.Tolerance, 3*seR):
+	case up && base <= p.Min:
+		// Latency above the baseline with nothing left to cut: at the
+		// lowest concurrency there is no queue of ours to drain, so three
+		// such rounds in a row are the downstream's own latency now.
+		if s.AtMin++; s.AtMin >= 3 || base <= 1 {
+			s.Baseline, s.BaseSE, s.AtMin = w, math.Max(se, 0.01), 0
+			return Rebase
+		}
+		return Hold
+	case up:
 		// Queueing: concurrency / ratio is the knee; aim just above it. At
 		// most halve in one round: a wrong baseline costs one round, and
 		// the next round's evidence corrects it.
 		s.Startup = false
 		s.Limit = clamp(p, math.Max(base*(1+p.Tolerance/2)/ratio, base*0.5))
 		if s.Cap() < int64(limit) {
+			if s.Run.Base == 0 {
+				s.Run = pt // a run of decreases starts from this round
+			}
 			return Decrease
 		}
 		s.Limit = limit
 		return Hold
+	case !probing && !s.Startup && r.Full && base >= 3 && p.ProbeInterval > 0 && r.End >= s.NextProbe:
+		// A probe round, whenever the latency is not up: at the baseline
+		// it confirms it; a little above (where the limit only holds) it
+		// shows whether that is a queue or a baseline that was low.
+		s.NextProbe = r.End + p.ProbeInterval
+		s.Probing = true
+		s.Limit = clamp(p, math.Min(base-1, math.Round(base*0.85)))
+		return Probe
 	case ratio < flat && r.Full:
-		if !probing && !s.Startup && p.ProbeInterval > 0 && r.End >= s.NextProbe {
-			s.NextProbe = r.End + p.ProbeInterval
-			s.Probing = true
-			s.Limit = clamp(p, math.Min(base-1, math.Round(base*0.85)))
-			return Probe
-		}
 		// Growth doubles with each increase in a row while the latency is
 		// below the baseline (Growth, 2×, 4×, … up to doubling the limit):
 		// one increase on a noisy round moves the limit little, a
@@ -462,44 +485,65 @@ func (s *State) step(p Params, r Round) Outcome {
 	}
 }
 
-// evidence looks at the round before pt for evidence about the baseline: it
-// ran at a concurrency at least a tenth above pt's (a decrease, or pt is a
-// probe), so had it queued, the latency would have fallen in proportion. It
+// evidence looks for evidence about the baseline in pt beside a round that
+// ran at a concurrency at least a tenth above it: the round before (a
+// decrease, or pt is a probe), or the round a run of decreases started from.
+// Had that round queued, the latency would have fallen in proportion. It
 // reports whether it found some (and acted on it).
 func (s *State) evidence(p Params, pt Point, now time.Duration) bool {
-	prev := s.Hist[0]
-	if s.NHist == 0 || pt.Base > 0.9*prev.Base || s.Pool {
+	if s.Pool {
 		return false
 	}
-	fall, follow := 1-pt.Base/prev.Base, 1-pt.Latency/prev.Latency
-	a, b := 1/(prev.SE*prev.SE+1e-12), 1/(pt.SE*pt.SE+1e-12)
-	both, bothSE := (a*prev.Latency+b*pt.Latency)/(a+b), 1/math.Sqrt(a+b)
+	ok := s.NHist > 0 && s.evidenceFrom(p, s.Hist[0], pt)
+	if !ok && s.Run.Base > 0 && s.Run != s.Hist[0] {
+		ok = s.evidenceFrom(p, s.Run, pt)
+	}
+	if !ok {
+		return false
+	}
+	s.Limit = clamp(p, s.Limit)
+	s.NextProbe = now + p.ProbeInterval
+	s.NHist, s.Run = 0, Point{}
+	s.push(pt)
+	return true
+}
+
+func (s *State) evidenceFrom(p Params, ref, pt Point) bool {
+	if pt.Base > 0.9*ref.Base {
+		return false
+	}
+	fall, follow := 1-pt.Base/ref.Base, 1-pt.Latency/ref.Latency
+	a, b := 1/(ref.SE*ref.SE+1e-12), 1/(pt.SE*pt.SE+1e-12)
+	both, bothSE := (a*ref.Latency+b*pt.Latency)/(a+b), 1/math.Sqrt(a+b)
 	agrees := math.Abs(both/s.Baseline-1) <= 2.5*math.Sqrt(bothSE*bothSE+s.BaseSE*s.BaseSE)
 	switch {
+	case follow < 0 && -follow > 2.5*math.Sqrt(ref.SE*ref.SE+pt.SE*pt.SE):
+		// The latency rose between the two rounds beyond their noise: the
+		// downstream changed between them (or one round met a stall); the
+		// next round will tell.
+		return false
 	case fall >= 0.2 && follow <= fall/4 && !agrees:
 		// The concurrency fell by a fifth or more and the latency barely
 		// moved, at a level the baseline cannot explain: the downstream
-		// changed (a latency step). Both rounds are its no-queue latency.
-		// Go back to the highest limit of the recent rounds: if it queues,
-		// the next round's decrease lands on the knee at once, where
-		// growth from too low a limit would take many rounds.
+		// changed (a latency step), or the baseline was wrong. Both rounds
+		// are its no-queue latency. Go back to the highest limit of the
+		// recent rounds: if it queues, the next round's decrease lands on
+		// the knee at once, where growth from too low a limit would take
+		// many rounds.
 		s.Baseline, s.BaseSE = both, math.Max(bothSE, 0.01)
+		s.Limit = math.Max(s.Limit, ref.Limit)
 		for i := range s.NHist {
 			s.Limit = math.Max(s.Limit, s.Hist[i].Limit)
 		}
 	case follow <= fall/2 && agrees:
 		// The latency fell by less than half the concurrency's fall, at
 		// the baseline: neither round queued; both sharpen it, and the
-		// limit of the round before did not queue either.
+		// limit of the other round did not queue either.
 		s.learn(both, bothSE)
-		s.Limit = math.Max(prev.Limit, s.Limit)
+		s.Limit = math.Max(ref.Limit, s.Limit)
 	default:
 		return false
 	}
-	s.Limit = clamp(p, s.Limit)
-	s.NextProbe = now + p.ProbeInterval
-	s.NHist = 0
-	s.push(pt)
 	return true
 }
 

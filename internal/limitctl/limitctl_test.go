@@ -248,3 +248,36 @@ func TestSettingsPanics(t *testing.T) {
 		t.Fatalf("defaults %+v, initial %v", p, initial)
 	}
 }
+
+func TestAtMinTheLatencyIsTheBaseline(t *testing.T) {
+	// One at a time there is no queue of ours: a slower round is the
+	// downstream's latency now (PostgreSQL on a busy machine).
+	s := settled(1, 10*time.Millisecond)
+	if o := s.Step(params, round(200, 14*time.Millisecond, 0.3, time.Second)); o != Rebase || s.Baseline != float64(14*time.Millisecond) {
+		t.Fatalf("%v, baseline %v; want a rebase to 14ms", o, time.Duration(s.Baseline))
+	}
+}
+
+func TestARunOfSmallDecreasesCorrectsALowBaseline(t *testing.T) {
+	// The baseline is 10ms but the downstream's no-queue latency is 11.5ms:
+	// each round reads 15% up and cuts by 9%, none by a fifth; once the run
+	// has fallen by a fifth with the latency flat, the baseline moves.
+	s := settled(20, 10*time.Millisecond)
+	var o Outcome
+	for i := range 10 {
+		if o = s.Step(params, round(200, 11500*time.Microsecond, 0.3, time.Duration(i+1)*time.Second)); o == Rebase {
+			break
+		}
+	}
+	if o != Rebase || math.Abs(s.Baseline/float64(11500*time.Microsecond)-1) > 0.02 || s.Limit < 20 {
+		t.Fatalf("%v, baseline %v, limit %.1f; want a rebase to 11.5ms back at 20", o, time.Duration(s.Baseline), s.Limit)
+	}
+}
+
+func TestLatencyRisingBetweenRoundsIsNoEvidence(t *testing.T) {
+	s := settled(40, 10*time.Millisecond)
+	s.Step(params, round(200, 20*time.Millisecond, 0.3, time.Second)) // queueing: to 21
+	if o := s.Step(params, round(200, 40*time.Millisecond, 0.3, 2*time.Second)); o == Rebase {
+		t.Fatalf("rebase on a round slower than the one before: a stall or a change between them is no evidence")
+	}
+}
