@@ -25,10 +25,13 @@ const (
 	adaptiveNear    = 0.25                    // "found": within ±25% of the workers
 )
 
-// adaptiveConfig is the gate of the section, as its note prints it.
-var adaptiveConfig = adaptive.Config{MinRound: 20 * time.Millisecond, MinSamples: 50}
+// adaptiveConfig is the gate of the section, as its note prints it. It
+// starts below the backend's capacity, at half of it, as a cautious guess
+// would; from 1, the default, it takes a few more rounds (those at a
+// concurrency of 1 or 2 are the longest).
+var adaptiveConfig = adaptive.Config{Initial: 4, MinRound: 20 * time.Millisecond, MinSamples: 50}
 
-const adaptiveConfigText = "adaptive.New(adaptive.Config{MinRound: 20 * time.Millisecond, MinSamples: 50})"
+const adaptiveConfigText = "adaptive.New(adaptive.Config{Initial: 4, MinRound: 20 * time.Millisecond, MinSamples: 50})"
 
 var adaptiveTitle = fmt.Sprintf("adaptive gate: finds how many a backend can take from its latency (%d workers, then %d)", adaptiveWorkers, adaptiveWorkers/2)
 
@@ -131,9 +134,9 @@ func adaptiveJob(ctx context.Context) (*table, error) {
 	}
 
 	var t table
-	t.note = fmt.Sprintf("%s; %d callers back to back; calls of %v on average, %d workers, FIFO beyond; %d workers from %v\n"+
+	t.note = fmt.Sprintf("%s; %d callers back to back; calls of %v on average, %d workers, FIFO beyond; %d workers from %.2fs\n"+
 		"   the gate's Stats: round latency = the last decided round's mean hold time, baseline = the no-queue latency it judges it against",
-		adaptiveConfigText, adaptiveCallers, adaptiveService, adaptiveWorkers, adaptiveWorkers/2, adaptivePhase)
+		adaptiveConfigText, adaptiveCallers, adaptiveService, adaptiveWorkers, adaptiveWorkers/2, began[adaptiveWorkers/2].Seconds())
 	t.add("at", "workers", "limit", "in flight", "round latency", "baseline")
 	for i, s := range samples {
 		if (i+1)%adaptivePrint == 0 {

@@ -23,7 +23,10 @@ func TestTourLocal(t *testing.T) {
 		}
 	}
 	tourcheck.CheckShared(t, secs, d)
-	tourcheck.CheckAdaptive(t, secs[3], adaptiveWorkers, 2)
+	// The adaptive section runs in real time beside the rest of the suite:
+	// its settled limits must be within ×2.5 of each capacity (on a quiet
+	// machine they are within ±10%).
+	tourcheck.CheckAdaptive(t, secs[3], adaptiveWorkers, 2.5)
 }
 
 func TestRunRefusesBadConfig(t *testing.T) {

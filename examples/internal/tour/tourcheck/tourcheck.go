@@ -230,8 +230,34 @@ func CheckAdaptive(t testing.TB, s Section, workers int, slack float64) {
 		t.Errorf("adaptive gate settled at %v with %d workers, not below the %v with %d: it did not follow the step down",
 			settled[workers/2], workers/2, settled[workers], workers)
 	}
-	if len(s.Rows["limit found"]) != 2 {
-		t.Errorf("limit found row %q, want a cell per capacity", s.Rows["limit found"])
+	// "within ±25% from Xs after": every row of that capacity from then on is.
+	halved := regexp.MustCompile(`workers from (\d+\.\d\d)s`).FindStringSubmatch(strings.Join(s.Lines, "\n"))
+	if halved == nil {
+		t.Fatalf("adaptive section does not say when the workers were halved: %q", s.Lines)
+	}
+	began := map[int]float64{workers: 0}
+	began[workers/2], _ = strconv.ParseFloat(halved[1], 64)
+	found := s.Rows["limit found"]
+	if len(found) != 2 {
+		t.Errorf("limit found row %q, want a cell per capacity", found)
+	}
+	for _, c := range found {
+		var w int
+		var from float64
+		if _, err := fmt.Sscanf(c, "%d workers: within ±25%% from %gs after", &w, &from); err != nil {
+			continue // not within ±25%: nothing claimed
+		}
+		for _, l := range s.Lines {
+			f := cellSep.Split(l, -1)
+			if !at.MatchString(f[0]) || len(f) != 6 || f[1] != strconv.Itoa(w) {
+				continue
+			}
+			when, _ := strconv.ParseFloat(strings.TrimSuffix(f[0], "s"), 64)
+			lim, _ := strconv.Atoi(f[2])
+			if when >= began[w]+from && (float64(lim) > 1.25*float64(w) || float64(lim) < 0.75*float64(w)) {
+				t.Errorf("adaptive section claims %q, but prints %q", c, l)
+			}
+		}
 	}
 	if r := Num(t, s.Cell(t, "rounds", 0)); r < 10 {
 		t.Errorf("adaptive gate decided %v rounds, want some tens", r)
