@@ -78,7 +78,7 @@ func TestAdaptiveEndToEnd(t *testing.T) {
 		got := points(t, r)
 		for k, v := range map[string]int64{
 			"floodgate.limit{component=adaptive}":               last.N,
-			"floodgate.latency.baseline{component=adaptive}#us": last.Duration.Microseconds(),
+			"floodgate.latency.baseline{component=adaptive}#us": int64(last.Duration.Seconds()*1e6 + 0.5), // as points rounds it
 			"floodgate.in_use{component=adaptive}":              0,
 		} {
 			if g, ok := got[k]; !ok || g != v {
