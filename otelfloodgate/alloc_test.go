@@ -25,6 +25,8 @@ func TestObserveAllocs(t *testing.T) {
 		{Kind: floodgate.KindStateChange, Component: floodgate.ComponentBreaker, From: floodgate.StateOpen, To: floodgate.StateHalfOpen},
 		{Kind: floodgate.KindRenew, Component: floodgate.ComponentDistsem},
 		{Kind: floodgate.KindLeaseLost, Component: floodgate.ComponentDistsem, Err: errStore},
+		{Kind: floodgate.KindAdmit, Component: floodgate.ComponentAdaptive, N: 1},
+		{Kind: floodgate.KindLimit, Component: floodgate.ComponentAdaptive, N: 12, Duration: 2 * time.Millisecond},
 	}
 	for _, e := range events {
 		o.Observe(e) // fills the attribute cache

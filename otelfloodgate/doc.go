@@ -14,8 +14,9 @@
 // reads a component's Stats. The counts of every call (admitted, rejected,
 // canceled, in_use, decisions) go to atomic counters that the Meter reads
 // when it collects (an observed grant and release cost about 100 ns, where
-// the SDK's synchronous Add would cost some hundreds each); the histograms
-// and the breaker and lease instruments are synchronous. A component that is
+// the SDK's synchronous Add would cost some hundreds each); the histograms,
+// the breaker and lease instruments and an adaptive gate's limit and
+// baseline are synchronous. A component that is
 // not given an Observer costs nothing.
 //
 // # Instruments
@@ -24,7 +25,7 @@
 //	floodgate.admitted             counter        {call}        limiter, component, part  KindAdmit
 //	floodgate.rejected             counter        {call}        ..., reason               KindReject
 //	floodgate.canceled             counter        {call}        ...                       KindCancel
-//	floodgate.in_use               updowncounter  {weight}      ...                       KindAdmit +N, KindRelease -N (semaphore, distsem)
+//	floodgate.in_use               updowncounter  {weight}      ...                       KindAdmit +N, KindRelease -N (semaphore, distsem, adaptive)
 //	floodgate.wait.duration        histogram      s             ..., kind                 KindAdmit, KindReject, KindCancel that queued
 //	floodgate.hold.duration        histogram      s             ...                       KindRelease with a hold time
 //	floodgate.decisions            counter        {call}        ..., source               KindAdmit, KindReject with a Source
@@ -33,22 +34,27 @@
 //	floodgate.breaker.transitions  counter        {transition}  ..., state (entered)      KindStateChange
 //	floodgate.lease.lost           counter        {lease}       ...                       KindLeaseLost
 //	floodgate.lease.renewals       counter        {renewal}     ..., outcome              KindRenew
+//	floodgate.limit                gauge          {weight}      ...                       KindLimit: N, the limit an adaptive gate set
+//	floodgate.latency.baseline     gauge          s             ...                       KindLimit: Duration, the gate's latency baseline
 //
 // floodgate.in_use counts the weight held through this observer: it adds N
-// when a semaphore or distsem grants and subtracts it when that weight is
-// released, so it starts at 0 when the observer is attached and is exact
-// only for a gate that had it from its creation. A distsem's in_use is this
-// process's share, not the fleet's. The consumers (bulkhead, workers, db)
-// hold through their gates, whose own observers count that weight.
-// floodgate.breaker.state has no point until the breaker's first
-// transition. Waits and holds of 0 (a call that did not queue, a component
-// that does not time holds) are not recorded: the histograms count the
-// calls that queued, floodgate.admitted counts every call.
+// when a semaphore, distsem or adaptive gate grants and subtracts it when
+// that weight is released, so it starts at 0 when the observer is attached
+// and is exact only for a gate that had it from its creation. A distsem's
+// in_use is this process's share, not the fleet's. The consumers (bulkhead,
+// workers, db) hold through their gates, whose own observers count that
+// weight. floodgate.breaker.state has no point until the breaker's first
+// transition; floodgate.limit and floodgate.latency.baseline have none until
+// the adaptive gate first moves its limit (a KindLimit with Duration 0, no
+// baseline known yet, records the limit only). Waits and holds of 0 (a call
+// that did not queue, a component that does not time holds) are not
+// recorded: the histograms count the calls that queued, floodgate.admitted
+// counts every call.
 //
 // # Attributes
 //
 //	floodgate.limiter    the name given to Observer
-//	floodgate.component  a floodgate.Component: semaphore, distsem, meter, queue, lease, breaker, bulkhead, workers, db
+//	floodgate.component  a floodgate.Component: semaphore, distsem, meter, queue, lease, breaker, bulkhead, workers, db, adaptive
 //	floodgate.part       Event.Part: a bulkhead layer, a Workers or bulkheadpgx class; absent for a leaf
 //	floodgate.reason     a floodgate.Reason word (an unknown one is recorded as "error")
 //	floodgate.source     a floodgate.Source word: store, fail_open, fail_local, fail_closed
@@ -62,6 +68,7 @@
 // # Prometheus
 //
 // With OpenTelemetry's Prometheus exporter the names become
-// floodgate_admitted_total, floodgate_wait_duration_seconds_bucket, ... with
+// floodgate_admitted_total, floodgate_wait_duration_seconds_bucket,
+// floodgate_limit, floodgate_latency_baseline_seconds, ... with
 // labels floodgate_limiter, floodgate_component, floodgate_reason.
 package otelfloodgate

@@ -48,8 +48,10 @@ func collect(t testing.TB, r *sdkmetric.ManualReader) []metricdata.Metrics {
 }
 
 // points collects r and returns every data point as "name{k=v,...}" → value:
-// the value of a sum or gauge; for a histogram, its count as
-// "name{...}#count" and its sum in milliseconds as "name{...}#ms".
+// the value of a sum or an integer gauge; for a float gauge (a duration in
+// seconds), its value in microseconds as "name{...}#us"; for a histogram,
+// its count as "name{...}#count" and its sum in milliseconds as
+// "name{...}#ms".
 // The limiter attribute is left out of the key (it is checked to be there).
 func points(t testing.TB, r *sdkmetric.ManualReader) map[string]int64 {
 	t.Helper()
@@ -69,6 +71,10 @@ func points(t testing.TB, r *sdkmetric.ManualReader) map[string]int64 {
 		case metricdata.Gauge[int64]:
 			for _, p := range d.DataPoints {
 				add(m.Name, p.Attributes, "", p.Value)
+			}
+		case metricdata.Gauge[float64]:
+			for _, p := range d.DataPoints {
+				add(m.Name, p.Attributes, "#us", int64(p.Value*1e6+0.5))
 			}
 		case metricdata.Histogram[float64]:
 			for _, p := range d.DataPoints {
@@ -110,6 +116,8 @@ var units = map[string]string{
 	otelfloodgate.NameBreakerTransitions: "{transition}",
 	otelfloodgate.NameLeaseLost:          "{lease}",
 	otelfloodgate.NameLeaseRenewals:      "{renewal}",
+	otelfloodgate.NameLimit:              "{weight}",
+	otelfloodgate.NameLatencyBaseline:    "s",
 }
 
 // diff reports each point of want that got lacks or has another value, and

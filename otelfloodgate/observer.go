@@ -226,6 +226,12 @@ func (o *observer) Observe(e floodgate.Event) {
 		m.leaseRenewals.Add(ctx, 1, o.cell(k).add...)
 	case floodgate.KindLeaseLost:
 		m.leaseLost.Add(ctx, 1, o.cell(base).add...)
+	case floodgate.KindLimit:
+		c := o.cell(base)
+		m.limit.Record(ctx, e.N, c.rec...)
+		if e.Duration > 0 { // 0: no baseline known yet
+			m.baseline.Record(ctx, e.Duration.Seconds(), c.rec...)
+		}
 	}
 }
 
@@ -249,7 +255,7 @@ func (o *observer) decided(base attrKey, e floodgate.Event) {
 // back: the gates. Consumers (bulkhead, workers, db) hold through a gate,
 // which reports to its own observer.
 func holdsWeight(c floodgate.Component) bool {
-	return c == floodgate.ComponentSemaphore || c == floodgate.ComponentDistsem
+	return c == floodgate.ComponentSemaphore || c == floodgate.ComponentDistsem || c == floodgate.ComponentAdaptive
 }
 
 func outcome(err error) string {

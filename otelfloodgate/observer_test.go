@@ -21,6 +21,7 @@ func TestObserveEachKind(t *testing.T) {
 		dst = "component=distsem"
 		brk = "component=breaker"
 		bh  = "component=bulkhead,part=api"
+		ad  = "component=adaptive"
 	)
 	for _, tc := range []struct {
 		name string
@@ -88,6 +89,24 @@ func TestObserveEachKind(t *testing.T) {
 			map[string]int64{"floodgate.lease.renewals{" + dst + ",outcome=failure}": 1}},
 		{"lease lost", floodgate.Event{Kind: floodgate.KindLeaseLost, Component: floodgate.ComponentDistsem, Err: errStore},
 			map[string]int64{"floodgate.lease.lost{" + dst + "}": 1}},
+		{"adaptive admit holds weight", floodgate.Event{Kind: floodgate.KindAdmit, Component: floodgate.ComponentAdaptive, N: 2},
+			map[string]int64{
+				"floodgate.admitted{" + ad + "}": 1,
+				"floodgate.in_use{" + ad + "}":   2,
+			}},
+		{"adaptive release with a hold time", floodgate.Event{Kind: floodgate.KindRelease, Component: floodgate.ComponentAdaptive, N: 2, Duration: 3 * time.Millisecond},
+			map[string]int64{
+				"floodgate.in_use{" + ad + "}":              -2,
+				"floodgate.hold.duration{" + ad + "}#count": 1,
+				"floodgate.hold.duration{" + ad + "}#ms":    3,
+			}},
+		{"limit", floodgate.Event{Kind: floodgate.KindLimit, Component: floodgate.ComponentAdaptive, N: 12, Duration: 2500 * time.Microsecond},
+			map[string]int64{
+				"floodgate.limit{" + ad + "}":               12,
+				"floodgate.latency.baseline{" + ad + "}#us": 2500,
+			}},
+		{"limit before a baseline is known", floodgate.Event{Kind: floodgate.KindLimit, Component: floodgate.ComponentAdaptive, N: 1},
+			map[string]int64{"floodgate.limit{" + ad + "}": 1}},
 		{"an unknown kind", floodgate.Event{Kind: 200, Component: floodgate.ComponentSemaphore, N: 1}, map[string]int64{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

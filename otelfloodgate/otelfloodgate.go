@@ -28,6 +28,8 @@ const (
 	NameBreakerTransitions = "floodgate.breaker.transitions"
 	NameLeaseLost          = "floodgate.lease.lost"
 	NameLeaseRenewals      = "floodgate.lease.renewals"
+	NameLimit              = "floodgate.limit"
+	NameLatencyBaseline    = "floodgate.latency.baseline"
 )
 
 // Attribute keys. The values of KeyComponent, KeyReason, KeySource,
@@ -65,13 +67,14 @@ var DurationBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0
 // Add of the SDK costs some hundreds of nanoseconds, which an observed
 // semaphore grant (about 20 ns) would pay on every call. The histograms
 // (recorded only for calls that queued, and for store calls) and the rare
-// events (breaker transitions and state, lease losses and renewals) are
-// synchronous instruments.
+// events (breaker transitions and state, lease losses and renewals, an
+// adaptive gate's changes of limit) are synchronous instruments.
 type Metrics struct {
 	admitted, rejected, canceled, decisions metric.Int64ObservableCounter
 	inUse                                   metric.Int64ObservableUpDownCounter
 	transitions, leaseLost, leaseRenewals   metric.Int64Counter
-	breakerState                            metric.Int64Gauge
+	breakerState, limit                     metric.Int64Gauge
+	baseline                                metric.Float64Gauge
 
 	waitDuration, holdDuration, storeCall metric.Float64Histogram
 
@@ -116,10 +119,17 @@ func New(mp metric.MeterProvider) (*Metrics, error) {
 	}
 	var err error
 	m.inUse, err = meter.Int64ObservableUpDownCounter(NameInUse, metric.WithUnit("{weight}"),
-		metric.WithDescription("Weight of semaphore and distsem gates held now, counted through this observer."))
+		metric.WithDescription("Weight of semaphore, distsem and adaptive gates held now, counted through this observer."))
 	errs = append(errs, err)
-	m.breakerState, err = meter.Int64Gauge(NameBreakerState, metric.WithUnit("1"),
-		metric.WithDescription("1 for the breaker's current floodgate.state, 0 for the others."))
+	g := func(name, unit, desc string) metric.Int64Gauge {
+		i, err := meter.Int64Gauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return i
+	}
+	m.breakerState = g(NameBreakerState, "1", "1 for the breaker's current floodgate.state, 0 for the others.")
+	m.limit = g(NameLimit, "{weight}", "The limit an adaptive gate set itself last.")
+	m.baseline, err = meter.Float64Gauge(NameLatencyBaseline, metric.WithUnit("s"),
+		metric.WithDescription("An adaptive gate's latency baseline (the downstream's no-queue latency) when it last moved its limit."))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

@@ -43,6 +43,7 @@ func TestPrometheusScrape(t *testing.T) {
 		{Kind: floodgate.KindRenew, Component: floodgate.ComponentDistsem},
 		{Kind: floodgate.KindLeaseLost, Component: floodgate.ComponentDistsem},
 		{Kind: floodgate.KindAdmit, Component: floodgate.ComponentBulkhead, Part: "api"},
+		{Kind: floodgate.KindLimit, Component: floodgate.ComponentAdaptive, N: 8, Duration: 2 * time.Millisecond},
 	} {
 		o.Observe(e)
 	}
@@ -71,6 +72,9 @@ func TestPrometheusScrape(t *testing.T) {
 		"floodgate_wait_duration_seconds_bucket{",
 		"floodgate_hold_duration_seconds_bucket{",
 		"floodgate_store_call_duration_seconds_bucket{",
+		"floodgate_limit{",
+		"floodgate_latency_baseline_seconds{",
+		`floodgate_component="adaptive"`,
 		`floodgate_limiter="db"`,
 		`floodgate_component="semaphore"`,
 		`floodgate_part="api"`,

@@ -231,6 +231,10 @@ func attributeSets(md metricdata.Metrics) []attribute.Set {
 		for _, p := range d.DataPoints {
 			out = append(out, p.Attributes)
 		}
+	case metricdata.Gauge[float64]:
+		for _, p := range d.DataPoints {
+			out = append(out, p.Attributes)
+		}
 	case metricdata.Histogram[float64]:
 		for _, p := range d.DataPoints {
 			out = append(out, p.Attributes)

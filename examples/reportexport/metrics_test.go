@@ -26,6 +26,7 @@ func TestMetricsDocumented(t *testing.T) {
 		otelfloodgate.NameDecisions, otelfloodgate.NameStoreCallDuration,
 		otelfloodgate.NameBreakerState, otelfloodgate.NameBreakerTransitions,
 		otelfloodgate.NameLeaseLost, otelfloodgate.NameLeaseRenewals,
+		otelfloodgate.NameLimit, otelfloodgate.NameLatencyBaseline,
 		string(otelfloodgate.KeyLimiter), string(otelfloodgate.KeyComponent), string(otelfloodgate.KeyPart),
 		string(otelfloodgate.KeyReason), string(otelfloodgate.KeySource), string(otelfloodgate.KeyState),
 		string(otelfloodgate.KeyOutcome), string(otelfloodgate.KeyKind),

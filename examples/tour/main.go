@@ -1,7 +1,9 @@
 // Command tour runs floodgate's three jobs in one process and prints what
 // happened: capping a database pool, throttling job workers, and guarding an
-// HTTP handler. It needs nothing installed and builds no Redis client: its
-// limiters are the in-process ones (semaphore, shaper, bulkhead).
+// HTTP handler; then an adaptive gate finding how many calls a simulated
+// backend can take, before and after its capacity halves (about 3 s, in real
+// time). It needs nothing installed and builds no Redis client: its limiters
+// are the in-process ones (semaphore, shaper, bulkhead, adaptive).
 //
 // The same tour over several simulated pods sharing one Redis is a command of
 // its own, so that this one stays quick to build:

@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/floodgate-go/floodgate/adaptive"
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/bulkhead/bulkheadpgx"
@@ -31,6 +32,7 @@ import (
 )
 
 var (
+	_ = adaptive.New
 	_ = breaker.FailLocal
 	_ = bulkhead.New
 	_ = bulkheadpgx.New
@@ -58,6 +60,8 @@ func (Message) Nack(error) {}
 func exportJob(Message) func(context.Context) error { return nil }
 
 func auth(h http.Handler) http.Handler { return h }
+
+func isOverload(error) bool { return false }
 `
 
 // TestREADMESnippetsCompile compiles every Go snippet of README.md, each

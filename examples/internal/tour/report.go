@@ -213,7 +213,7 @@ func startProgress(cfg Config, n int, name string) *progress {
 func (p *progress) watch(cols []*column) { p.cols.Store(&cols) }
 
 func (p *progress) print() {
-	line := fmt.Sprintf("[%d/%d] %s  %.1fs", p.n, len(jobs), strings.SplitN(p.name, ":", 2)[0], time.Since(p.t0).Seconds())
+	line := fmt.Sprintf("[%d/%d] %s  %.1fs", p.n, p.cfg.sections(), strings.SplitN(p.name, ":", 2)[0], time.Since(p.t0).Seconds())
 	if cols := p.cols.Load(); cols != nil {
 		for _, c := range *cols {
 			line += fmt.Sprintf("  %s: admitted %d rejected %d", c.name, c.total(), c.rejected.Load())

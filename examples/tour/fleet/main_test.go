@@ -23,7 +23,7 @@ func TestTourRedis(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	t.Logf("tour took %v:\n%s", time.Since(start), out.String())
-	secs := tourcheck.Parse(t, out.String())
+	secs := tourcheck.Parse(t, out.String(), 3)
 	for i, s := range secs {
 		if got := s.Rows["limiters"]; len(got) != 2 || got[0] != "per-process limits" || got[1] != "shared (Redis)" {
 			t.Errorf("job %d columns %q", i+1, got)

@@ -4,6 +4,7 @@ package tourcheck
 
 import (
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,9 +21,10 @@ type Section struct {
 
 var cellSep = regexp.MustCompile(`\s{2,}`)
 
-// Parse splits the report out into its three job sections; it fails t if
-// there are not three.
-func Parse(t testing.TB, out string) []Section {
+// Parse splits the report out into its sections: the three jobs, and the
+// adaptive gate's when the tour ran in one process. It fails t if there are
+// not want.
+func Parse(t testing.TB, out string, want int) []Section {
 	t.Helper()
 	var secs []Section
 	for line := range strings.Lines(out) {
@@ -39,8 +41,8 @@ func Parse(t testing.TB, out string) []Section {
 		f := cellSep.Split(strings.TrimSpace(line), -1)
 		s.Rows[f[0]] = f[1:]
 	}
-	if len(secs) != 3 {
-		t.Fatalf("report has %d job sections, want 3:\n%s", len(secs), out)
+	if len(secs) != want {
+		t.Fatalf("report has %d sections, want %d:\n%s", len(secs), want, out)
 	}
 	return secs
 }
@@ -91,9 +93,9 @@ func fmtSscanf(s string, peak, cp *int) (int, error) {
 
 // CheckShared checks the invariants of the column that enforces the limits
 // (the only one locally, the Redis one in the fleet tour), for jobs that ran d
-// each.
+// each: secs[:3] are the three jobs.
 func CheckShared(t testing.TB, secs []Section, d time.Duration) {
-	for i, s := range secs {
+	for i, s := range secs[:3] {
 		if a := Num(t, s.Cell(t, "admitted", -1)); a < 1 {
 			t.Errorf("job %d admitted %v, want some", i+1, a)
 		}
@@ -172,5 +174,92 @@ func Check429(t testing.TB, s Section) {
 	}
 	if v, _ := b["retry_after_seconds"].(float64); strconv.Itoa(int(v)) != retry {
 		t.Errorf("body retry_after_seconds %v, header Retry-After %q", b["retry_after_seconds"], retry)
+	}
+}
+
+// CheckAdaptive checks the adaptive gate's section: a backend of `workers`
+// workers, halved half-way. Its rows show the workers going from workers to
+// half as many, and the limit it prints as settled in each phase (the mean
+// of the phase's second half) is within a factor of slack of the workers
+// and lower after the halving than before: the gate found each capacity
+// and followed the step down. The tour runs in real time, on a machine the
+// rest of the test suite keeps busy, hence the slack.
+func CheckAdaptive(t testing.TB, s Section, workers int, slack float64) {
+	t.Helper()
+	if h := s.Rows["at"]; len(h) != 5 || h[1] != "limit" {
+		t.Fatalf("adaptive section header %q, want at, workers, limit, in flight, latency, baseline", h)
+	}
+	at := regexp.MustCompile(`^\d+\.\d\ds$`)
+	var seen []int
+	for _, l := range s.Lines {
+		f := cellSep.Split(l, -1)
+		if !at.MatchString(f[0]) {
+			continue
+		}
+		if len(f) != 6 {
+			t.Errorf("adaptive row %q: want 6 cells", l)
+			continue
+		}
+		w, _ := strconv.Atoi(f[1])
+		if n := len(seen); n == 0 || seen[n-1] != w {
+			seen = append(seen, w)
+		}
+		if lim, err := strconv.Atoi(f[2]); err != nil || lim < 1 {
+			t.Errorf("adaptive row %q: limit %q", l, f[2])
+		}
+	}
+	if len(seen) != 2 || seen[0] != workers || seen[1] != workers/2 {
+		t.Errorf("adaptive rows' workers went %v, want [%d %d]", seen, workers, workers/2)
+	}
+	settled := map[int]float64{}
+	for _, c := range s.Rows["mean limit, last half"] {
+		var w int
+		var m float64
+		if _, err := fmt.Sscanf(c, "%d workers: %g", &w, &m); err != nil {
+			t.Errorf("mean limit cell %q: %v", c, err)
+		}
+		settled[w] = m
+	}
+	for _, w := range []int{workers, workers / 2} {
+		m, ok := settled[w]
+		if !ok || m < float64(w)/slack || m > float64(w)*slack {
+			t.Errorf("adaptive gate settled at %v (reported: %v) with %d workers, want within ×%v of %d", m, ok, w, slack, w)
+		}
+	}
+	if settled[workers/2] >= settled[workers] {
+		t.Errorf("adaptive gate settled at %v with %d workers, not below the %v with %d: it did not follow the step down",
+			settled[workers/2], workers/2, settled[workers], workers)
+	}
+	// "within ±25% from Xs after": every row of that capacity from then on is.
+	halved := regexp.MustCompile(`workers from (\d+\.\d\d)s`).FindStringSubmatch(strings.Join(s.Lines, "\n"))
+	if halved == nil {
+		t.Fatalf("adaptive section does not say when the workers were halved: %q", s.Lines)
+	}
+	began := map[int]float64{workers: 0}
+	began[workers/2], _ = strconv.ParseFloat(halved[1], 64)
+	found := s.Rows["limit found"]
+	if len(found) != 2 {
+		t.Errorf("limit found row %q, want a cell per capacity", found)
+	}
+	for _, c := range found {
+		var w int
+		var from float64
+		if _, err := fmt.Sscanf(c, "%d workers: within ±25%% from %gs after", &w, &from); err != nil {
+			continue // not within ±25%: nothing claimed
+		}
+		for _, l := range s.Lines {
+			f := cellSep.Split(l, -1)
+			if !at.MatchString(f[0]) || len(f) != 6 || f[1] != strconv.Itoa(w) {
+				continue
+			}
+			when, _ := strconv.ParseFloat(strings.TrimSuffix(f[0], "s"), 64)
+			lim, _ := strconv.Atoi(f[2])
+			if when >= began[w]+from && (float64(lim) > 1.25*float64(w) || float64(lim) < 0.75*float64(w)) {
+				t.Errorf("adaptive section claims %q, but prints %q", c, l)
+			}
+		}
+	}
+	if r := Num(t, s.Cell(t, "rounds", 0)); r < 10 {
+		t.Errorf("adaptive gate decided %v rounds, want some tens", r)
 	}
 }
