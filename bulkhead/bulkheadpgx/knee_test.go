@@ -49,14 +49,18 @@ func appPool(t *testing.T, maxConns int32) (*pgxpool.Pool, string) {
 		t.Fatalf("pool: %v", err)
 	}
 	t.Cleanup(pool.Close) // before pgtest drops the schema
-	conns := make([]*pgxpool.Conn, maxConns)
-	for i := range conns {
-		if conns[i], err = pool.Acquire(ctx); err != nil {
+	var conns []*pgxpool.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Release() // pool.Close waits for them
+		}
+	}()
+	for i := range maxConns {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
 			t.Fatalf("open connection %d: %v", i, err)
 		}
-	}
-	for _, c := range conns {
-		c.Release()
+		conns = append(conns, c)
 	}
 	return pool, app
 }
@@ -280,10 +284,10 @@ END $$`
 //   - locks: 20 ms of pg_sleep in one of 2 advisory locks, whose capacity is
 //     2 whatever the machine does.
 //
-// Each measures the throughput at fixed concurrencies (a semaphore class;
-// for cpu before and after, so that the curve sees the same neighbours as
-// the adaptive run on average) and takes the knee (the smallest concurrency
-// within 10% of the best throughput). Then it checks that the adaptive class
+// Each measures the throughput at fixed concurrencies (a semaphore class),
+// before and after the adaptive run, takes the better of the two at each
+// concurrency, and the knee of that curve (the smallest concurrency within
+// 10% of the best throughput). Then it checks that the adaptive class
 // settles near the knee, as the database sees it (the class's sessions
 // active in pg_stat_activity, running or waiting for a lock) and as the gate
 // does (its limit), at a throughput close to the best fixed one.
@@ -292,8 +296,10 @@ END $$`
 // queries run slower as soon as two run at once, and their throughput goes
 // on rising with the concurrency (more sessions, a larger share of the
 // cores): there is no knee of the database's own to find. cpu then skips,
-// with the curve, when as many queries at once as there are cores ran less
-// than three quarters as fast each as one alone. FLOODGATE_KNEE_FIXED=16 runs the load with a
+// with the curve, when as many queries at once as there are cores kept less
+// than three quarters of the cores busy (the backends' CPU time, read from
+// /proc when the server runs here; else: ran less than three quarters as
+// fast each as one alone). FLOODGATE_KNEE_FIXED=16 runs the load with a
 // fixed limit of 16 in the adaptive gate's place, which must fail (the
 // test's own check).
 func TestAdaptiveClassFindsTheKnee(t *testing.T) {
@@ -305,7 +311,7 @@ func TestAdaptiveClassFindsTheKnee(t *testing.T) {
 		be := backendsOf(t, app)
 		n := calibrate(t, pool, be, 20*time.Millisecond)
 		t.Logf("burn(%d); the backends' CPU time known: %v", n, be != nil)
-		kneeTest(t, pool, be, app, burn, n, true, runtime.NumCPU())
+		kneeTest(t, pool, be, app, burn, n, runtime.NumCPU())
 	})
 	t.Run("locks", func(t *testing.T) {
 		pool, app := appPool(t, int32(knee.workers)+4)
@@ -316,7 +322,7 @@ func TestAdaptiveClassFindsTheKnee(t *testing.T) {
 		rand.Read(b[:])
 		class := int(b[0])<<8 | int(b[1]) // advisory locks are the server's: a key of the test's own
 		q := fmt.Sprintf("SELECT slot_sleep(%d, 2, $1)", class)
-		kneeTest(t, pool, backendsOf(t, app), app, q, 0.02, false, 0)
+		kneeTest(t, pool, backendsOf(t, app), app, q, 0.02, 0)
 	})
 }
 
@@ -326,14 +332,13 @@ var knee = struct {
 	conc       []int
 	point      time.Duration // each fixed concurrency's run
 	warm, load time.Duration // the adaptive run: warm-up (not measured), in all
-}{16, []int{1, 2, 3, 4, 6, 8}, time.Second, 5 * time.Second, 12 * time.Second}
+}{16, []int{1, 2, 3, 4, 6, 8}, 800 * time.Millisecond, 5 * time.Second, 12 * time.Second}
 
 // kneeTest is one downstream of TestAdaptiveClassFindsTheKnee: query(arg)
-// on pool, whose sessions carry application_name app; twice measures the
-// fixed curve before and after the adaptive run; cores, if positive, is the
-// downstream's capacity on a quiet box: the test skips when the curve (before,
-// or the mean) shows that it is not.
-func kneeTest(t *testing.T, pool *pgxpool.Pool, be backends, app, query string, arg any, twice bool, cores int) {
+// on pool, whose sessions carry application_name app (their processes be, if
+// known); cores, if positive, is the downstream's capacity on a quiet box:
+// the test skips when the curve before or after shows that it is not.
+func kneeTest(t *testing.T, pool *pgxpool.Pool, be backends, app, query string, arg any, cores int) {
 	run := func(name string, gate floodgate.Gate, warm, d time.Duration, limit func() (int64, int64)) phase {
 		db := bulkheadpgx.New(pool, bulkheadpgx.Config{Classes: []bulkheadpgx.Class{{Name: name, Gate: gate}}})
 		return closedLoop(t, db.Class(name), be, app, query, arg, knee.workers, warm, d, limit)
@@ -381,7 +386,15 @@ func kneeTest(t *testing.T, pool *pgxpool.Pool, be backends, app, query string, 
 
 	// The adaptive class. MinSamples 50 (default 100): rounds of about half
 	// a second at these throughputs, so that startup and a few corrections
-	// fit in the warm-up.
+	// fit in the warm-up. Tolerance 0.2 (default 0.1): on this shared box
+	// the latency at the knee reads up to 11% above the baseline from one
+	// round to the next, which the default takes for queueing (it halved the
+	// limit at the knee, 2 to 1, in 2 of 3 runs). ProbeInterval 30 s (default
+	// 10 s), longer than the run: at a limit of 2 a probe round runs at 1
+	// (four fifths, rounded down) for 2×MinSamples holds, 2 s at half the
+	// throughput, which is what this test would measure instead of where the
+	// gate settles. FLOODGATE_KNEE_TOLERANCE and FLOODGATE_KNEE_PROBE set
+	// them (0 and 0s: the defaults).
 	var gate floodgate.Gate
 	var limit func() (int64, int64)
 	var stats func() string
@@ -395,7 +408,14 @@ func kneeTest(t *testing.T, pool *pgxpool.Pool, be backends, app, query string, 
 		var changes []string
 		born := time.Now()
 		var g *adaptive.Gate
-		g = adaptive.New(adaptive.Config{Max: 32, MinSamples: 50, Observer: floodgate.ObserverFunc(func(e floodgate.Event) {
+		cfg := adaptive.Config{Max: 32, MinSamples: 50, Tolerance: 0.2, ProbeInterval: 30 * time.Second}
+		if f := os.Getenv("FLOODGATE_KNEE_TOLERANCE"); f != "" {
+			fmt.Sscan(f, &cfg.Tolerance)
+		}
+		if f := os.Getenv("FLOODGATE_KNEE_PROBE"); f != "" {
+			cfg.ProbeInterval, _ = time.ParseDuration(f)
+		}
+		cfg.Observer = floodgate.ObserverFunc(func(e floodgate.Event) {
 			if e.Kind != floodgate.KindLimit {
 				return
 			}
@@ -404,7 +424,8 @@ func kneeTest(t *testing.T, pool *pgxpool.Pool, be backends, app, query string, 
 			changes = append(changes, fmt.Sprintf("%.1fs:%d(%.1f/%.1f)", time.Since(born).Seconds(), e.N,
 				float64(s.Latency)/1e6, float64(e.Duration)/1e6))
 			mu.Unlock()
-		})})
+		})
+		g = adaptive.New(cfg)
 		gate = g
 		limit = func() (int64, int64) { s := g.Stats(); return s.Limit, s.InFlight }
 		stats = func() string {
@@ -422,19 +443,18 @@ func kneeTest(t *testing.T, pool *pgxpool.Pool, be backends, app, query string, 
 	t.Logf("adaptive: pg_stat_activity active every 100 ms after %v: %s", knee.warm, ph.trace)
 	t.Logf("adaptive: backends' CPU %.2f cores after %v", ph.cores, knee.warm)
 
-	mean, meanUsed := before, used
-	if twice {
-		after, afterUsed := curve("after")
-		mean, meanUsed = make([]float64, len(before)), make([]float64, len(before))
-		for i := range mean {
-			mean[i], meanUsed[i] = (before[i]+after[i])/2, (used[i]+afterUsed[i])/2
-		}
+	// The curve is the better of the two runs at each concurrency: a
+	// hiccup of the box only ever lowers a throughput.
+	after, afterUsed := curve("after")
+	rates := make([]float64, len(before))
+	for i := range rates {
+		rates[i], used[i] = max(before[i], after[i]), max(used[i], afterUsed[i])
 	}
-	best, kn := kneeOf(mean)
-	t.Logf("curve %.1f queries/s at %v; best %.1f; knee (the smallest concurrency within 10%% of it): %d", mean, knee.conc, best, kn)
+	best, kn := kneeOf(rates)
+	t.Logf("curve %.1f queries/s at %v; best %.1f; knee (the smallest concurrency within 10%% of it): %d", rates, knee.conc, best, kn)
 	t.Logf("adaptive, after %v: %.1f queries/s (%.0f%% of the best fixed), latency %.1f ms; medians of %d samples: pg_stat_activity active %.1f, limit %.1f, in flight %.1f",
 		knee.warm, ph.rate, 100*ph.rate/best, ph.p50Wait, ph.samples, ph.p50Active, ph.p50Limit, ph.p50InFlight)
-	busy(mean, meanUsed)
+	busy(after, afterUsed)
 
 	lo, hi := float64(kn-1), float64(2*kn)
 	if ph.p50Active < lo || ph.p50Active > hi {
