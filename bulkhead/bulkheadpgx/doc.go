@@ -60,7 +60,10 @@
 // the query) counts as a drop, a sign of overload, when its weight comes
 // back; one whose context is cancelled counts as nothing. An error from the
 // server, a statement_timeout included, ends the hold like a result does: a
-// sample of its hold time.
+// sample of its hold time. The hold includes the wait for a pool
+// connection, so a pool smaller than the gate's Max (pgxpool's default
+// MaxConns is 4, or the number of CPUs) is a limit the gate finds: size
+// the pool above it.
 //
 // A gate's work context: a fleet gate's Hold returns a context that is
 // cancelled when its lease is lost, and Query, QueryRow, Exec, CopyFrom,

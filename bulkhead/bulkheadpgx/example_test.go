@@ -110,7 +110,9 @@ func ExampleClass_perTenant() {
 // not run.
 func ExampleClass_adaptive() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, "postgres://localhost/app")
+	// More connections than the gate's Max: a wait for a connection would
+	// read as the database's latency.
+	pool, err := pgxpool.New(ctx, "postgres://localhost/app?pool_max_conns=60")
 	if err != nil {
 		log.Fatal(err)
 	}
