@@ -26,9 +26,10 @@ type Class struct {
 	N int64
 
 	// Gate caps the class: any floodgate.Gate, a *semaphore.Weighted for
-	// one process, a *distsem.Semaphore for the fleet. If Gate and KeyedGate
-	// are both nil, the class is unlimited: calls go straight to the pool and
-	// only their number is counted.
+	// one process, a *distsem.Semaphore for the fleet, an *adaptive.Gate
+	// for a limit that finds itself from the latency (N at most its Min).
+	// If Gate and KeyedGate are both nil, the class is unlimited: calls go
+	// straight to the pool and only their number is counted.
 	Gate floodgate.Gate
 
 	// KeyedGate caps the class per key, with Key: a *semaphore.Keyed for one

@@ -15,7 +15,8 @@
 //
 // A [Class] has a weight (N), a gate and a MaxWait. The gate is any
 // floodgate.Gate (a *semaphore.Weighted for one process, a
-// *distsem.Semaphore for the fleet, used as they are), or a
+// *distsem.Semaphore for the fleet, an *adaptive.Gate whose limit follows
+// the queries' latency, used as they are), or a
 // floodgate.KeyedGate with a Key function that picks the key from the call's
 // context ("2 report queries at once per tenant": a *semaphore.Keyed or a
 // *distsem.Keyed), or none for an unlimited class. The class is chosen
@@ -53,6 +54,16 @@
 // waits for; at most 15 s, pgxpool's own bound), so the next call of a full
 // class never runs beside a query that is still being cancelled. Meanwhile
 // ClassStats.InUse still counts the permit.
+//
+// An *adaptive.Gate measures exactly this hold: each call's hold time is
+// its latency sample. A call whose context's deadline passes (pgx cancels
+// the query) counts as a drop, a sign of overload, when its weight comes
+// back; one whose context is cancelled counts as nothing. An error from the
+// server, a statement_timeout included, ends the hold like a result does: a
+// sample of its hold time. The hold includes the wait for a pool
+// connection, so a pool smaller than the gate's Max (pgxpool's default
+// MaxConns is 4, or the number of CPUs) is a limit the gate finds: size
+// the pool above it.
 //
 // A gate's work context: a fleet gate's Hold returns a context that is
 // cancelled when its lease is lost, and Query, QueryRow, Exec, CopyFrom,

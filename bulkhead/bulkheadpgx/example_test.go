@@ -7,6 +7,7 @@ import (
 	"log"
 	"time"
 
+	"github.com/floodgate-go/floodgate/adaptive"
 	"github.com/floodgate-go/floodgate/bulkhead/bulkheadpgx"
 	"github.com/floodgate-go/floodgate/semaphore"
 	"github.com/jackc/pgx/v5"
@@ -98,4 +99,40 @@ func ExampleClass_perTenant() {
 		log.Fatal(err)
 	}
 	defer rows.Close() // gives acme's slot back
+}
+
+// When the number of report queries the replica can take at once is not
+// known (it changes with its disk, its data, its neighbours), an adaptive
+// gate finds it: its limit, between Min and Max, follows the queries'
+// latency, and falls when queries queue in the database or pass their
+// deadline. A query that times out counts as a sign of overload; one whose
+// caller cancels it counts as nothing. It needs a server, so it is compiled,
+// not run.
+func ExampleClass_adaptive() {
+	ctx := context.Background()
+	// More connections than the gate's Max: a wait for a connection would
+	// read as the database's latency.
+	pool, err := pgxpool.New(ctx, "postgres://localhost/app?pool_max_conns=60")
+	if err != nil {
+		log.Fatal(err)
+	}
+	limit := adaptive.New(adaptive.Config{Min: 1, Max: 50}) // never more than 50
+	db := bulkheadpgx.New(pool, bulkheadpgx.Config{Classes: []bulkheadpgx.Class{
+		{Name: "reports", Gate: limit, MaxWait: 2 * time.Second},
+	}})
+	reports := db.Class("reports")
+
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rows, err := reports.Query(ctx, "SELECT region, sum(total) FROM orders GROUP BY region")
+	if err != nil {
+		log.Fatal(err) // a *bulkheadpgx.RejectError when no slot came within 2 s
+	}
+	defer rows.Close() // the hold ends here: the gate's latency sample
+	for rows.Next() {
+		// ...
+	}
+
+	st := limit.Stats()
+	fmt.Println("reports at once:", st.Limit, "no-queue latency:", st.Baseline)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/adaptive"
 	"github.com/floodgate-go/floodgate/bulkhead/bulkheadpgx"
 	"github.com/floodgate-go/floodgate/distsem"
 	"github.com/floodgate-go/floodgate/internal/gatewait"
@@ -27,8 +28,9 @@ func tenant(ctx context.Context) string {
 	return s
 }
 
-// TestEveryGateInEveryConsumer puts each of the four gates (semaphore.Weighted,
-// semaphore.Keyed, distsem.Semaphore, distsem.Keyed, on real Redis) into a
+// TestEveryGateInEveryConsumer puts each gate (semaphore.Weighted,
+// semaphore.Keyed, distsem.Semaphore, distsem.Keyed, on real Redis, and
+// adaptive.Gate with its limit held between equal bounds) into a
 // class on real PostgreSQL, as they are, and checks what a class promises
 // whatever its gate: concurrent queries that hold their rows open never hold
 // more than the limit (for a keyed gate, of the call's key, while another
@@ -51,6 +53,7 @@ func TestEveryGateInEveryConsumer(t *testing.T) {
 		{"semaphore.Keyed", nil, semaphore.NewKeyed(limit, semaphore.KeyedConfig{})},
 		{"distsem.Semaphore", fleet, nil},
 		{"distsem.Keyed", nil, fleetKeyed},
+		{"adaptive.Gate", adaptive.New(adaptive.Config{Min: limit, Max: limit}), nil}, // its limit held at 2
 	}
 	for _, g := range gates {
 		t.Run(g.name, func(t *testing.T) {

@@ -11,15 +11,17 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/adaptive"
 	"github.com/floodgate-go/floodgate/bulkhead/bulkheadpgx"
 	"github.com/floodgate-go/floodgate/distsem"
 	"github.com/floodgate-go/floodgate/semaphore"
 	"github.com/jackc/pgx/v5"
 )
 
-// The four leaves are the gates a class takes, with no adapter.
+// The leaves are the gates a class takes, with no adapter.
 var (
 	_ floodgate.Gate      = (*semaphore.Weighted)(nil)
+	_ floodgate.Gate      = (*adaptive.Gate)(nil)
 	_ floodgate.Gate      = (*distsem.Semaphore)(nil)
 	_ floodgate.KeyedGate = (*semaphore.Keyed)(nil)
 	_ floodgate.KeyedGate = (*distsem.Keyed)(nil)

@@ -73,10 +73,9 @@ type ClassStats struct {
 
 	// Wait counts the waits of calls that did not get the gate at once:
 	// those that waited for it (granted or not) and those refused at once,
-	// as a wait of 0. With MaxWait 0 every call asks the gate's Hold, so
-	// every call of the class is counted, an uncontended one as about 0 (as
-	// its round trip, for a fleet gate). Hold is the time from grant to
-	// release of every admitted call.
+	// as a wait of 0, whatever the MaxWait (every call asks the gate's
+	// TryHold first; one granted there is not a wait). Hold is the time
+	// from grant to release of every admitted call.
 	Wait, Hold Histogram
 
 	// Refusals by reason: ErrMaxWait (the class's MaxWait, or the gate's own
