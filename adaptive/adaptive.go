@@ -64,8 +64,9 @@ type Config struct {
 	MaxWaiters int
 
 	// Observer is told of every admit, reject, cancel and release (Duration:
-	// the hold) and of the limit, at New and at every change (KindLimit: N
-	// the limit, Duration the latency baseline, 0 before the first round).
+	// the hold) and of every change of the limit (KindLimit: N the limit,
+	// Duration the latency baseline, 0 before the first round; none at New,
+	// which does not call the Observer: it may refer to the Gate New returns).
 	// Component is floodgate.ComponentAdaptive. With otelfloodgate these
 	// become floodgate.limit, floodgate.in_use and floodgate.latency.baseline
 	// (docs/metrics.md).
@@ -104,10 +105,6 @@ func New(cfg Config) *Gate {
 	}
 	g.sem = semaphore.New(g.st.Cap(), semaphore.Config{MaxWaiters: cfg.MaxWaiters, Observer: semObs})
 	g.release = func(h floodgate.Held) { g.finish(h, false) }
-	if g.obs != nil {
-		// The limit it starts at, so that a gauge has a value from the start.
-		g.obs.Observe(floodgate.Event{Kind: floodgate.KindLimit, Component: floodgate.ComponentAdaptive, N: g.st.Cap()})
-	}
 	return g
 }
 
