@@ -40,17 +40,19 @@ type Config struct {
 	// while the latency is within Tolerance/2 of it. Default 0.1 (10%).
 	Tolerance float64
 
-	// MinSamples is how many holds a round needs before it decides (default
-	// 200); a round lasts at least MinRound (default 100ms) and four times the
-	// last round's mean hold time, and ends without a decision at MaxRound
-	// (default 10s) if it has too few.
+	// MinSamples is how many holds a round counts before it is decided
+	// (default 200; a quarter of that during startup); a round lasts at least
+	// MinRound (default 100ms) and four times the last round's mean hold
+	// time, and is decided once the holds it counted have ended. At MaxRound
+	// (default 10s) it is decided on what it has, if that is a tenth of
+	// MinSamples, and otherwise starts again.
 	MinSamples         int
 	MinRound, MaxRound time.Duration
 
-	// ProbeInterval is how often the gate runs one round at four fifths of
-	// its concurrency while the latency sits at the baseline, to check that the
-	// baseline is still the downstream's no-queue latency (default 10s;
-	// negative: never).
+	// ProbeInterval is how often the gate runs one round at 85% of its
+	// concurrency while the latency is not above the baseline (and the
+	// concurrency is 3 or more), to check that the baseline is still the
+	// downstream's no-queue latency (default 10s; negative: never).
 	ProbeInterval time.Duration
 
 	// DropRate is the share of a round's holds released as dropped (Drop, or
