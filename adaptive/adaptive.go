@@ -174,6 +174,11 @@ func (g *Gate) Limit() int64 {
 	return g.st.Cap()
 }
 
+// RoundCounts counts the rounds a gate decided (Rounds), and how many of
+// them raised the limit (Increases), cut it (Decreases), moved the baseline
+// (Rebases) or started a probe (Probes). adaptiveredis.Stats has the same.
+type RoundCounts = limitctl.Counts
+
 // Stats counts what the gate did. Limit, InFlight, Waiting, Baseline and
 // Latency are the present; the rest count since New.
 type Stats struct {
@@ -183,8 +188,8 @@ type Stats struct {
 	Baseline time.Duration // the downstream's no-queue latency, as the gate knows it
 	Latency  time.Duration // the last decided round's mean hold time
 
-	Rounds, Increases, Decreases, Rebases, Probes uint64 // rounds decided, by outcome
-	Samples, Drops                                uint64 // holds measured, holds dropped
+	RoundCounts           // rounds decided, by outcome
+	Samples, Drops uint64 // holds measured, holds dropped
 
 	Queue semaphore.Stats // the queue's own counts: grants, cancels, refusals
 }
@@ -264,7 +269,7 @@ func (g *Gate) finish(h floodgate.Held, dropped bool) {
 	if g.st.Due(g.p, g.round, now) {
 		before := g.st.Cap()
 		g.round.End = now
-		g.count(g.st.Step(g.p, g.round))
+		g.stats.Add(g.st.Step(g.p, g.round))
 		if g.st.Pooled() {
 			g.round = g.st.Continue(g.p, g.round, now)
 		} else {
@@ -286,23 +291,6 @@ func (g *Gate) finish(h floodgate.Held, dropped bool) {
 		if changed {
 			g.obs.Observe(floodgate.Event{Kind: floodgate.KindLimit, Component: floodgate.ComponentAdaptive, N: limit, Duration: baseline})
 		}
-	}
-}
-
-func (g *Gate) count(o limitctl.Outcome) {
-	if o == limitctl.TooFew {
-		return
-	}
-	g.stats.Rounds++
-	switch o {
-	case limitctl.Increase:
-		g.stats.Increases++
-	case limitctl.Decrease:
-		g.stats.Decreases++
-	case limitctl.Rebase:
-		g.stats.Rebases++
-	case limitctl.Probe:
-		g.stats.Probes++
 	}
 }
 

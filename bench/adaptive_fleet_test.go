@@ -76,7 +76,7 @@ func TestAdaptiveFleetReport(t *testing.T) {
 	var st adaptiveredis.Stats
 	for _, g := range gates {
 		s := g.Stats()
-		st.Decided += s.Decided
+		st.Rounds += s.Rounds
 		st.CloseLost += s.CloseLost
 		st.Flushes += s.Flushes
 		st.Stale += s.Stale
@@ -98,7 +98,7 @@ func TestAdaptiveFleetReport(t *testing.T) {
 	fmt.Fprintf(&b, "Fleet limit, one character a second (%d–%d): `%s`\n\n", fleet.lo, fleet.hi, fleet.spark)
 	fmt.Fprintf(&b, "Single-process limit (%d–%d): `%s`\n\n", ref.lo, ref.hi, ref.spark)
 	fmt.Fprintf(&b, "Redis calls per hold: %.2f (acquire, release, renewals, and the gates' flushes, closes and SetLimits: %d flushes, %d rounds decided, %d closes lost to another process, %d samples discarded as late, %d heals).\n",
-		perHold, st.Flushes, st.Decided, st.CloseLost, st.Stale, st.Healed)
+		perHold, st.Flushes, st.Rounds, st.CloseLost, st.Stale, st.Healed)
 	t.Log("\n" + b.String())
 	if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)

@@ -190,7 +190,7 @@ func TestFleetSharesOneLimit(t *testing.T) {
 	for i, g := range f.gates {
 		s := g.Stats()
 		t.Logf("gate %d: limit %d, processes %d, share %d, decided %d (+%d -%d rebase %d probe %d), lost closes %d, flushes %d, stale %d, healed %d, baseline %v",
-			i, s.Limit, s.Processes, s.LocalShare, s.Decided, s.Increases, s.Decreases, s.Rebases, s.Probes, s.CloseLost, s.Flushes, s.Stale, s.Healed, s.Baseline)
+			i, s.Limit, s.Processes, s.LocalShare, s.Rounds, s.Increases, s.Decreases, s.Rebases, s.Probes, s.CloseLost, s.Flushes, s.Stale, s.Healed, s.Baseline)
 		if s.Processes != 3 {
 			t.Errorf("gate %d saw %d processes, want 3", i, s.Processes)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/adaptive"
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/distsem"
 	"github.com/floodgate-go/floodgate/internal/limitctl"
@@ -347,13 +348,13 @@ type Stats struct {
 	// the samples and drops whose flush failed, Stale those that reached
 	// Redis after their round closed (discarded).
 	Flushes, FlushErrors, Lost, Stale uint64
-	// Decided counts the rounds this process decided (it won the close), by
-	// outcome below; CloseLost the closes another process won first;
+	// RoundCounts counts the rounds this process decided (it won the close),
+	// by outcome; CloseLost the closes another process won first;
 	// CloseErrors and SetLimitErrors the calls that failed; Healed the times
 	// this process set the semaphore's limit because it differed from the
 	// fleet state's (a decider that died before its SetLimit, or the
 	// semaphore's keys expired).
-	Decided, Increases, Decreases, Rebases, Probes uint64
+	adaptive.RoundCounts
 	CloseLost, CloseErrors, SetLimitErrors, Healed uint64
 
 	Semaphore distsem.LocalStats // the semaphore's own counts

@@ -162,7 +162,7 @@ func (g *Gate) decide(ver int64, st limitctl.State, round limitctl.Round) {
 	}
 	if g.write(ver, st, !st.Pooled(), settle) {
 		g.mu.Lock()
-		g.count(o)
+		g.stats.Add(o)
 		g.mu.Unlock()
 		if st.Cap() != before {
 			g.setLimit(st.Cap(), false)
@@ -272,23 +272,6 @@ func (g *Gate) setLimit(limit int64, heal bool) {
 		g.stats.SetLimitErrors++
 	case heal:
 		g.stats.Healed++
-	}
-}
-
-func (g *Gate) count(o limitctl.Outcome) {
-	if o == limitctl.TooFew {
-		return
-	}
-	g.stats.Decided++
-	switch o {
-	case limitctl.Increase:
-		g.stats.Increases++
-	case limitctl.Decrease:
-		g.stats.Decreases++
-	case limitctl.Rebase:
-		g.stats.Rebases++
-	case limitctl.Probe:
-		g.stats.Probes++
 	}
 }
 

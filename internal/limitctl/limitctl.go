@@ -220,6 +220,29 @@ const (
 
 var outcomeNames = [...]string{"too_few", "hold", "increase", "decrease", "rebase", "probe", "unsteady"}
 
+// Counts counts the rounds decided, by outcome (adaptive.RoundCounts).
+type Counts struct {
+	Rounds, Increases, Decreases, Rebases, Probes uint64
+}
+
+// Add counts o; a TooFew round was not decided and does not count.
+func (c *Counts) Add(o Outcome) {
+	if o == TooFew {
+		return
+	}
+	c.Rounds++
+	switch o {
+	case Increase:
+		c.Increases++
+	case Decrease:
+		c.Decreases++
+	case Rebase:
+		c.Rebases++
+	case Probe:
+		c.Probes++
+	}
+}
+
 // String returns the outcome as a word.
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) {
