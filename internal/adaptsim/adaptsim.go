@@ -92,7 +92,7 @@ func Run(sc Scenario, lim Limiter, seed uint64) Result {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	start := time.Now()
-	d := &downstream{start: start, phases: sc.Phases}
+	d := newDownstream(start, sc.Phases)
 	r := &recorder{start: start}
 	var wg sync.WaitGroup
 	call := func(rng *rand.Rand) bool {
@@ -153,10 +153,13 @@ func Run(sc Scenario, lim Limiter, seed uint64) Result {
 type downstream struct {
 	start  time.Time
 	phases []Phase
+	pool   Pool // its workers follow the phases
+}
 
-	mu    sync.Mutex
-	busy  int
-	queue []chan struct{}
+func newDownstream(start time.Time, phases []Phase) *downstream {
+	d := &downstream{start: start, phases: phases}
+	d.pool.count = func() int { return d.workersAt(time.Since(d.start)) }
+	return d
 }
 
 func (d *downstream) phaseAt(t time.Duration) Phase {
@@ -175,41 +178,17 @@ func (d *downstream) workersAt(t time.Duration) int { return d.phaseAt(t).Worker
 // It reports whether the call was dropped: still not done after timeout.
 func (d *downstream) serve(sc Scenario, z float64, timeout time.Duration) (dropped bool) {
 	t0 := time.Now()
-	d.mu.Lock()
-	if d.busy < d.phaseAt(time.Since(d.start)).Workers && len(d.queue) == 0 {
-		d.busy++
-		d.mu.Unlock()
-	} else {
-		ch := make(chan struct{})
-		d.queue = append(d.queue, ch)
-		d.mu.Unlock()
-		<-ch
-	}
-	p := d.phaseAt(time.Since(d.start))
-	svc := time.Duration(float64(sc.Median) * math.Exp(sc.Sigma*z) * p.Scale)
-	if timeout > 0 {
-		if left := timeout - time.Since(t0); svc > left {
-			svc, dropped = max(left, 0), true
+	d.pool.Serve(func() time.Duration {
+		p := d.phaseAt(time.Since(d.start))
+		svc := time.Duration(float64(sc.Median) * math.Exp(sc.Sigma*z) * p.Scale)
+		if timeout > 0 {
+			if left := timeout - time.Since(t0); svc > left {
+				svc, dropped = max(left, 0), true
+			}
 		}
-	}
-	time.Sleep(svc)
-	d.mu.Lock()
-	d.busy--
-	d.wakeLocked()
-	d.mu.Unlock()
+		return svc
+	})
 	return dropped
-}
-
-// wakeLocked hands free workers to the queue, FIFO. The number of workers may
-// have fallen below busy (a phase halved them): then nobody is woken.
-func (d *downstream) wakeLocked() {
-	w := d.phaseAt(time.Since(d.start)).Workers
-	for d.busy < w && len(d.queue) > 0 {
-		ch := d.queue[0]
-		d.queue = d.queue[1:]
-		d.busy++
-		close(ch)
-	}
 }
 
 type recorder struct {
@@ -432,7 +411,7 @@ func Measure(sc Scenario, res Result) Metrics {
 	if change == 0 {
 		from = 10 * time.Second
 	}
-	d := &downstream{phases: sc.Phases}
+	d := newDownstream(time.Time{}, sc.Phases)
 	ph := d.phaseAt(from)
 	w := res.In(from, to)
 	m.P99 = float64(w.P99) / float64(sc.NoLoadP99(ph))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/adaptive"
 	"github.com/floodgate-go/floodgate/examples/internal/examplekit"
+	"github.com/floodgate-go/floodgate/internal/adaptsim"
 )
 
 // The adaptive section: a backend whose capacity nobody told the gate. It
@@ -35,50 +36,6 @@ const adaptiveConfigText = "adaptive.New(adaptive.Config{Initial: 4, MinRound: 2
 
 var adaptiveTitle = fmt.Sprintf("adaptive gate: finds how many a backend can take from its latency (%d workers, then %d)", adaptiveWorkers, adaptiveWorkers/2)
 
-// simBackend is a downstream with a number of workers, FIFO beyond: a call
-// holds a worker for its service time. Its ideal concurrency is its workers.
-type simBackend struct {
-	mu      sync.Mutex
-	workers int
-	busy    int
-	queue   []chan struct{}
-}
-
-func (b *simBackend) setWorkers(n int) {
-	b.mu.Lock()
-	b.workers = n
-	b.mu.Unlock()
-}
-
-func (b *simBackend) workersNow() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.workers
-}
-
-// serve queues for a worker and holds it for d.
-func (b *simBackend) serve(d time.Duration) {
-	b.mu.Lock()
-	if b.busy < b.workers && len(b.queue) == 0 {
-		b.busy++
-		b.mu.Unlock()
-	} else {
-		ch := make(chan struct{})
-		b.queue = append(b.queue, ch)
-		b.mu.Unlock()
-		<-ch // a worker was handed to us
-	}
-	time.Sleep(d)
-	b.mu.Lock()
-	b.busy--
-	for b.busy < b.workers && len(b.queue) > 0 { // fewer workers now: nobody is woken
-		close(b.queue[0])
-		b.queue = b.queue[1:]
-		b.busy++
-	}
-	b.mu.Unlock()
-}
-
 // adaptiveSample is the gate seen at one instant.
 type adaptiveSample struct {
 	at      time.Duration
@@ -87,13 +44,13 @@ type adaptiveSample struct {
 }
 
 // adaptiveJob is the tour's last section: closed-loop callers through an
-// adaptive.Gate in front of simBackend, whose workers are halved half-way.
+// adaptive.Gate in front of a simulated backend (adaptsim.Pool), whose workers are halved half-way.
 // It prints what the gate's Stats say a few times a second, and per
 // capacity how soon the limit came within ±25% of the workers to stay there
 // and where it settled.
 func adaptiveJob(ctx context.Context) (*table, error) {
 	g := adaptive.New(adaptiveConfig)
-	be := &simBackend{workers: adaptiveWorkers}
+	be := adaptsim.NewPool(adaptiveWorkers) // workers, FIFO beyond
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -106,7 +63,8 @@ func adaptiveJob(ctx context.Context) (*table, error) {
 					examplekit.Sleep(ctx, time.Millisecond) // refused, or ctx done
 					continue
 				}
-				be.serve(time.Duration((0.9 + 0.2*rng.Float64()) * float64(adaptiveService))) // ±10%
+				d := time.Duration((0.9 + 0.2*rng.Float64()) * float64(adaptiveService)) // ±10%
+				be.Serve(func() time.Duration { return d })
 				h.Release()
 			}
 		})
@@ -120,11 +78,11 @@ func adaptiveJob(ctx context.Context) (*table, error) {
 		case <-ctx.Done():
 		case <-tick.C:
 		}
-		if at = time.Since(start); at >= adaptivePhase && be.workersNow() == adaptiveWorkers {
-			be.setWorkers(adaptiveWorkers / 2)
+		if at = time.Since(start); at >= adaptivePhase && be.Workers() == adaptiveWorkers {
+			be.SetWorkers(adaptiveWorkers / 2)
 			began[adaptiveWorkers/2] = time.Since(start)
 		}
-		samples = append(samples, adaptiveSample{at: time.Since(start), workers: be.workersNow(), st: g.Stats()})
+		samples = append(samples, adaptiveSample{at: time.Since(start), workers: be.Workers(), st: g.Stats()})
 	}
 	tick.Stop()
 	cancel()
