@@ -3,7 +3,12 @@
 // adaptive.Gate in its tests, and beside failsafe-go's adaptivelimiter and an
 // AIMD baseline in bench/. Run it inside a testing/synctest bubble: the
 // downstream and the load are goroutines sleeping fake time, so a
-// ten-minute scenario takes seconds and a seed gives the same run each time.
+// ten-minute scenario takes seconds. A seed fixes every random draw
+// (arrivals, service times, backoffs), but not the order in which the
+// scheduler runs goroutines woken at the same instant, so two runs of one
+// seed can differ a little (in one of three runs, by a few tenths of a
+// percent in the share of time within ±20%, measured); the report's medians
+// over 20 runs are what to read.
 //
 // The downstream serves Workers calls at once, FIFO beyond; a call's service
 // time is lognormal (median Median, σ Sigma) times the scenario's latency
