@@ -244,19 +244,16 @@ func (g *Gate) counts(t time.Duration) bool {
 func (g *Gate) finish(h floodgate.Held, dropped bool) {
 	now := g.now()
 	start, n := time.Duration(h.Tag()-1), h.N()
-	var ctxErr error
-	if ctx := h.Context(); ctx != nil {
-		ctxErr = ctx.Err()
-	}
+	timedOut, canceled := limitctl.How(h.Context())
 	g.mu.Lock()
 	g.inFlight -= n
 	if g.counts(start) {
 		g.round.Done++
 		switch {
-		case dropped || errors.Is(ctxErr, context.DeadlineExceeded):
+		case dropped || timedOut:
 			g.round.Drops++
 			g.stats.Drops++
-		case ctxErr != nil: // cancelled by its caller: cut short, no sample
+		case canceled: // cut short by its caller: no sample
 		default:
 			g.round.Sample(start, now-start)
 			g.stats.Samples++

@@ -268,13 +268,13 @@ func (g *Gate) finish(id int64, dropped bool) {
 	delete(g.holds, id)
 	g.inFlight -= h.n
 	g.active = true
-	ctxErr := h.dh.Context().Err()
+	timedOut, canceled := limitctl.How(h.dh.Context())
 	if g.round > 0 && h.start >= g.roundStart {
 		switch {
-		case dropped || errors.Is(ctxErr, context.DeadlineExceeded):
+		case dropped || timedOut:
 			g.pend.drops++
 			g.stats.Drops++
-		case ctxErr != nil: // cancelled by its caller or lease lost: no sample
+		case canceled: // cancelled by its caller or lease lost: no sample
 		default:
 			lat := now - h.start
 			g.pend.samples++

@@ -35,6 +35,8 @@
 package limitctl
 
 import (
+	"context"
+	"errors"
 	"math"
 	"time"
 )
@@ -623,4 +625,21 @@ func (s *State) push(pt Point) {
 
 func clamp(p Params, v float64) float64 {
 	return math.Min(p.Max, math.Max(p.Min, v))
+}
+
+// How says how a hold whose work ran under ctx ended, at its release: past
+// its context's deadline (a timeout: a drop), cancelled by its caller (cut
+// short: neither a sample nor a drop), or normally (a sample). The deadline
+// is read from ctx itself rather than from ctx.Err, so that a context
+// derived from the one whose deadline passed (a gate's own, or a
+// consumer's) reads as timed out even before the cancellation has reached it.
+func How(ctx context.Context) (timedOut, canceled bool) {
+	if ctx == nil {
+		return false, false
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return true, false
+	}
+	err := ctx.Err()
+	return errors.Is(err, context.DeadlineExceeded), err != nil
 }

@@ -1,6 +1,7 @@
 package limitctl
 
 import (
+	"context"
 	"math"
 	"strings"
 	"testing"
@@ -279,5 +280,29 @@ func TestLatencyRisingBetweenRoundsIsNoEvidence(t *testing.T) {
 	s.Step(params, round(200, 20*time.Millisecond, 0.3, time.Second)) // queueing: to 21
 	if o := s.Step(params, round(200, 40*time.Millisecond, 0.3, 2*time.Second)); o == Rebase {
 		t.Fatalf("rebase on a round slower than the one before: a stall or a change between them is no evidence")
+	}
+}
+
+func TestHow(t *testing.T) {
+	past, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	stopped, stop := context.WithCancel(context.Background())
+	stop()
+	far, cancelFar := context.WithTimeout(context.Background(), time.Hour)
+	defer cancelFar()
+	for _, tc := range []struct {
+		name              string
+		ctx               context.Context
+		timedOut, stopped bool
+	}{
+		{"deadline passed", past, true, false},
+		{"cancelled", stopped, false, true},
+		{"deadline ahead", far, false, false},
+		{"none", context.Background(), false, false},
+		{"nil", nil, false, false},
+	} {
+		if to, c := How(tc.ctx); to != tc.timedOut || c != tc.stopped {
+			t.Errorf("%s: How = %v, %v; want %v, %v", tc.name, to, c, tc.timedOut, tc.stopped)
+		}
 	}
 }
