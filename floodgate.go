@@ -107,6 +107,7 @@ const (
 	ComponentWorkers   = core.ComponentWorkers   // bulkhead.Workers (Part: the class)
 	ComponentDB        = core.ComponentDB        // bulkheadpgx.DB (Part: the class)
 	ComponentAdaptive  = core.ComponentAdaptive  // adaptive.Gate, adaptiveredis.Gate
+	ComponentBackoff   = core.ComponentBackoff   // backoff.Client (Part: the Client's Name)
 )
 
 // The breaker states, as Event.From and Event.To and in metrics.
@@ -147,6 +148,8 @@ const (
 	ReasonClosed      = core.ReasonClosed      // the component was closed or shut down (ErrClosed)
 	ReasonNoIdentity  = core.ReasonNoIdentity  // bulkhead: no identity (ErrNoIdentity)
 	ReasonNoPolicy    = core.ReasonNoPolicy    // bulkhead: no rate for the identity's tier (ErrNoPolicy)
+	ReasonShed        = core.ReasonShed        // bulkhead: refused by criticality, for more critical requests (ErrShed)
+	ReasonThrottled   = core.ReasonThrottled   // backoff: the client refused the call itself (ErrThrottled)
 	ReasonError       = core.ReasonError       // a component could not decide for any other reason
 )
 

@@ -55,6 +55,15 @@ type Event struct {
 	// Err is the error of a Reject (the *RejectError), of a failed
 	// StoreCall, of a failed Renew, and the cause of a LeaseLost.
 	Err error
+
+	// Class is the criticality class of the request an Admit, Reject,
+	// Release or Cancel of a bulkhead layer with classes is about (a name
+	// from the layer's Classes; a bounded set, like Part). "" otherwise.
+	Class string
+
+	// Shadow is set on the events of a layer in shadow mode: a Reject says
+	// what the layer would have refused; the request went on.
+	Shadow bool
 }
 
 // A Kind says what an Event reports.
@@ -114,6 +123,7 @@ const (
 	ComponentWorkers   Component = "workers"   // bulkhead.Workers (Part: the class)
 	ComponentDB        Component = "db"        // bulkheadpgx.DB (Part: the class)
 	ComponentAdaptive  Component = "adaptive"  // adaptive.Gate, adaptiveredis.Gate
+	ComponentBackoff   Component = "backoff"   // backoff.Client (Part: the Client's Name)
 )
 
 // The breaker states, as Event.From and Event.To and in metrics.
@@ -160,10 +170,12 @@ const (
 	ReasonClosed      Reason = "closed"        // the component was closed or shut down (ErrClosed)
 	ReasonNoIdentity  Reason = "no_identity"   // bulkhead: no identity (ErrNoIdentity)
 	ReasonNoPolicy    Reason = "no_policy"     // bulkhead: no rate for the identity's tier (ErrNoPolicy)
+	ReasonShed        Reason = "shed"          // bulkhead: refused by criticality to keep room for more critical requests (ErrShed)
+	ReasonThrottled   Reason = "throttled"     // backoff: the client refused the call itself, the downstream refusing (ErrThrottled)
 	ReasonError       Reason = "error"         // a component could not decide for any other reason
 )
 
 // Reasons lists every Reason, in the order above.
 var Reasons = []Reason{ReasonLimited, ReasonNoCapacity, ReasonQueueFull, ReasonMaxWait, ReasonDeadline,
 	ReasonTooLarge, ReasonTooManyKeys, ReasonInvalidKey, ReasonUnavailable, ReasonClosed,
-	ReasonNoIdentity, ReasonNoPolicy, ReasonError}
+	ReasonNoIdentity, ReasonNoPolicy, ReasonShed, ReasonThrottled, ReasonError}
