@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/internal/classq"
 	"github.com/floodgate-go/floodgate/internal/gatewait"
 	"github.com/floodgate-go/floodgate/internal/reject"
 )
@@ -230,6 +231,7 @@ type Workers struct {
 	// Immutable after NewWorkers.
 	limit       int64
 	classes     []*class
+	set         *classq.Set[*entry] // the classes' queues and what they run; guarded by mu
 	byName      map[string]*class
 	pace        Pacer
 	gate        floodgate.KeyedGate // WorkersConfig.Gate, for gatewait
@@ -248,7 +250,6 @@ type Workers struct {
 
 	mu sync.Mutex
 	// mu guards:
-	running     int64         // jobs running, all classes
 	goroutines  int           // dispatcher and job goroutines alive
 	dispatching bool          // the dispatcher is alive
 	closed      bool          // Shutdown began: no intake
@@ -261,12 +262,10 @@ type Workers struct {
 
 type class struct {
 	name     string
-	reserved int64
+	idx      int // in Workers.classes and Workers.set
 	maxQueue int
 
 	// guarded by Workers.mu:
-	queue     []*entry // FIFO; queue[0] is next
-	running   int64
 	lastStart time.Time
 	interval  time.Duration // moving average of the time between starts with a backlog
 	stats     WorkerClassStats
@@ -343,7 +342,7 @@ func NewWorkers(limit int64, cfg WorkersConfig) *Workers {
 		onUnstarted: cfg.OnUnstarted,
 		observer:    cfg.Observer,
 	}
-	var reserved int64
+	reserved := make([]int64, 0, len(classes))
 	for _, c := range classes {
 		switch {
 		case c.Name == "":
@@ -355,21 +354,21 @@ func NewWorkers(limit int64, cfg WorkersConfig) *Workers {
 		case c.MaxQueue < 0:
 			panic("bulkhead: NewWorkers: class " + c.Name + ": negative MaxQueue")
 		}
-		reserved += c.Reserved
-		if reserved > limit {
-			panic("bulkhead: NewWorkers: Reserved adds up to more than limit")
-		}
-		cl := &class{name: c.Name, reserved: c.Reserved, maxQueue: c.MaxQueue}
+		reserved = append(reserved, c.Reserved)
+		cl := &class{name: c.Name, idx: len(w.classes), maxQueue: c.MaxQueue}
 		w.classes = append(w.classes, cl)
 		w.byName[c.Name] = cl
 	}
 	// A class with a reservation can always start a job in it; one without
 	// starts its first job only if the others' reservations leave room.
-	for _, c := range w.classes {
-		if c.reserved == 0 && reserved >= limit {
-			panic(fmt.Sprintf("bulkhead: NewWorkers: class %s: the Reserved of the other classes take the whole limit (%d)", c.name, limit))
-		}
+	switch i, problem := classq.Check(reserved, 1, limit); {
+	case problem == "":
+	case i < 0:
+		panic("bulkhead: NewWorkers: " + problem)
+	default:
+		panic(fmt.Sprintf("bulkhead: NewWorkers: class %s: %s (%d)", w.classes[i].name, problem, limit))
 	}
+	w.set = classq.New[*entry](reserved)
 	w.runCtx, w.abort = context.WithCancelCause(context.Background())
 	w.dispatchCtx, w.stopDispatch = context.WithCancelCause(w.runCtx)
 	return w
@@ -469,7 +468,7 @@ func (w *Workers) queueLocked(e *entry) error {
 		c.stats.Closed++
 		return ErrClosed
 	}
-	if c.maxQueue > 0 && len(c.queue) >= c.maxQueue {
+	if c.maxQueue > 0 && len(w.set.Classes[c.idx].Queue) >= c.maxQueue {
 		c.stats.QueueFull++
 		d := c.interval
 		if d <= 0 {
@@ -478,7 +477,7 @@ func (w *Workers) queueLocked(e *entry) error {
 		return &RejectError{Reason: floodgate.ReasonQueueFull, Layer: c.name, Status: http.StatusServiceUnavailable, Delay: d, Err: ErrQueueFull}
 	}
 	e.queued = time.Now()
-	c.queue = append(c.queue, e)
+	w.set.Push(c.idx, e)
 	c.stats.Submitted++
 	w.kickLocked()
 	return nil
@@ -497,27 +496,19 @@ func (w *Workers) kickLocked() {
 // pickableLocked returns the highest class that has a queued job and room to
 // start it, or nil. A class has room while it runs fewer jobs than it
 // reserves, or while starting one leaves the unused reservations of every
-// other class free (see WorkerClass.Reserved). Every start keeps running plus the
+// other class free (see WorkerClass.Reserved; the rules are classq's, shared
+// with bulkhead's criticality classes). Every start keeps running plus the
 // unused reservations of all classes at most the limit.
 func (w *Workers) pickableLocked() *class {
-	var unused int64 // of all classes
-	for _, c := range w.classes {
-		unused += max(0, c.reserved-c.running)
-	}
-	for _, c := range w.classes {
-		if len(c.queue) > 0 && (c.running < c.reserved || w.running+1+unused <= w.limit) {
-			return c
-		}
+	if c := w.set.Next(1, w.limit); c >= 0 {
+		return w.classes[c]
 	}
 	return nil
 }
 
 // removeLocked removes e from its class's queue and marks it removed.
 func (w *Workers) removeLocked(e *entry) {
-	c := e.c
-	if i := slices.Index(c.queue, e); i >= 0 {
-		c.queue = slices.Delete(c.queue, i, i+1)
-	}
+	w.set.Remove(e.c.idx, e)
 	e.state = removedState
 }
 
@@ -530,9 +521,7 @@ func (w *Workers) popLocked() *entry {
 		if c == nil {
 			return nil
 		}
-		e := c.queue[0]
-		c.queue[0] = nil
-		c.queue = c.queue[1:]
+		e := w.set.Pop(c.idx)
 		if e.res != nil && e.ctx.Err() != nil {
 			e.state = removedState
 			e.canceled = true
@@ -641,8 +630,7 @@ func (w *Workers) startLocked(e *entry) {
 	c := e.c
 	now := time.Now()
 	e.state = startedState
-	c.running++
-	w.running++
+	w.set.Start(c.idx, 1)
 	c.stats.Started++
 	d := now.Sub(e.queued)
 	e.delay = d
@@ -729,8 +717,7 @@ func (w *Workers) finished(e *entry, err error) {
 	c := e.c
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	c.running--
-	w.running--
+	w.set.Done(c.idx, 1)
 	c.stats.Finished++
 	if err != nil {
 		c.stats.Failed++
@@ -805,11 +792,7 @@ func (w *Workers) doneLocked(self *entry) bool {
 
 // queuedLocked returns how many jobs are queued, all classes.
 func (w *Workers) queuedLocked() int {
-	n := 0
-	for _, c := range w.classes {
-		n += len(c.queue)
-	}
-	return n
+	return w.set.Queued()
 }
 
 // wait waits until Shutdown, called from the job self or from outside (nil),
@@ -855,12 +838,12 @@ func (w *Workers) takeAllLocked(cause error) []*entry {
 	w.stopDispatch(cause)
 	var all []*entry
 	for _, c := range w.classes {
-		for _, e := range c.queue {
+		for _, e := range w.set.Classes[c.idx].Queue {
 			e.state = removedState
 			c.stats.HandedBack++
 			all = append(all, e)
 		}
-		c.queue = nil
+		w.set.Classes[c.idx].Queue = nil
 	}
 	return all
 }
@@ -928,7 +911,7 @@ func (w *Workers) Shutdown(ctx context.Context) error {
 	cause := fmt.Errorf("%w (%w)", ErrAborted, context.Cause(ctx))
 	w.mu.Lock()
 	back = w.takeAllLocked(ErrClosed)
-	aborted := w.running
+	aborted := w.set.Running
 	w.abort(cause)
 	w.mu.Unlock()
 	w.handBackAll(back)
@@ -971,12 +954,15 @@ type WorkersStats struct {
 func (w *Workers) Stats() WorkersStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	st := WorkersStats{Limit: w.limit, Running: w.running, Classes: make([]WorkerClassStats, len(w.classes))}
+	if w.set == nil { // a zero Workers
+		return WorkersStats{Classes: []WorkerClassStats{}}
+	}
+	st := WorkersStats{Limit: w.limit, Running: w.set.Running, Classes: make([]WorkerClassStats, len(w.classes))}
 	for i, c := range w.classes {
 		cs := c.stats
 		cs.Name = c.name
-		cs.Queued = len(c.queue)
-		cs.Running = c.running
+		cs.Queued = len(w.set.Classes[c.idx].Queue)
+		cs.Running = w.set.Classes[c.idx].Running
 		st.Classes[i] = cs
 	}
 	return st
