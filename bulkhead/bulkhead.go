@@ -147,6 +147,34 @@ type Layer struct {
 	// RetryAfter is the retry delay given for a gate's rejection when the
 	// gate gave no estimate. If zero, 1s.
 	RetryAfter time.Duration
+
+	// Classes, if set, are criticality classes at the layer's Gate, most
+	// critical first: when the gate is saturated, a request waits only
+	// behind requests of its own and more critical classes, each class
+	// waits at most its own MaxWait and may have capacity reserved, and the
+	// least critical are refused first, with ErrShed (503 and a Retry-After
+	// estimate). A request's class is Config.Criticality's answer (by
+	// default its Identity.Criticality); a request whose class the layer
+	// does not have is in the last, least critical class. Classes need a
+	// Gate (not a KeyedGate) with a Limit() int64 method, which every
+	// floodgate gate has: reservations are counted against its limit,
+	// read at each decision (an adaptive.Gate's moves). The gate stays the
+	// one exact cap. The rules are bulkhead.Workers' (see
+	// Criticality.Reserved). Panics in New: a class without a Name or with a
+	// duplicate one, a negative Reserved or MaxQueue, reservations beyond
+	// the gate's limit or leaving a class no room for one request.
+	Classes []Criticality
+
+	// Shadow, if true, runs the layer without enforcing it: each request is
+	// checked against the layer's rate and gate as usual, counted in Stats
+	// and told to the Observer (with Event.Shadow set) and, with
+	// Config.RateLimitFields, described in the RateLimit fields, but a
+	// refusal lets the request go on instead (neither charged nor holding
+	// the gate). A shadow gate never waits: a request that finds no room at
+	// once counts as refused (no_capacity, or shed for a class). So a team
+	// rolls out a limit and watches what it would have done before it
+	// enforces it.
+	Shadow bool
 }
 
 // DefaultMaxKeyLen is Config.MaxKeyLen's default.
@@ -226,6 +254,19 @@ type Config struct {
 	// err.Error() to the client.
 	Render func(w http.ResponseWriter, r *http.Request, err *RejectError)
 
+	// Criticality, if non-nil, names the criticality class of a request, for
+	// the layers with Classes: from the verified identity or the route,
+	// never from what a client claims. If nil, the identity's Criticality.
+	Criticality func(Identity, Request) string
+
+	// CriticalityHeader, if set, names a request header whose value is the
+	// request's criticality class, taking precedence over Criticality. Any
+	// client can write a header: set it only where every caller is trusted
+	// (a service mesh or internal callers behind a proxy that strips it),
+	// never on a public endpoint, or every client will claim the most
+	// critical class.
+	CriticalityHeader string
+
 	// Observer, if non-nil, is told what each layer does, with Component
 	// floodgate.ComponentBulkhead and Part the layer's Name: KindAdmit when a
 	// request passes a layer (N the layer's N, Duration the time it waited
@@ -234,7 +275,9 @@ type Config struct {
 	// RejectError's Reason and the *RejectError (Part "" for ErrNoIdentity),
 	// and KindCancel when the request's context ended in the layer (Duration
 	// the wait). It is called on the request's goroutine, without any lock
-	// held.
+	// held. On a layer with Classes, Event.Class is the request's class; on
+	// a Shadow layer, Event.Shadow is set (a Reject is what the layer would
+	// have refused).
 	Observer floodgate.Observer
 }
 
@@ -257,6 +300,9 @@ type Bulkhead struct {
 	byPattern     bool
 	routed        bool // some layer has a Route
 	degradedHdr   string
+	critical      func(Identity, Request) string
+	critHeader    string
+	classed       bool // some layer has Classes
 	render        func(http.ResponseWriter, *http.Request, *RejectError)
 	observer      floodgate.Observer
 
@@ -271,6 +317,7 @@ type layer struct {
 	gate     floodgate.KeyedGate // Gate or KeyedGate, one path; nil if neither
 	gateKeys keyChecker          // KeyedGate's CheckKey, if it has one
 	route    *route
+	shed     *shedder // Classes; nil if none
 	n        int64
 	status   int
 	retry    time.Duration
@@ -279,9 +326,9 @@ type layer struct {
 }
 
 type layerCounters struct {
-	admitted, limited, noCapacity, maxWait, unavailable, errors, canceled, degraded atomic.Uint64
-	refunds, refundErrors                                                           atomic.Uint64
-	inFlight                                                                        atomic.Int64
+	admitted, limited, noCapacity, maxWait, shed, unavailable, errors, canceled, degraded atomic.Uint64
+	refunds, refundErrors                                                                 atomic.Uint64
+	inFlight                                                                              atomic.Int64
 }
 
 // New returns a Bulkhead for cfg. It panics on a programmer error in cfg: a
@@ -301,6 +348,8 @@ func New(cfg Config) *Bulkhead {
 		degradedHdr:   cfg.DegradedHeader,
 		render:        cfg.Render,
 		observer:      cfg.Observer,
+		critical:      cfg.Criticality,
+		critHeader:    cfg.CriticalityHeader,
 		layers:        make([]layer, len(cfg.Layers)),
 	}
 	seen := make(map[string]bool)
@@ -314,6 +363,7 @@ func New(cfg Config) *Bulkhead {
 		seen[l.Name] = true
 		b.layers[i].init(l)
 		b.routed = b.routed || l.Route != ""
+		b.classed = b.classed || l.Classes != nil
 	}
 	return b
 }
@@ -347,6 +397,9 @@ func (ly *layer) init(l Layer) {
 		ly.route = parseRoute(l.Name, l.Route)
 	}
 	ly.gate = gatewait.Keyed(l.Gate, l.KeyedGate)
+	if l.Classes != nil {
+		ly.shed = newShedder(what, l, ly.n, ly.retry)
+	}
 	ly.gateKeys, _ = l.KeyedGate.(keyChecker)
 	if l.Key == nil {
 		// Every request has the key "": a leaf that refuses it would
@@ -421,13 +474,14 @@ func cmp[T comparable](v, def T) T {
 
 // A step is one applicable layer of one admission.
 type step struct {
-	l    *layer
-	key  string
-	rate Rate
-	d    shaper.Decision
-	hasD bool
-	h    floodgate.Held // the layer's gate, while held is set
-	held bool
+	l     *layer
+	key   string
+	rate  Rate
+	d     shaper.Decision
+	hasD  bool
+	h     floodgate.Held // the layer's gate, while held is set
+	held  bool
+	class int // the request's criticality class at l.shed
 	// charged is set when rate admitted the request: a refusal after it
 	// refunds the admission (see refunder).
 	charged bool
@@ -495,6 +549,10 @@ func (b *Bulkhead) prepare(ctx context.Context, req Request, p *plan) *RejectErr
 		b.noIdentity.Add(1)
 		return b.reject(nil, floodgate.ReasonNoIdentity, b.identStatus, 0, 0, ErrNoIdentity)
 	}
+	critical := ""
+	if b.classed {
+		critical = b.criticality(id, req)
+	}
 	var t target
 	pattern := ""
 	if b.routed {
@@ -509,6 +567,9 @@ func (b *Bulkhead) prepare(ctx context.Context, req Request, p *plan) *RejectErr
 			continue
 		}
 		s := step{l: l, rate: l.Rate}
+		if l.shed != nil {
+			s.class = l.shed.class(critical)
+		}
 		if l.Key != nil {
 			k := l.Key(id, req)
 			if k == "" || len(k) > b.maxKeyLen {
@@ -593,7 +654,8 @@ func (b *Bulkhead) exec(ctx context.Context, p *plan, inv *invocation) (err erro
 }
 
 // admit passes step s: its rate, then its gate, taken with gatewait.Take
-// under the layer's MaxWait.
+// under the layer's MaxWait (or by the layer's criticality classes). On a
+// Shadow layer a refusal is counted and told, and the request goes on.
 func (b *Bulkhead) admit(ctx context.Context, s *step) error {
 	l := s.l
 	if s.rate != nil {
@@ -603,24 +665,61 @@ func (b *Bulkhead) admit(ctx context.Context, s *step) error {
 			l.stats.degraded.Add(1)
 		}
 		if err != nil {
-			return b.rateError(ctx, l, err)
+			if err = b.rateError(ctx, s, err); !l.Shadow || ctx.Err() != nil {
+				return err
+			}
 		}
 		s.charged = d.Allowed
 	}
 	var waited time.Duration
 	if l.gate != nil {
-		h, w, err := gatewait.Take(ctx, l.gate, s.key, l.n, l.MaxWait, ErrMaxWait, &l.waits)
-		if err != nil {
-			return b.gateError(ctx, l, w, err)
+		var h floodgate.Held
+		var err error
+		switch {
+		case l.shed != nil && l.Shadow:
+			h, err = l.shed.shadow(ctx, s.class)
+		case l.shed != nil:
+			h, waited, err = l.shed.take(ctx, s.class, l.classWait(s.class))
+		case l.Shadow:
+			h, _, err = gatewait.Take(ctx, l.gate, s.key, l.n, -1, nil, nil)
+		default:
+			h, waited, err = gatewait.Take(ctx, l.gate, s.key, l.n, l.MaxWait, ErrMaxWait, &l.waits)
 		}
-		s.h, s.held, waited = h, true, w
-		l.stats.inFlight.Add(1)
+		if err != nil {
+			if err = b.gateError(ctx, s, waited, err); !l.Shadow || ctx.Err() != nil {
+				return err
+			}
+		} else {
+			s.h, s.held = h, true
+			l.stats.inFlight.Add(1)
+		}
 	}
 	l.stats.admitted.Add(1)
 	if b.observer != nil {
-		b.observe(floodgate.Event{Kind: floodgate.KindAdmit, Part: l.Name, N: l.n, Duration: waited})
+		b.observe(s, floodgate.Event{Kind: floodgate.KindAdmit, N: l.n, Duration: waited})
 	}
 	return nil
+}
+
+// classWait is the MaxWait of class c of l's Classes.
+func (l *layer) classWait(c int) time.Duration {
+	if w := l.Classes[c].MaxWait; w != 0 {
+		return w
+	}
+	return l.MaxWait
+}
+
+// criticality returns the criticality class of a request with identity id.
+func (b *Bulkhead) criticality(id Identity, req Request) string {
+	if b.critHeader != "" && req.HTTP != nil {
+		if v := req.HTTP.Header.Get(b.critHeader); v != "" {
+			return v
+		}
+	}
+	if b.critical != nil {
+		return b.critical(id, req)
+	}
+	return id.Criticality
 }
 
 // release gives back the gates that steps last down to 0 hold.
@@ -632,16 +731,27 @@ func (b *Bulkhead) release(p *plan, last int) {
 		}
 		s.held = false
 		s.h.Release()
+		if s.l.shed != nil {
+			s.l.shed.done(s.class)
+		}
 		s.l.stats.inFlight.Add(-1)
 		if b.observer != nil {
-			b.observe(floodgate.Event{Kind: floodgate.KindRelease, Part: s.l.Name, N: s.l.n})
+			b.observe(s, floodgate.Event{Kind: floodgate.KindRelease, N: s.l.n})
 		}
 	}
 }
 
-// observe sends e, from the bulkhead, to the Observer (which is set).
-func (b *Bulkhead) observe(e floodgate.Event) {
+// observe sends e, from the bulkhead, to the Observer (which is set), about
+// step s (nil: the request itself): its layer, class and shadow mode.
+func (b *Bulkhead) observe(s *step, e floodgate.Event) {
 	e.Component = floodgate.ComponentBulkhead
+	if s != nil {
+		e.Part = s.l.Name
+		e.Shadow = s.l.Shadow
+		if s.l.shed != nil {
+			e.Class = s.l.Classes[s.class].Name
+		}
+	}
 	b.observer.Observe(e)
 }
 
@@ -649,24 +759,34 @@ func (b *Bulkhead) observe(e floodgate.Event) {
 // reason and status, whose Err is err, wrapped to name the layer, and tells
 // the Observer.
 func (b *Bulkhead) reject(l *layer, reason floodgate.Reason, status int, delay time.Duration, waited time.Duration, err error) *RejectError {
+	var s *step
+	if l != nil {
+		s = &step{l: l}
+	}
+	return b.rejectStep(s, reason, status, delay, waited, err)
+}
+
+// rejectStep is reject for the step s of a request (nil: the request
+// itself).
+func (b *Bulkhead) rejectStep(s *step, reason floodgate.Reason, status int, delay time.Duration, waited time.Duration, err error) *RejectError {
 	re := &RejectError{Reason: reason, Status: status, Delay: delay, Err: err}
 	var n int64
-	if l != nil {
-		re.Layer, n = l.Name, l.n
-		re.Err = fmt.Errorf("bulkhead: %s: %w", l.Name, err)
+	if s != nil {
+		re.Layer, n = s.l.Name, s.l.n
+		re.Err = fmt.Errorf("bulkhead: %s: %w", s.l.Name, err)
 	}
 	if b.observer != nil {
-		b.observe(floodgate.Event{Kind: floodgate.KindReject, Part: re.Layer, N: n, Reason: reason, Duration: waited, Err: re})
+		b.observe(s, floodgate.Event{Kind: floodgate.KindReject, N: n, Reason: reason, Duration: waited, Err: re})
 	}
 	return re
 }
 
-// canceled records that the request's context ended in layer l, after
+// canceled records that the request's context ended in step s, after
 // waiting waited, and returns err (the context's error).
-func (b *Bulkhead) canceled(l *layer, waited time.Duration, err error) error {
-	l.stats.canceled.Add(1)
+func (b *Bulkhead) canceled(s *step, waited time.Duration, err error) error {
+	s.l.stats.canceled.Add(1)
 	if b.observer != nil {
-		b.observe(floodgate.Event{Kind: floodgate.KindCancel, Part: l.Name, N: l.n, Duration: waited})
+		b.observe(s, floodgate.Event{Kind: floodgate.KindCancel, N: s.l.n, Duration: waited})
 	}
 	return err
 }
@@ -675,46 +795,51 @@ func (b *Bulkhead) canceled(l *layer, waited time.Duration, err error) error {
 // admission's error: ctx.Err() if the request's own context ended, else a
 // *RejectError with the refusal's word (max_wait for ErrMaxWait; the gate's
 // own, no_capacity, queue_full, ..., for its refusals).
-func (b *Bulkhead) gateError(ctx context.Context, l *layer, waited time.Duration, err error) error {
+func (b *Bulkhead) gateError(ctx context.Context, s *step, waited time.Duration, err error) error {
+	l := s.l
 	if ctx.Err() != nil {
-		return b.canceled(l, waited, ctx.Err())
+		return b.canceled(s, waited, ctx.Err())
 	}
 	if errors.Is(err, breaker.ErrUnavailable) {
 		l.stats.unavailable.Add(1)
-		return b.reject(l, floodgate.ReasonUnavailable, b.unavailStatus, retryAfter(err, l.retry), waited, err)
+		return b.rejectStep(s, floodgate.ReasonUnavailable, b.unavailStatus, retryAfter(err, l.retry), waited, err)
 	}
 	var ra interface{ RetryAfter() time.Duration }
 	if !errors.Is(err, ErrMaxWait) && !errors.As(err, &ra) {
 		l.stats.errors.Add(1)
-		return b.reject(l, floodgate.ReasonError, http.StatusInternalServerError, 0, waited, err)
+		return b.rejectStep(s, floodgate.ReasonError, http.StatusInternalServerError, 0, waited, err)
 	}
-	reason := reject.ReasonOf(err)
+	reason, status := reject.ReasonOf(err), l.status
 	switch reason {
 	case floodgate.ReasonMaxWait:
 		l.stats.maxWait.Add(1)
+	case floodgate.ReasonShed:
+		l.stats.shed.Add(1)
+		status = http.StatusServiceUnavailable
 	case floodgate.ReasonError: // a refusal with a delay and no word of its own
 		reason = floodgate.ReasonNoCapacity
 		fallthrough
 	default:
 		l.stats.noCapacity.Add(1)
 	}
-	return b.reject(l, reason, l.status, retryAfter(err, l.retry), waited, err)
+	return b.rejectStep(s, reason, status, retryAfter(err, l.retry), waited, err)
 }
 
 // rateError turns a Rate's error into the admission's error.
-func (b *Bulkhead) rateError(ctx context.Context, l *layer, err error) error {
+func (b *Bulkhead) rateError(ctx context.Context, s *step, err error) error {
+	l := s.l
 	switch {
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
-		return b.canceled(l, 0, err)
+		return b.canceled(s, 0, err)
 	case errors.Is(err, breaker.ErrUnavailable):
 		l.stats.unavailable.Add(1)
-		return b.reject(l, floodgate.ReasonUnavailable, b.unavailStatus, retryAfter(err, l.retry), 0, err)
+		return b.rejectStep(s, floodgate.ReasonUnavailable, b.unavailStatus, retryAfter(err, l.retry), 0, err)
 	case errors.Is(err, shaper.ErrLimited):
 		l.stats.limited.Add(1)
-		return b.reject(l, floodgate.ReasonLimited, l.status, retryAfter(err, l.retry), 0, err)
+		return b.rejectStep(s, floodgate.ReasonLimited, l.status, retryAfter(err, l.retry), 0, err)
 	default: // too large for the meter, or a failure its policy did not resolve
 		l.stats.errors.Add(1)
-		return b.reject(l, floodgate.ReasonError, http.StatusInternalServerError, 0, 0, err)
+		return b.rejectStep(s, floodgate.ReasonError, http.StatusInternalServerError, 0, 0, err)
 	}
 }
 

@@ -15,6 +15,12 @@ type Identity struct {
 	Tier    string // the plan that picks a layer's Rate from Layer.Tiers ("free", "gold")
 	Subject string // the principal inside the tenant (user id, API key id), if needed
 
+	// Criticality is the request's criticality class for the layers with
+	// Classes ("critical", "sheddable", ...), when Config.Criticality is
+	// nil: set it where the identity is verified (an internal service's
+	// credential, a batch job's API key), never from the request itself.
+	Criticality string
+
 	// Anonymous is set only on the identity bulkhead makes for a request with
 	// none when Config.Anonymous is on: Tenant and Subject are then "addr:"
 	// followed by the client's address, and Tier is Config.AnonymousTier.

@@ -12,6 +12,7 @@ type LayerStats struct {
 	Limited     uint64 // limited: rate denials
 	NoCapacity  uint64 // the gate refused: no_capacity, or its own queue_full, deadline, too_large, ...
 	MaxWait     uint64 // max_wait: not granted within Layer.MaxWait
+	Shed        uint64 // shed: refused by criticality (ErrShed; see Classes)
 	Unavailable uint64 // unavailable: store unavailable, refused by its policy
 	Errors      uint64 // error: leaf errors (configuration, unresolved failures)
 	Canceled    uint64 // the request's context ended in the layer
@@ -31,6 +32,15 @@ type LayerStats struct {
 	Waiting  int64         // requests waiting for the layer's gate now
 	Waits    uint64        // waits for the gate that ended (granted or not)
 	WaitTime time.Duration // total time of those waits
+
+	// Shadow is set for a layer in shadow mode (Layer.Shadow): its
+	// rejection counters count what it would have refused.
+	Shadow bool
+
+	// Classes counts by criticality class, for a layer with Classes (nil
+	// otherwise), in Layer.Classes order. A request waiting in a class is
+	// not counted in Waiting above.
+	Classes []ClassStats
 }
 
 // Stats is a snapshot of a Bulkhead's counters.
@@ -62,6 +72,7 @@ func (b *Bulkhead) Stats() Stats {
 			Limited:      c.limited.Load(),
 			NoCapacity:   c.noCapacity.Load(),
 			MaxWait:      c.maxWait.Load(),
+			Shed:         c.shed.Load(),
 			Unavailable:  c.unavailable.Load(),
 			Errors:       c.errors.Load(),
 			Canceled:     c.canceled.Load(),
@@ -72,6 +83,10 @@ func (b *Bulkhead) Stats() Stats {
 			Waiting:      l.waits.Waiting.Load(),
 			Waits:        l.waits.Count.Load(),
 			WaitTime:     time.Duration(l.waits.Nanos.Load()),
+			Shadow:       l.Shadow,
+		}
+		if l.shed != nil {
+			st.Layers[i].Classes = l.shed.snapshot()
 		}
 	}
 	return st

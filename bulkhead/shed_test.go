@@ -1,0 +1,135 @@
+package bulkhead_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/bulkhead"
+	"github.com/floodgate-go/floodgate/semaphore"
+)
+
+// classedBulkhead is one global layer over a semaphore of limit, with the
+// classes critical (Reserved 1), default and sheddable (never waits).
+func classedBulkhead(limit int64) (*bulkhead.Bulkhead, *semaphore.Weighted) {
+	g := semaphore.New(limit, semaphore.Config{})
+	return bulkhead.New(bulkhead.Config{Layers: []bulkhead.Layer{{
+		Name: "global", Gate: g,
+		Classes: []bulkhead.Criticality{
+			{Name: "critical", Reserved: 1},
+			{Name: "default", MaxWait: time.Second},
+			{Name: "sheddable", MaxWait: -1},
+		},
+	}}}), g
+}
+
+func as(class string) context.Context {
+	return bulkhead.WithIdentity(context.Background(), bulkhead.Identity{Tenant: "t", Criticality: class})
+}
+
+// hold runs a request of class through b that holds the gate until release
+// is closed; started reports its admission (nil) or refusal.
+func hold(b *bulkhead.Bulkhead, class string, release <-chan struct{}) <-chan error {
+	started := make(chan error, 1)
+	go func() {
+		err := b.Do(as(class), bulkhead.Request{}, func(context.Context) error {
+			started <- nil
+			<-release
+			return nil
+		})
+		if err != nil {
+			started <- err
+		}
+	}()
+	return started
+}
+
+// TestShedLeastCriticalFirst: with the gate full, the least critical class
+// is refused at once with ErrShed (503, a Retry-After), the reserved slot
+// stays for the critical class, and a queued critical request is served
+// before a queued default one that came first.
+func TestShedLeastCriticalFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := classedBulkhead(4)
+		release := make(chan struct{})
+		// Sheddable fills what is not reserved: 3 of 4.
+		for i := range 3 {
+			if err := <-hold(b, "sheddable", release); err != nil {
+				t.Fatalf("sheddable %d: %v", i, err)
+			}
+		}
+		err := <-hold(b, "sheddable", release)
+		re, ok := errors.AsType[*bulkhead.RejectError](err)
+		if !ok || !errors.Is(err, bulkhead.ErrShed) || re.Reason != floodgate.ReasonShed || re.Status != http.StatusServiceUnavailable || re.RetryAfter() <= 0 {
+			t.Fatalf("4th sheddable: %v (%+v), want ErrShed, 503, a RetryAfter", err, re)
+		}
+		// The reserved slot is the critical class's.
+		if err := <-hold(b, "critical", release); err != nil {
+			t.Fatalf("critical into its reservation: %v", err)
+		}
+		// Now full: a default request waits, then a critical one.
+		def := hold(b, "default", release)
+		synctest.Wait()
+		crit := hold(b, "critical", release)
+		synctest.Wait()
+		st := b.Stats().Layers[0]
+		if st.Classes[1].Waiting != 1 || st.Classes[0].Waiting != 1 {
+			t.Fatalf("waiting = %+v", st.Classes)
+		}
+		close(release) // every holder ends; the waiters then run and end too
+		if err := <-crit; err != nil {
+			t.Errorf("queued critical: %v", err)
+		}
+		if err := <-def; err != nil {
+			t.Errorf("queued default: %v", err)
+		}
+		synctest.Wait()
+		st = b.Stats().Layers[0]
+		if st.Shed != 1 || st.Classes[2].Shed != 1 || st.InFlight != 0 {
+			t.Errorf("stats %+v", st)
+		}
+	})
+}
+
+// TestShedPriorityOrder: requests queued in every class are served most
+// critical first, FIFO within a class.
+func TestShedPriorityOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := semaphore.New(1, semaphore.Config{})
+		b := bulkhead.New(bulkhead.Config{Layers: []bulkhead.Layer{{
+			Name: "global", Gate: g,
+			Classes: []bulkhead.Criticality{{Name: "a"}, {Name: "b"}, {Name: "c"}},
+		}}})
+		release := make(chan struct{})
+		if err := <-hold(b, "c", release); err != nil {
+			t.Fatal(err)
+		}
+		var order []string
+		done := make(chan struct{})
+		for _, name := range []string{"c1", "b1", "c2", "a1", "b2", "a2"} {
+			go func() {
+				b.Do(as(name[:1]), bulkhead.Request{}, func(context.Context) error {
+					order = append(order, name) // one at a time: the gate's limit is 1
+					return nil
+				})
+				done <- struct{}{}
+			}()
+			synctest.Wait()
+		}
+		close(release)
+		for range 6 {
+			<-done
+		}
+		if got, want := fmt.Sprint(order), "[a1 a2 b1 b2 c1 c2]"; got != want {
+			t.Errorf("order %s, want %s", got, want)
+		}
+		if g.Stats().InUse != 0 {
+			t.Errorf("gate still held: %+v", g.Stats())
+		}
+	})
+}
