@@ -398,7 +398,7 @@ func (ly *layer) init(l Layer) {
 	}
 	ly.gate = gatewait.Keyed(l.Gate, l.KeyedGate)
 	if l.Classes != nil {
-		ly.shed = newShedder(what, l, ly.n, ly.retry)
+		ly.shed = newShedder(what, l, ly.n, ly.retry, &ly.waits)
 	}
 	ly.gateKeys, _ = l.KeyedGate.(keyChecker)
 	if l.Key == nil {
@@ -703,7 +703,7 @@ func (b *Bulkhead) admit(ctx context.Context, s *step) error {
 
 // classWait is the MaxWait of class c of l's Classes.
 func (l *layer) classWait(c int) time.Duration {
-	if w := l.Classes[c].MaxWait; w != 0 {
+	if w := l.shed.classes[c].MaxWait; w != 0 {
 		return w
 	}
 	return l.MaxWait
@@ -749,7 +749,7 @@ func (b *Bulkhead) observe(s *step, e floodgate.Event) {
 		e.Part = s.l.Name
 		e.Shadow = s.l.Shadow
 		if s.l.shed != nil {
-			e.Class = s.l.Classes[s.class].Name
+			e.Class = s.l.shed.classes[s.class].Name
 		}
 	}
 	b.observer.Observe(e)

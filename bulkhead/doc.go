@@ -138,6 +138,47 @@
 // refused request would be admitted (the next response tells how many more).
 // A layer whose store could not be asked has no item.
 //
+// # Overload: shedding by criticality
+//
+// When the downstream is saturated, not all requests are equal: a user
+// clicking "export" matters more than a nightly sync, and a health check
+// more than both. [Layer.Classes] gives a layer's gate criticality classes,
+// most critical first ([Criticality]: a name, a reservation, a MaxWait, a
+// MaxQueue):
+//
+//	{Name: "global", Gate: gate, MaxWait: 2 * time.Second, Classes: []bulkhead.Criticality{
+//		{Name: "critical", Reserved: 4},           // health checks, interactive exports
+//		{Name: "default"},                         // waits up to the layer's 2 s
+//		{Name: "batch", MaxWait: 100 * time.Millisecond},
+//		{Name: "sheddable", MaxWait: -1},          // never waits: shed when full
+//	}}
+//
+// A request waits only behind requests of its own class and more critical
+// ones (strict priority, FIFO within a class), so when the gate is full the
+// least critical requests are the ones left waiting, and they are refused
+// first: with [ErrShed], 503, and a Retry-After estimated from how fast the
+// gate frees up and how many wait ahead. Capacity reserved for a class is
+// kept from every other class, more or less critical (the same rules as the
+// job classes of [Workers], one implementation for both). The layer's gate
+// stays the one exact cap: a fixed semaphore, a fleet-wide distsem, or an
+// adaptive.Gate whose limit follows the downstream (reservations are then
+// counted against its current limit). A fleet gate knows nothing of
+// classes: priorities and reservations are kept in each process.
+//
+// A request's class is decided by the application, from what it has
+// verified: [Config.Criticality] (from the identity or the route) or, by
+// default, [Identity.Criticality]; a class the layer does not have is its
+// least critical. A client header is believed only when
+// [Config.CriticalityHeader] names it, for callers that are all trusted.
+//
+// # Shadow mode
+//
+// [Layer.Shadow] runs a layer without enforcing it: it checks and counts
+// every request as usual ([LayerStats], the Observer's events with
+// Event.Shadow set, the RateLimit fields), but a request it would refuse
+// goes on. Roll out a new limit in shadow first, watch what it would have
+// refused, then enforce it.
+//
 // # Job workers
 //
 // [Workers] throttles job loops rather than requests: "export jobs start at
@@ -145,7 +186,7 @@
 // are never starved by background ones; shutdown drains". [NewWorkers] takes
 // how many jobs may run at once in this process and a [WorkersConfig]:
 // priority classes ([WorkerClass]) with reserved capacity (what a reservation
-// protects, and from whom, is said once, in [Class.Reserved]) and a bounded
+// protects, and from whom, is said once, in [WorkerClass.Reserved]) and a bounded
 // backlog, a [Pacer] that spaces out starts (a shaper.Queue, or the
 // fleet-wide Redis queue) and a gate shared beyond the process (a
 // distsem.Semaphore for the fleet). [Workers.Submit] queues a job and returns at once, refusing with

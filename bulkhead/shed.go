@@ -10,6 +10,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/internal/classq"
+	"github.com/floodgate-go/floodgate/internal/gatewait"
 	"github.com/floodgate-go/floodgate/internal/reject"
 )
 
@@ -69,7 +70,8 @@ type shedder struct {
 	classes []Criticality
 	byName  map[string]int
 	stats   []classCounters
-	retry   time.Duration // the layer's default retry delay
+	retry   time.Duration   // the layer's default retry delay
+	waits   *gatewait.Waits // the layer's
 
 	mu          sync.Mutex
 	set         *classq.Set[*waiter] // guarded by mu
@@ -97,7 +99,7 @@ type grant struct {
 
 // newShedder returns the shedder of layer l (named what) for classes, or
 // panics on a programmer error.
-func newShedder(what string, l Layer, n int64, retry time.Duration) *shedder {
+func newShedder(what string, l Layer, n int64, retry time.Duration, waits *gatewait.Waits) *shedder {
 	switch {
 	case l.Gate == nil:
 		panic(what + "Classes without a Gate (a KeyedGate's keys have no one limit to shed for)")
@@ -106,7 +108,7 @@ func newShedder(what string, l Layer, n int64, retry time.Duration) *shedder {
 	if !ok {
 		panic(what + "Classes need a Gate with a Limit() int64 method")
 	}
-	s := &shedder{gate: l.Gate, limit: lim, n: n, retry: retry,
+	s := &shedder{gate: l.Gate, limit: lim, n: n, retry: retry, waits: waits,
 		classes: append([]Criticality(nil), l.Classes...),
 		byName:  make(map[string]int, len(l.Classes)),
 		stats:   make([]classCounters, len(l.Classes)),
@@ -189,7 +191,13 @@ func (s *shedder) take(ctx context.Context, c int, maxWait time.Duration) (flood
 	s.kickLocked()
 	s.mu.Unlock()
 
+	s.waits.Waiting.Add(1)
 	start := time.Now()
+	defer func() {
+		s.waits.Waiting.Add(-1)
+		s.waits.Count.Add(1)
+		s.waits.Nanos.Add(uint64(time.Since(start)))
+	}()
 	var expired <-chan time.Time
 	if maxWait > 0 {
 		t := time.NewTimer(maxWait)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -132,4 +133,89 @@ func TestShedPriorityOrder(t *testing.T) {
 			t.Errorf("gate still held: %+v", g.Stats())
 		}
 	})
+}
+
+// TestClassedAllocs: a request admitted at once through a layer with
+// classes, and through a shadow layer, allocates no more than one through a
+// plain layer.
+func TestClassedAllocs(t *testing.T) {
+	plain := bulkhead.New(bulkhead.Config{Layers: []bulkhead.Layer{{Name: "global", Gate: semaphore.New(64, semaphore.Config{})}}})
+	classed, _ := classedBulkhead(64)
+	shadow := bulkhead.New(bulkhead.Config{Layers: []bulkhead.Layer{{Name: "global", Gate: semaphore.New(64, semaphore.Config{}), Shadow: true}}})
+	ctx := as("default")
+	fn := func(context.Context) error { return nil }
+	base := testing.AllocsPerRun(500, func() { plain.Do(ctx, bulkhead.Request{}, fn) })
+	for name, b := range map[string]*bulkhead.Bulkhead{"classes": classed, "shadow": shadow} {
+		if a := testing.AllocsPerRun(500, func() { b.Do(ctx, bulkhead.Request{}, fn) }); a > base {
+			t.Errorf("%s: %v allocs per request, a plain layer %v", name, a, base)
+		}
+	}
+}
+
+// TestClassesConfigPanics: New refuses classes that cannot work.
+func TestClassesConfigPanics(t *testing.T) {
+	g := semaphore.New(4, semaphore.Config{})
+	for _, tc := range []struct {
+		name, want string
+		l          bulkhead.Layer
+	}{
+		{"keyed gate", "bulkhead: layer l: Classes without a Gate (a KeyedGate's keys have no one limit to shed for)",
+			bulkhead.Layer{Name: "l", KeyedGate: semaphore.NewKeyed(4, semaphore.KeyedConfig{}), Classes: []bulkhead.Criticality{{Name: "a"}}}},
+		{"no name", "bulkhead: layer l: a class without a Name", bulkhead.Layer{Name: "l", Gate: g, Classes: []bulkhead.Criticality{{}}}},
+		{"duplicate", "bulkhead: layer l: duplicate class a", bulkhead.Layer{Name: "l", Gate: g, Classes: []bulkhead.Criticality{{Name: "a"}, {Name: "a"}}}},
+		{"negative", "bulkhead: layer l: class a: negative Reserved", bulkhead.Layer{Name: "l", Gate: g, Classes: []bulkhead.Criticality{{Name: "a", Reserved: -1}}}},
+		{"too much", "bulkhead: layer l: Reserved adds up to more than limit (4)", bulkhead.Layer{Name: "l", Gate: g, Classes: []bulkhead.Criticality{{Name: "a", Reserved: 3}, {Name: "b", Reserved: 2}}}},
+		{"no room", "bulkhead: layer l: class b: the Reserved of the other classes take the whole limit (4)", bulkhead.Layer{Name: "l", Gate: g, Classes: []bulkhead.Criticality{{Name: "a", Reserved: 4}, {Name: "b"}}}},
+		{"weight", "bulkhead: layer l: class b: the Reserved of the other classes take the whole limit (4)", bulkhead.Layer{Name: "l", Gate: g, N: 2, Classes: []bulkhead.Criticality{{Name: "a", Reserved: 3}, {Name: "b"}}}},
+	} {
+		func() {
+			defer func() {
+				if got := fmt.Sprint(recover()); got != tc.want {
+					t.Errorf("%s: panic %q, want %q", tc.name, got, tc.want)
+				}
+			}()
+			bulkhead.New(bulkhead.Config{Layers: []bulkhead.Layer{tc.l}})
+		}()
+	}
+}
+
+// TestCriticalityFrom: a request's class comes from Config.Criticality, or
+// the identity's, a trusted header only when configured, and an unknown
+// class is the least critical.
+func TestCriticalityFrom(t *testing.T) {
+	var got []string
+	obs := floodgate.ObserverFunc(func(e floodgate.Event) {
+		if e.Kind == floodgate.KindAdmit {
+			got = append(got, e.Class)
+		}
+	})
+	layer := bulkhead.Layer{Name: "g", Gate: semaphore.New(4, semaphore.Config{}), Classes: []bulkhead.Criticality{{Name: "critical"}, {Name: "low"}}}
+	for _, tc := range []struct {
+		name   string
+		cfg    bulkhead.Config
+		id     string
+		header string
+		want   string
+	}{
+		{"identity", bulkhead.Config{}, "critical", "", "critical"},
+		{"unknown is the least", bulkhead.Config{}, "vip", "", "low"},
+		{"none is the least", bulkhead.Config{}, "", "", "low"},
+		{"header not trusted", bulkhead.Config{}, "", "critical", "low"},
+		{"header trusted", bulkhead.Config{CriticalityHeader: "X-Criticality"}, "low", "critical", "critical"},
+		{"func", bulkhead.Config{Criticality: func(bulkhead.Identity, bulkhead.Request) string { return "critical" }}, "low", "", "critical"},
+	} {
+		got = nil
+		tc.cfg.Layers = []bulkhead.Layer{layer}
+		tc.cfg.Observer = obs
+		b := bulkhead.New(tc.cfg)
+		r := httptest.NewRequest("GET", "/", nil)
+		if tc.header != "" {
+			r.Header.Set("X-Criticality", tc.header)
+		}
+		r = r.WithContext(bulkhead.WithIdentity(r.Context(), bulkhead.Identity{Tenant: "t", Criticality: tc.id}))
+		b.Handler(http.NotFoundHandler()).ServeHTTP(httptest.NewRecorder(), r)
+		if len(got) != 1 || got[0] != tc.want {
+			t.Errorf("%s: classes %q, want [%s]", tc.name, got, tc.want)
+		}
+	}
 }

@@ -38,8 +38,7 @@ type LayerStats struct {
 	Shadow bool
 
 	// Classes counts by criticality class, for a layer with Classes (nil
-	// otherwise), in Layer.Classes order. A request waiting in a class is
-	// not counted in Waiting above.
+	// otherwise), in Layer.Classes order.
 	Classes []ClassStats
 }
 
