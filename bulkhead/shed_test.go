@@ -219,3 +219,56 @@ func TestCriticalityFrom(t *testing.T) {
 		}
 	}
 }
+
+// TestShedCancelReturnsEverything: requests that leave the queue (their
+// context cancelled, their MaxWait passed) hold nothing afterwards, the
+// dispatcher stops waiting for the gate once no one waits (the bubble ends
+// with no goroutine left), and the gate is whole again.
+func TestShedCancelReturnsEverything(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, g := classedBulkhead(2)
+		release := make(chan struct{})
+		for range 2 {
+			if err := <-hold(b, "critical", release); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithCancel(as("critical"))
+		errs := make(chan error, 8)
+		for i := range 8 {
+			c := ctx
+			if i%2 == 1 {
+				c = as("default") // MaxWait 1s
+			}
+			go func() {
+				errs <- b.Do(c, bulkhead.Request{}, func(context.Context) error { return errors.New("ran") })
+			}()
+		}
+		synctest.Wait()
+		if st := b.Stats().Layers[0]; st.Classes[0].Waiting != 4 || st.Classes[1].Waiting != 4 || st.Waiting != 8 {
+			t.Fatalf("waiting %+v", st)
+		}
+		cancel()
+		time.Sleep(time.Second) // the default class's MaxWait passes (synctest's clock)
+		var canceled, shed int
+		for range 8 {
+			switch err := <-errs; {
+			case errors.Is(err, context.Canceled):
+				canceled++
+			case errors.Is(err, bulkhead.ErrShed) && errors.Is(err, bulkhead.ErrMaxWait):
+				shed++
+			default:
+				t.Errorf("queued request: %v", err)
+			}
+		}
+		st := b.Stats().Layers[0]
+		if canceled != 4 || shed != 4 || st.Classes[0].Canceled != 4 || st.Classes[1].Shed != 4 || st.Waiting != 0 || st.Waits != 8 {
+			t.Errorf("canceled %d, shed %d, stats %+v", canceled, shed, st)
+		}
+		close(release)
+		synctest.Wait()
+		if s := g.Stats(); s.InUse != 0 || s.Waiting != 0 {
+			t.Errorf("gate %+v after every request ended", s)
+		}
+	})
+}

@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/adaptive"
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/bulkhead"
@@ -51,6 +52,7 @@ var (
 	rdb                     *redis.Client
 	mux                     *http.ServeMux
 	messages                chan Message
+	renderers               floodgate.Gate
 )
 
 type Message struct{}
@@ -62,6 +64,8 @@ func exportJob(Message) func(context.Context) error { return nil }
 func auth(h http.Handler) http.Handler { return h }
 
 func isOverload(error) bool { return false }
+
+func classOf(bulkhead.Identity, bulkhead.Request) string { return "" }
 `
 
 // TestREADMESnippetsCompile compiles every Go snippet of README.md, each
