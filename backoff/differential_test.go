@@ -66,11 +66,11 @@ func TestDifferential(t *testing.T) {
 	mux.HandleFunc("/500", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "boom", 500) })
 	mux.HandleFunc("/503", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "3600") // beyond MaxRetryAfter: returned as it is
-		http.Error(w, "later", 503)
+		http.Error(w, "later", http.StatusServiceUnavailable)
 	})
 	mux.HandleFunc("/post503", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "0")
-		http.Error(w, "refused", 503)
+		http.Error(w, "refused", http.StatusServiceUnavailable)
 	})
 	mux.HandleFunc("/chunked", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Trailer", "X-Sum")
@@ -127,7 +127,8 @@ func TestDifferential(t *testing.T) {
 		return ctx
 	}
 	timesOut := func() context.Context {
-		ctx, _ := context.WithTimeout(context.Background(), 50*time.Millisecond) //nolint:govet // ends by itself
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		t.Cleanup(cancel)
 		return ctx
 	}
 	cases := []struct {
