@@ -400,9 +400,16 @@ func TestThrottledError(t *testing.T) {
 		}
 		rec.Take()
 		var err error
-		called := 0
-		for err == nil || !errors.Is(err, backoff.ErrThrottled) {
+		called, before := 0, 0
+		for i := 0; !errors.Is(err, backoff.ErrThrottled); i++ {
+			if i == 1000 {
+				t.Fatalf("1000 calls to a downstream refusing everything, none throttled: %+v", c.Stats())
+			}
+			before = called
 			err = c.Do(t.Context(), func(context.Context) error { called++; return refusal(0) })
+		}
+		if called != before {
+			t.Error("the throttled call called its function")
 		}
 		re, ok := errors.AsType[*floodgate.RejectError](err)
 		if !ok || re.Reason != floodgate.ReasonThrottled || re.Status != 503 || re.RetryAfter() <= 0 || re.RetryAfter() > window {
@@ -418,9 +425,13 @@ func TestThrottledError(t *testing.T) {
 		if e := ev[len(ev)-1]; e.Kind != floodgate.KindReject || e.Reason != floodgate.ReasonThrottled || e.Err != err {
 			t.Errorf("last event %+v, want the throttled reject", e)
 		}
-		// The estimate is honest: when it has passed, nothing more being
-		// counted, the throttle is off.
-		time.Sleep(re.RetryAfter())
+		// The estimate is honest and tight: nothing more being counted, the
+		// throttle is still on just before it and off once it has passed.
+		time.Sleep(re.RetryAfter() - time.Nanosecond)
+		if p := c.Stats().Throttle; p == 0 {
+			t.Errorf("throttle 0 already 1 ns before the RetryAfter %v", re.RetryAfter())
+		}
+		time.Sleep(time.Nanosecond)
 		if p := c.Stats().Throttle; p != 0 {
 			t.Errorf("throttle %.3f after the RetryAfter %v, want 0", p, re.RetryAfter())
 		}

@@ -244,7 +244,10 @@ func TestTransportThrottled(t *testing.T) {
 		before := sent
 		var err error
 		var body *closeTracker
-		for !errors.Is(err, backoff.ErrThrottled) {
+		for i := 0; !errors.Is(err, backoff.ErrThrottled); i++ {
+			if i == 1000 {
+				t.Fatalf("1000 requests to a downstream refusing everything, none throttled: %+v", c.Stats())
+			}
 			body = &closeTracker{Reader: strings.NewReader("x")}
 			req, _ := http.NewRequest("PUT", "http://downstream.test/", body)
 			var resp *http.Response
