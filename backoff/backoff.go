@@ -131,6 +131,8 @@ type slice struct {
 	accepts  int64 // attempts the downstream did not refuse (A)
 	firsts   int64 // first attempts sent
 	retries  int64 // retries sent
+	local    int64 // attempts the Client refused itself (in requests)
+	refusals int64 // attempts the downstream refused (not in the ring's sum)
 }
 
 // A Client makes calls to one downstream, backing off by itself: it waits
@@ -150,6 +152,7 @@ type Client struct {
 	k             float64       // < 0: no throttle
 	maxThrottle   float64
 	minRequests   int64
+	quiet         int64 // accepts that make a slice without refusals count (forgetLocked)
 	budget        float64
 	minRetries    int64
 	refused       func(error) (time.Duration, bool)
@@ -205,6 +208,7 @@ func New(cfg Config) *Client {
 		born:          time.Now(),
 	}
 	c.maxAttempts = max(c.maxAttempts, 1)
+	c.quiet = max(2, c.minRequests/slices)
 	c.width = max(c.width, 1)
 	if c.maxWait < c.base {
 		c.maxWait = c.base
@@ -332,8 +336,9 @@ func (c *Client) refusal(ctx context.Context, attempt int, delay time.Duration, 
 	c.mu.Lock()
 	c.advanceLocked()
 	c.st.Refused++
+	s := &c.ring[c.cur%slices]
+	s.refusals++
 	if ok {
-		s := &c.ring[c.cur%slices]
 		switch {
 		case float64(c.sum.retries) >= c.budget*float64(c.sum.firsts)+float64(c.minRetries):
 			c.st.BudgetExhausted++
@@ -432,17 +437,41 @@ func (c *Client) advanceLocked() {
 	if idx-c.cur >= slices {
 		c.ring = [slices]slice{}
 		c.sum = slice{}
-	} else {
-		for i := c.cur + 1; i <= idx; i++ {
-			s := &c.ring[i%slices]
-			c.sum.requests -= s.requests
-			c.sum.accepts -= s.accepts
-			c.sum.firsts -= s.firsts
-			c.sum.retries -= s.retries
-			*s = slice{}
-		}
+		c.cur = idx
+		return
+	}
+	if s := &c.ring[c.cur%slices]; s.refusals == 0 && s.accepts >= c.quiet && c.sum.local > 0 {
+		c.forgetLocked()
+	}
+	for i := c.cur + 1; i <= idx; i++ {
+		s := &c.ring[i%slices]
+		c.sum.requests -= s.requests
+		c.sum.accepts -= s.accepts
+		c.sum.firsts -= s.firsts
+		c.sum.retries -= s.retries
+		c.sum.local -= s.local
+		*s = slice{}
 	}
 	c.cur = idx
+}
+
+// forgetLocked takes the Client's own refusals out of R. It is called when
+// a slice has just ended in which the downstream accepted attempts (at
+// least quiet) and refused none: the local refusals were evidence of an
+// overload that is over, and counting them for the rest of the Window
+// would keep the throttle on (the book's rule alone opens 1.65 Windows
+// after a recovery; with this, the throttle is 0 two to three slices after
+// it). While the
+// downstream refuses any attempt in a slice, nothing is forgotten, so the
+// book's steady state (about K·A attempts sent per Window) is unchanged.
+func (c *Client) forgetLocked() {
+	for i := range c.ring {
+		s := &c.ring[i]
+		s.requests -= s.local
+		s.local = 0
+	}
+	c.sum.requests -= c.sum.local
+	c.sum.local = 0
 }
 
 // throttleLocked returns the probability of a local refusal now.
@@ -462,6 +491,8 @@ func (c *Client) throttledLocked() bool {
 	c.sum.requests++
 	if p > 0 && rand.Float64() < p {
 		c.st.Throttled++
+		c.ring[c.cur%slices].local++
+		c.sum.local++
 		return true
 	}
 	return false

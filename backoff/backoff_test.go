@@ -326,10 +326,14 @@ func (b *bucket) take() bool {
 // TestThrottle: while the downstream refuses everything, the share of the
 // attempts that reach it converges to what the formula says (1 −
 // MaxThrottle, or about one attempt per Window without the cap); when it
-// recovers the throttle stops within the stated time: with K = 2 the
-// accepts grow as e^(K·t/Window) from the cap's floor, so the throttle is 0
-// again after Window/K·(1 + ln(1/(1 − MaxThrottle))), 1.65 Windows for
-// the cap of 0.9, and much longer without the cap.
+// recovers the throttle stops within the stated time: the first slice
+// (a tenth of the Window) in which the downstream refused nothing takes the
+// Client's own refusals out of R, and the throttle is 0 within two to
+// three slices of the recovery. (Without that, with K = 2 the accepts grow as
+// e^(K·t/Window) from the cap's floor, and the throttle is 0 again only
+// after Window/K·(1 + ln(1/(1 − MaxThrottle))), 1.65 Windows for the cap of
+// 0.9: measured 16.4 s to 19.7 s at 10 s in 20 runs.) Without the cap, the
+// probes are about one per Window, and a slice with two accepted is rarer.
 func TestThrottle(t *testing.T) {
 	const window = 10 * time.Second
 	for _, tc := range []struct {
@@ -337,8 +341,8 @@ func TestThrottle(t *testing.T) {
 		// recovery: the throttle stops within this long of the recovery
 		recovery time.Duration
 	}{
-		{0.9, 5 * window / 2},
-		{1, 15 * window}, // measured 29 s to 82 s in 20 runs: after the first probe, ln(R)·Window/K
+		{0.9, 4 * window / 10}, // measured 2.0 s to 3.1 s in 20 runs
+		{1, 8 * window},        // measured 1 s to 26 s in 20 runs
 	} {
 		synctest.Test(t, func(t *testing.T) {
 			c := backoff.New(backoff.Config{Window: window, MaxThrottle: tc.maxThrottle, MaxAttempts: 1})
@@ -382,8 +386,8 @@ func TestThrottle(t *testing.T) {
 			wg.Wait()
 			stop := time.Since(recovered)
 			t.Logf("MaxThrottle %.1f: the throttle was 0 again %v after the recovery (Window %v)", tc.maxThrottle, stop, window)
-			if stop < window/2 || stop > tc.recovery {
-				t.Errorf("throttle 0 again %v after the recovery, want within %v..%v", stop, window/2, tc.recovery)
+			if stop < window/10 || stop > tc.recovery {
+				t.Errorf("throttle 0 again %v after the recovery, want within %v..%v", stop, window/10, tc.recovery)
 			}
 		})
 	}

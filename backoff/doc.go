@@ -36,10 +36,17 @@
 // downstream gave (or a failure throttling would not cure), and counts as
 // accepted, as in the book, which counts backend rejections only. A call
 // the Client refuses returns a *RejectError matching [ErrThrottled] without
-// calling the function or sending the request. The cap keeps probes going
-// while the downstream refuses everything (a tenth of the attempts), so
-// that the Client sees its recovery; the book's formula alone sends about
-// one attempt per Window then and takes several Windows to open again.
+// calling the function or sending the request. Two details differ from
+// the book. The cap keeps probes going while the downstream refuses
+// everything (a tenth of the attempts), so that the Client sees its
+// recovery; the formula alone sends about one attempt per Window then. And
+// once a tenth of the Window has passed in which the downstream accepted
+// attempts and refused none, the Client forgets its own refusals (they
+// leave R): counted for the rest of the Window they would keep the
+// throttle on for 1.65 Windows after a recovery; forgotten, it is off two
+// to three tenths of a Window after it. While the downstream refuses
+// anything, nothing is forgotten, so the book's steady state holds. Below
+// Config.MinRequests attempts over the Window the Client never throttles.
 //
 // # Spend a bounded retry budget
 //

@@ -340,13 +340,14 @@ one per call; goodput is the share of calls that succeeded.
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, `The retry budget bounds floodgate's extra attempts to about 0.1 per call
-whatever the downstream does; failsafe-go's budget bounds retries in flight
-against executions in flight, not over time. With half the attempts refused at
-random, K = 2 is exactly the point where the SRE throttle begins (fewer than
-half accepted), so where it settles is a matter of chance. Through an outage,
-the throttle (both libraries cap it at 0.9) lets about a tenth of the calls
-reach the downstream; after it, floodgate's throttle counts its own refusals
-as requests (the SRE book's rule), so its accepts grow by e^(K·t/window) and
-it opens about 1.65 windows after the recovery, later than failsafe-go's,
-which counts only the executions it let through.`)
+whatever the downstream does (so, with half refused, goodput is at most about
+0.5 + 0.1 × 0.5); failsafe-go's budget bounds retries in flight against
+executions in flight, not over time, and barely binds here. With half the
+attempts refused at random, K = 2 is exactly the point where the SRE throttle
+begins (fewer than half accepted), so where it settles is a matter of chance.
+Through an outage both throttles (capped at 0.9) let about a tenth of the calls
+through once they have seen it; floodgate's counts its own refusals as requests
+(the SRE book's rule), so it lets fewer through, and forgets them at the first
+tenth of a window in which the downstream refused nothing, so it opens again
+as soon.`)
 }
