@@ -467,3 +467,70 @@ func TestNewPanics(t *testing.T) {
 		}()
 	}
 }
+
+// TestThrottleSteadyState: in front of a downstream with capacity for a
+// tenth of the calls offered, the throttle settles where the book says:
+// about K attempts sent per attempt accepted (forgetting the local
+// refusals never fires while the downstream refuses some of each slice).
+func TestThrottleSteadyState(t *testing.T) {
+	for _, k := range []float64{2, 1.5} {
+		synctest.Test(t, func(t *testing.T) {
+			c := backoff.New(backoff.Config{Window: 10 * time.Second, K: k, MaxAttempts: 1})
+			b := newBucket(100, 10)
+			var sent, accepted atomic.Int64
+			fn := func(context.Context) error {
+				sent.Add(1)
+				if !b.take() {
+					return refusal(0)
+				}
+				accepted.Add(1)
+				return nil
+			}
+			drive(t, c, 20*time.Second, time.Millisecond, fn) // settle
+			s0, a0 := sent.Load(), accepted.Load()
+			drive(t, c, 20*time.Second, time.Millisecond, fn)
+			s, a := sent.Load()-s0, accepted.Load()-a0
+			ratio := float64(s) / float64(a)
+			t.Logf("K %.1f: 20,000 calls offered for 2,000 of capacity: %d sent, %d accepted (%.2f sent per accepted)", k, s, a, ratio)
+			if ratio < 0.85*k || ratio > 1.15*k {
+				t.Errorf("%.2f attempts sent per accepted, want K = %.1f ± 15%%", ratio, k)
+			}
+			if a < 1900 {
+				t.Errorf("%d accepted, want the capacity of 2,000", a)
+			}
+		})
+	}
+}
+
+// TestThrottledRetryReturnsRefusal: a retry the throttle refuses returns
+// the downstream's refusal, never ErrThrottled (which means fn was not
+// called).
+func TestThrottledRetryReturnsRefusal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := backoff.New(backoff.Config{MinRetries: 1 << 30, BaseDelay: time.Millisecond})
+		bad, throttled, refused := 0, 0, 0
+		drive(t, c, 20*time.Second, 10*time.Millisecond, func(context.Context) error { return refusal(0) })
+		st0 := c.Stats()
+		for range 2000 {
+			called := false
+			err := c.Do(t.Context(), func(context.Context) error { called = true; return refusal(0) })
+			switch {
+			case errors.Is(err, backoff.ErrThrottled) && called:
+				bad++
+			case errors.Is(err, backoff.ErrThrottled):
+				throttled++
+			case errors.Is(err, errFull):
+				refused++
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		retries := c.Stats().Throttled - st0.Throttled - int64(throttled)
+		t.Logf("2,000 calls: %d throttled, %d refused, %d retries throttled", throttled, refused, retries)
+		if bad > 0 {
+			t.Errorf("%d calls returned ErrThrottled after calling fn", bad)
+		}
+		if retries == 0 || refused == 0 {
+			t.Errorf("%d retries throttled, %d refusals returned: want some of each", retries, refused)
+		}
+	})
+}
