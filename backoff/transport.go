@@ -88,10 +88,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			rerr = &RejectError{Reason: reason, Err: e, Delay: delay, Status: resp.StatusCode}
 		}
+		n := attempt
 		if !replay {
-			attempt = c.maxAttempts // counted as a refusal, never retried
+			n = c.maxAttempts // counted as a refusal, never retried
 		}
-		wait, retry := c.refusal(ctx, attempt, delay, hasDelay, reason, rerr)
+		wait, retry := c.refusal(ctx, n, delay, hasDelay, reason, rerr)
 		if !retry {
 			return resp, nil
 		}

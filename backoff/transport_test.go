@@ -357,3 +357,47 @@ func TestRetryAfterParse(t *testing.T) {
 		}
 	}
 }
+
+// TestTransportCancelWhileWaiting: a context ended while waiting for a
+// 429's Retry-After returns ctx.Err(), with the refused response and the
+// body made for the retry both closed; the 429 is reported as limited.
+func TestTransportCancelWhileWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rec observetest.Recorder
+		var resps []*closeTracker
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			r.Body.Close()
+			b := &closeTracker{Reader: strings.NewReader("slow down")}
+			resps = append(resps, b)
+			return &http.Response{StatusCode: 429, Header: http.Header{"Retry-After": {"5"}}, Body: b, Request: r}, nil
+		})
+		var bodies []*closeTracker
+		ctx, cancel := context.WithCancel(t.Context())
+		req, _ := http.NewRequestWithContext(ctx, "POST", "http://downstream.test/", strings.NewReader("x"))
+		req.Header.Set("Idempotency-Key", "k")
+		req.GetBody = func() (io.ReadCloser, error) {
+			b := &closeTracker{Reader: strings.NewReader("x")}
+			bodies = append(bodies, b)
+			return b, nil
+		}
+		time.AfterFunc(time.Second, cancel)
+		tr := &backoff.Transport{Base: base, Client: backoff.New(backoff.Config{Observer: &rec})}
+		resp, err := tr.RoundTrip(req)
+		if resp != nil || err != context.Canceled {
+			t.Fatalf("RoundTrip = %v, %v; want nil, context.Canceled", resp, err)
+		}
+		if len(resps) != 1 || !resps[0].closed.Load() || len(bodies) != 1 || !bodies[0].closed.Load() {
+			t.Errorf("%d responses, %d retry bodies; want one each, closed", len(resps), len(bodies))
+		}
+		var limited bool
+		for _, e := range rec.Take() {
+			if re, ok := e.Err.(*floodgate.RejectError); ok && e.Kind == floodgate.KindReject && e.Reason == floodgate.ReasonLimited &&
+				re.Status == 429 && re.RetryAfter() == 5*time.Second {
+				limited = true
+			}
+		}
+		if !limited {
+			t.Error("no KindReject limited event with Status 429 and RetryAfter 5 s")
+		}
+	})
+}
