@@ -118,7 +118,9 @@ type Config struct {
 	// error, for Transport a *RejectError with the response's Status and
 	// Retry-After), of each attempt the client refused itself (KindReject,
 	// ReasonThrottled), and of a call whose context ended while it waited
-	// to retry (KindCancel). Component is ComponentBackoff, Part is Name.
+	// to retry (KindCancel). A retry the budget does not allow has no
+	// event of its own (the call's refusal was reported; Stats counts it).
+	// Component is ComponentBackoff, Part is Name, N is 1.
 	Observer floodgate.Observer
 }
 
