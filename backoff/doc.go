@@ -9,10 +9,11 @@
 // # Honour the downstream's delay
 //
 // A refusal is an overload answer: for Do, an error with a RetryAfter()
-// time.Duration method (every floodgate refusal, such as a bulkhead's, a
-// semaphore's or a breaker's) or one Config.Refused says is one; for
-// Transport, a response 429 or 503. A refusal that asks for a delay
-// (RetryAfter > 0, a Retry-After header of seconds or an HTTP-date, 0
+// time.Duration method (every floodgate refusal, such as a semaphore's or a
+// breaker's, except those retrying cannot cure: too large, invalid key, no
+// identity, no policy, closed) or one Config.Refused says is one; for
+// Transport, a response 429 or 503. A refusal that asks for a delay (a
+// RetryAfter above 0; a Retry-After header of seconds or an HTTP-date, 0
 // included) is retried no earlier than that delay, plus up to a tenth more
 // so that clients told the same do not return together; it is returned at
 // once when the delay is longer than Config.MaxRetryAfter or would end after
@@ -30,8 +31,9 @@
 // for overload; it refuses an attempt itself with probability
 // max(0, (R − K·A)/(R + 1)), at most MaxThrottle (0.9). With K = 2 it
 // throttles only when fewer than half the attempts are accepted, and then
-// sends about K·A attempts per window: no more than the downstream takes
-// and a margin. Only overload refusals are not accepts: a 404, a 500, an
+// sends about K·A attempts per window: what the downstream takes and a
+// margin. (A downstream refusing exactly 1/K of the attempts whatever the
+// load sits on that edge, where the throttle wanders.) Only overload refusals are not accepts: a 404, a 500, an
 // error without a RetryAfter or a network error is an answer the
 // downstream gave (or a failure throttling would not cure), and counts as
 // accepted, as in the book, which counts backend rejections only. A call
@@ -62,8 +64,8 @@
 //
 // Transport for HTTP: it retries only requests it can send again
 // (idempotent, with a replayable body) and returns every other response
-// untouched. Do for any other call (gRPC, a database, a floodgate gate in
-// another process's client), with Config.Refused to say which errors are
+// untouched. Do for any other call (gRPC, a database, a floodgate gate),
+// with Config.Refused to say which errors are
 // refusals when they carry no RetryAfter. Set MaxAttempts to 1 to keep the
 // throttle without retries; a negative K keeps the retries without the
 // throttle.
