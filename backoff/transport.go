@@ -88,22 +88,28 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			rerr = &RejectError{Reason: reason, Err: e, Delay: delay, Status: resp.StatusCode}
 		}
+		// The retry's body is made first, so that a GetBody that fails
+		// makes this refusal the last, as if it could not be replayed.
+		var body io.ReadCloser
+		if replay && req.Body != nil && req.Body != http.NoBody {
+			var err error
+			if body, err = req.GetBody(); err != nil {
+				replay = false
+			}
+		}
 		n := attempt
 		if !replay {
 			n = c.maxAttempts // counted as a refusal, never retried
 		}
 		wait, retry := c.refusal(ctx, n, delay, hasDelay, reason, rerr)
 		if !retry {
+			if body != nil {
+				body.Close()
+			}
 			return resp, nil
 		}
 		next := req.Clone(ctx)
-		if req.Body != nil && req.Body != http.NoBody {
-			body, err := req.GetBody()
-			if err != nil {
-				// The retry was counted as sent; the caller gets the
-				// refusal, as when it is not retried.
-				return resp, nil
-			}
+		if body != nil {
 			next.Body = body
 		}
 		io.CopyN(io.Discard, resp.Body, drainMax)

@@ -117,6 +117,11 @@ func TestTransportRefusalReturned(t *testing.T) {
 			return r
 		}, 1},
 		{"MaxAttempts", "0", 0, backoff.Config{MaxAttempts: 2}, get, 2},
+		{"GetBody fails", "0", 0, backoff.Config{}, func(url string) *http.Request {
+			r, _ := http.NewRequest("PUT", url, strings.NewReader("x"))
+			r.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("gone") }
+			return r
+		}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newRefusingServer(t, 100, tc.retryAfter)
