@@ -143,8 +143,8 @@ type slice struct {
 // budget. Use one Client per destination, shared by every goroutine calling
 // it: its memory is of that downstream.
 //
-// Use New; the zero Client panics. A Client is safe for concurrent use by
-// multiple goroutines.
+// Use New: the zero Client makes each call once, as it is, and counts
+// nothing. A Client is safe for concurrent use by multiple goroutines.
 type Client struct {
 	name          string
 	maxAttempts   int
@@ -252,6 +252,9 @@ func (c *Client) Stats() Stats {
 func (c *Client) Do(ctx context.Context, fn func(context.Context) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if c.width == 0 { // the zero Client
+		return fn(ctx)
 	}
 	if err := c.begin(); err != nil {
 		return err
@@ -432,6 +435,9 @@ func (c *Client) observe(e floodgate.Event) {
 // advanceLocked moves the ring to now: slices older than the Window are
 // emptied and their counts leave the totals.
 func (c *Client) advanceLocked() {
+	if c.width == 0 { // the zero Client
+		return
+	}
 	idx := int64(time.Since(c.born) / c.width)
 	if idx <= c.cur {
 		return

@@ -534,3 +534,15 @@ func TestThrottledRetryReturnsRefusal(t *testing.T) {
 		}
 	})
 }
+
+func TestZeroClient(t *testing.T) {
+	var c backoff.Client
+	n := 0
+	want := refusal(0)
+	if err := c.Do(t.Context(), func(context.Context) error { n++; return want }); err != want || n != 1 {
+		t.Errorf("zero Client: Do = %v after %d calls, want the refusal after 1", err, n)
+	}
+	if st := c.Stats(); st != (backoff.Stats{}) {
+		t.Errorf("zero Client: Stats() = %+v, want zero", st)
+	}
+}

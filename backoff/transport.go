@@ -33,7 +33,7 @@ import (
 // returned is the last one, untouched. A request whose context is already
 // done is passed to Base as it is.
 //
-// The zero Transport, or one with a nil Client, sends every request
+// The zero Transport, or one with a nil or zero Client, sends every request
 // through Base once, as it is; a nil Base is http.DefaultTransport. A
 // Transport is safe for concurrent use by multiple goroutines.
 type Transport struct {
@@ -61,7 +61,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	c := t.Client
 	ctx := req.Context()
-	if c == nil || ctx.Err() != nil {
+	if c == nil || c.width == 0 || ctx.Err() != nil {
 		return base.RoundTrip(req)
 	}
 	if err := c.begin(); err != nil {
