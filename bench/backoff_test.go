@@ -73,6 +73,10 @@ var backoffImpls = []backoffImpl{
 		c := backoff.New(backoff.Config{BaseDelay: boBase, MaxDelay: boMax})
 		return c.Do
 	}},
+	{"floodgate, no throttle", func() backoffClient {
+		c := backoff.New(backoff.Config{BaseDelay: boBase, MaxDelay: boMax, K: -1})
+		return c.Do
+	}},
 }
 
 func failsafeClient(ex failsafe.Executor[any]) backoffClient {
@@ -248,7 +252,7 @@ func backoffOverheadCases() []backoffOverheadCase {
 	fn := func(context.Context) error { sink.Add(1); return nil }
 	var cs []backoffOverheadCase
 	for _, im := range backoffImpls {
-		if im.name == "retry ×3" {
+		if im.name == "retry ×3" || im.name == "floodgate, no throttle" {
 			continue
 		}
 		name := im.name
@@ -298,7 +302,8 @@ v0.9.8's retrypolicy (3 attempts, backoff 10 ms..1 s with jitter factor 0.5) wit
 its budget (max rate 0.1, min concurrency 3) around its adaptivethrottler
 (failure rate threshold 0.5, i.e. K = 2, over 20 executions and 10 s; its
 default max rejection 0.9), the same retry policy alone ("retry ×3"), and no
-policy ("none"). Each downstream refusal is a floodgate refusal without a delay.
+policy ("none"); "floodgate, no throttle" is floodgate's with K = −1 (the
+budget alone). Each downstream refusal is a floodgate refusal without a delay.
 %d calls per second, each in its own goroutine with a 5 s deadline, in a
 synctest bubble (simulated time); one run per trace and client took %s of wall
 time in all. Extra attempts are the attempts that reached the downstream beyond
