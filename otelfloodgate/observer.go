@@ -54,58 +54,49 @@ type mark struct {
 // group returns the cells of the component, part, class and shadow mode
 // of an event.
 func (o *observer) group(component floodgate.Component, part, class string, shadow bool) *group {
-	g := o.plain(groupKey{component, part})
+	gk := groupKey{component, part}
+	g, ok := lookup(&o.groups, gk)
+	if !ok {
+		g = addGroup(o, &o.groups, gk, attrKey{component: component, part: part})
+	}
 	if class == "" && !shadow {
 		return g
 	}
 	mk := mark{class, shadow}
-	if p := g.marked.Load(); p != nil {
-		if mg, ok := (*p)[mk]; ok {
-			return mg
-		}
-	}
-	o.gmu.Lock()
-	defer o.gmu.Unlock()
-	var old map[mark]*group
-	if p := g.marked.Load(); p != nil {
-		old = *p
-	}
-	if mg, ok := old[mk]; ok {
+	if mg, ok := lookup(&g.marked, mk); ok {
 		return mg
 	}
-	mg := o.newGroup(attrKey{component: component, part: part, class: class, shadow: shadow})
-	next := maps.Clone(old)
-	if next == nil {
-		next = map[mark]*group{}
-	}
-	next[mk] = mg
-	g.marked.Store(&next)
-	return mg
+	return addGroup(o, &g.marked, mk, attrKey{component: component, part: part, class: class, shadow: shadow})
 }
 
-// plain returns the cells of gk, with no class and not in shadow mode.
-func (o *observer) plain(gk groupKey) *group {
-	if p := o.groups.Load(); p != nil {
-		if g, ok := (*p)[gk]; ok {
-			return g
-		}
+// lookup returns what the copy-on-write map in p holds for k.
+func lookup[K comparable](p *atomic.Pointer[map[K]*group], k K) (*group, bool) {
+	if m := p.Load(); m != nil {
+		g, ok := (*m)[k]
+		return g, ok
 	}
+	return nil, false
+}
+
+// addGroup returns the group of k in o's copy-on-write map in p, made for
+// the attribute set ak (which has no word) if it is not there yet.
+func addGroup[K comparable](o *observer, p *atomic.Pointer[map[K]*group], k K, ak attrKey) *group {
 	o.gmu.Lock()
 	defer o.gmu.Unlock()
-	var old map[groupKey]*group
-	if p := o.groups.Load(); p != nil {
-		old = *p
+	var old map[K]*group
+	if m := p.Load(); m != nil {
+		old = *m
 	}
-	if g, ok := old[gk]; ok {
+	if g, ok := old[k]; ok {
 		return g
 	}
-	g := o.newGroup(attrKey{component: gk.component, part: gk.part})
+	g := o.newGroup(ak)
 	next := maps.Clone(old)
 	if next == nil {
-		next = map[groupKey]*group{}
+		next = map[K]*group{}
 	}
-	next[gk] = g
-	o.groups.Store(&next)
+	next[k] = g
+	p.Store(&next)
 	return g
 }
 
