@@ -133,6 +133,7 @@ func newRenderServer(t *testing.T, b *bulkhead.Bulkhead) *renderServer {
 // outcome is what one request of the end-to-end test saw.
 type outcome struct {
 	class   string
+	word    string // a refusal's error code (its reason)
 	status  int
 	latency time.Duration
 	done    time.Time
@@ -180,7 +181,7 @@ func (rs *renderServer) get(ctx context.Context, path, token string, hdr ...stri
 		o.err = fmt.Errorf("status %d: body %+v, Retry-After %d", resp.StatusCode, body, ra)
 		return o
 	}
-	o.class = body.Error // the refusal's word; set to the request's class by the caller
+	o.word = body.Error
 	return o
 }
 
@@ -369,7 +370,7 @@ func (o outcome) errOr(class string) error {
 	if o.err != nil || o.status == http.StatusOK {
 		return o.err
 	}
-	word := o.class // get left the refusal's word there
+	word := o.word
 	if class != "critical" && word != "shed" || class == "critical" && word == "shed" {
 		return fmt.Errorf("status %d, error %q for a %s request", o.status, word, class)
 	}
