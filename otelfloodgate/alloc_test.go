@@ -27,6 +27,10 @@ func TestObserveAllocs(t *testing.T) {
 		{Kind: floodgate.KindLeaseLost, Component: floodgate.ComponentDistsem, Err: errStore},
 		{Kind: floodgate.KindAdmit, Component: floodgate.ComponentAdaptive, N: 1},
 		{Kind: floodgate.KindLimit, Component: floodgate.ComponentAdaptive, N: 12, Duration: 2 * time.Millisecond},
+		{Kind: floodgate.KindAdmit, Component: floodgate.ComponentBulkhead, Part: "api", N: 1, Class: "critical", Duration: time.Millisecond},
+		{Kind: floodgate.KindReject, Component: floodgate.ComponentBulkhead, Part: "api", Class: "sheddable", Reason: floodgate.ReasonShed},
+		{Kind: floodgate.KindReject, Component: floodgate.ComponentBulkhead, Part: "api", Shadow: true, Reason: floodgate.ReasonLimited},
+		{Kind: floodgate.KindCancel, Component: floodgate.ComponentBulkhead, Part: "api", Class: "default", Shadow: true, Duration: time.Millisecond},
 	}
 	for _, e := range events {
 		o.Observe(e) // fills the attribute cache

@@ -54,13 +54,20 @@
 // # Attributes
 //
 //	floodgate.limiter    the name given to Observer
-//	floodgate.component  a floodgate.Component: semaphore, distsem, meter, queue, lease, breaker, bulkhead, workers, db, adaptive
+//	floodgate.component  a floodgate.Component: semaphore, distsem, meter, queue, lease, breaker, bulkhead, workers, db, adaptive, backoff
 //	floodgate.part       Event.Part: a bulkhead layer, a Workers or bulkheadpgx class; absent for a leaf
+//	floodgate.class      Event.Class: a bulkhead request's criticality class; absent when unset
+//	floodgate.shadow     true on a shadow layer's events (Event.Shadow); absent otherwise
 //	floodgate.reason     a floodgate.Reason word (an unknown one is recorded as "error")
 //	floodgate.source     a floodgate.Source word: store, fail_open, fail_local, fail_closed
 //	floodgate.state      closed, open, half_open
 //	floodgate.outcome    ok, failure
 //	floodgate.kind       the Event.Kind a wait ended in: admit, reject, cancel
+//
+// Every instrument's points carry floodgate.class and floodgate.shadow when
+// the event has them: a bulkhead layer with criticality classes is counted
+// by class, and a shadow layer's points (its rejected: what it would have
+// refused) stay apart from an enforcing layer's.
 //
 // The words are those of docs/vocabulary.md (Metric words); a test fails
 // when a value recorded for any event is not listed there.

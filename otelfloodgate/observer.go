@@ -35,29 +35,73 @@ type groupKey struct {
 	part      string
 }
 
-// group is the cells of one component and part without a word.
+// group is the cells of one component and part without a word, and
+// (marked) those of the same with a class or in shadow mode, found from
+// it, so that the events of neither (every leaf's) pay no longer key.
 type group struct {
 	admitted, canceled, inUse *cell
 	base                      *cell // the attribute set, for synchronous instruments
+
+	marked atomic.Pointer[map[mark]*group] // written copy-on-write under the observer's gmu
 }
 
-func (o *observer) group(component floodgate.Component, part string) *group {
+// mark is an event's class and shadow mode (bulkhead's).
+type mark struct {
+	class  string
+	shadow bool
+}
+
+// group returns the cells of the component, part, class and shadow mode
+// of an event.
+func (o *observer) group(component floodgate.Component, part, class string, shadow bool) *group {
 	gk := groupKey{component, part}
-	if p := o.groups.Load(); p != nil {
-		if g, ok := (*p)[gk]; ok {
-			return g
-		}
+	g, ok := lookup(&o.groups, gk)
+	if !ok {
+		g = addGroup(o, &o.groups, gk, attrKey{component: component, part: part})
 	}
-	o.gmu.Lock()
-	defer o.gmu.Unlock()
-	var old map[groupKey]*group
-	if p := o.groups.Load(); p != nil {
-		old = *p
-	}
-	if g, ok := old[gk]; ok {
+	if class == "" && !shadow {
 		return g
 	}
-	k := attrKey{component: component, part: part}
+	mk := mark{class, shadow}
+	if mg, ok := lookup(&g.marked, mk); ok {
+		return mg
+	}
+	return addGroup(o, &g.marked, mk, attrKey{component: component, part: part, class: class, shadow: shadow})
+}
+
+// lookup returns what the copy-on-write map in p holds for k.
+func lookup[K comparable](p *atomic.Pointer[map[K]*group], k K) (*group, bool) {
+	if m := p.Load(); m != nil {
+		g, ok := (*m)[k]
+		return g, ok
+	}
+	return nil, false
+}
+
+// addGroup returns the group of k in o's copy-on-write map in p, made for
+// the attribute set ak (which has no word) if it is not there yet.
+func addGroup[K comparable](o *observer, p *atomic.Pointer[map[K]*group], k K, ak attrKey) *group {
+	o.gmu.Lock()
+	defer o.gmu.Unlock()
+	var old map[K]*group
+	if m := p.Load(); m != nil {
+		old = *m
+	}
+	if g, ok := old[k]; ok {
+		return g
+	}
+	g := o.newGroup(ak)
+	next := maps.Clone(old)
+	if next == nil {
+		next = map[K]*group{}
+	}
+	next[k] = g
+	p.Store(&next)
+	return g
+}
+
+// newGroup makes the cells of the group of k (which has no word).
+func (o *observer) newGroup(k attrKey) *group {
 	g := &group{base: o.cell(k)}
 	k.counted = countAdmitted
 	g.admitted = o.cell(k)
@@ -65,23 +109,20 @@ func (o *observer) group(component floodgate.Component, part string) *group {
 	g.canceled = o.cell(k)
 	k.counted = countInUse
 	g.inUse = o.cell(k)
-	next := maps.Clone(old)
-	if next == nil {
-		next = map[groupKey]*group{}
-	}
-	next[gk] = g
-	o.groups.Store(&next)
 	return g
 }
 
-// attrKey is one attribute set: the component, the part, and at most one
-// word under the key named by word (reason, source, state, outcome or
-// kind), plus a source for a store call; and the counted instrument it is
-// for (none: the set of a synchronous instrument).
+// attrKey is one attribute set: the component, the part, the class and
+// shadow mode (a bulkhead layer's), and at most one word under the key
+// named by word (reason, source, state, outcome or kind), plus a source for
+// a store call; and the counted instrument it is for (none: the set of a
+// synchronous instrument).
 type attrKey struct {
 	counted   counted
 	component floodgate.Component
 	part      string
+	class     string
+	shadow    bool
 	word      attribute.Key
 	value     string
 	source    floodgate.Source
@@ -133,6 +174,12 @@ func (o *observer) cell(k attrKey) *cell {
 	if k.part != "" {
 		kv = append(kv, KeyPart.String(k.part))
 	}
+	if k.class != "" {
+		kv = append(kv, KeyClass.String(k.class))
+	}
+	if k.shadow {
+		kv = append(kv, KeyShadow.Bool(true))
+	}
 	if k.word != "" {
 		kv = append(kv, k.word.String(k.value))
 	}
@@ -172,18 +219,18 @@ func (o *observer) count(what counted, k attrKey, n int64) {
 func (o *observer) Observe(e floodgate.Event) {
 	ctx := context.Background()
 	m := o.m
-	base := attrKey{component: e.Component, part: e.Part}
+	base := attrKey{component: e.Component, part: e.Part, class: e.Class, shadow: e.Shadow}
 	switch e.Kind {
 	case floodgate.KindAdmit:
-		g := o.group(e.Component, e.Part)
+		g := o.group(e.Component, e.Part, e.Class, e.Shadow)
 		g.admitted.count(1)
 		if holdsWeight(e.Component) {
 			g.inUse.count(e.N)
 		}
-		o.waited(ctx, base, e)
-		o.decided(base, e)
+		o.waited(ctx, &base, &e)
+		o.decided(&base, &e)
 	case floodgate.KindRelease:
-		g := o.group(e.Component, e.Part)
+		g := o.group(e.Component, e.Part, e.Class, e.Shadow)
 		if holdsWeight(e.Component) {
 			g.inUse.count(-e.N)
 		}
@@ -194,11 +241,11 @@ func (o *observer) Observe(e floodgate.Event) {
 		k := base
 		k.word, k.value = KeyReason, string(reasonWord(e.Reason))
 		o.count(countRejected, k, 1)
-		o.waited(ctx, base, e)
-		o.decided(base, e)
+		o.waited(ctx, &base, &e)
+		o.decided(&base, &e)
 	case floodgate.KindCancel:
-		o.group(e.Component, e.Part).canceled.count(1)
-		o.waited(ctx, base, e)
+		o.group(e.Component, e.Part, e.Class, e.Shadow).canceled.count(1)
+		o.waited(ctx, &base, &e)
 	case floodgate.KindStoreCall:
 		k := base
 		k.word, k.value = KeyOutcome, outcome(e.Err)
@@ -236,18 +283,21 @@ func (o *observer) Observe(e floodgate.Event) {
 }
 
 // waited records the wait of an Admit, Reject or Cancel that queued.
-func (o *observer) waited(ctx context.Context, base attrKey, e floodgate.Event) {
+func (o *observer) waited(ctx context.Context, base *attrKey, e *floodgate.Event) {
 	if e.Duration <= 0 {
 		return
 	}
-	base.word, base.value = KeyKind, e.Kind.String()
-	o.m.waitDuration.Record(ctx, e.Duration.Seconds(), o.cell(base).rec...)
+	k := *base
+	k.word, k.value = KeyKind, e.Kind.String()
+	o.m.waitDuration.Record(ctx, e.Duration.Seconds(), o.cell(k).rec...)
 }
 
 // decided counts the answer of a store-backed component.
-func (o *observer) decided(base attrKey, e floodgate.Event) {
-	if base.source = sourceWord(e.Source); base.source != "" {
-		o.count(countDecisions, base, 1)
+func (o *observer) decided(base *attrKey, e *floodgate.Event) {
+	if src := sourceWord(e.Source); src != "" {
+		k := *base
+		k.source = src
+		o.count(countDecisions, k, 1)
 	}
 }
 

@@ -34,11 +34,14 @@ const (
 
 // Attribute keys. The values of KeyComponent, KeyReason, KeySource,
 // KeyState, KeyOutcome and KeyKind are the words of docs/vocabulary.md
-// (Metric words); KeyLimiter and KeyPart carry names the user chose.
+// (Metric words); KeyLimiter, KeyPart and KeyClass carry names the user
+// chose; KeyShadow is a boolean, present only when true.
 const (
 	KeyLimiter   = attribute.Key("floodgate.limiter")   // the name given to Observer
 	KeyComponent = attribute.Key("floodgate.component") // a floodgate.Component word
 	KeyPart      = attribute.Key("floodgate.part")      // Event.Part: a layer or class name; absent for a leaf
+	KeyClass     = attribute.Key("floodgate.class")     // Event.Class: a bulkhead request's criticality class; absent when unset
+	KeyShadow    = attribute.Key("floodgate.shadow")    // true on the events of a layer in shadow mode (Event.Shadow); absent otherwise
 	KeyReason    = attribute.Key("floodgate.reason")    // a floodgate.Reason word
 	KeySource    = attribute.Key("floodgate.source")    // a floodgate.Source word
 	KeyState     = attribute.Key("floodgate.state")     // a breaker state: floodgate.StateClosed, ...

@@ -182,6 +182,10 @@ func TestVocabularyCoversEveryRecordedValue(t *testing.T) {
 						if i%2 == 1 {
 							e.Duration, e.Err = time.Millisecond, errFailed
 						}
+						if i%3 == 0 {
+							e.Class = "critical"
+						}
+						e.Shadow = i%5 == 0
 						o.Observe(e)
 					}
 				}
@@ -192,7 +196,13 @@ func TestVocabularyCoversEveryRecordedValue(t *testing.T) {
 	for _, md := range collect(t, r) {
 		for _, s := range attributeSets(md) {
 			for _, kv := range s.ToSlice() {
-				if kv.Key == otelfloodgate.KeyLimiter || kv.Key == otelfloodgate.KeyPart {
+				switch kv.Key {
+				case otelfloodgate.KeyLimiter, otelfloodgate.KeyPart, otelfloodgate.KeyClass:
+					continue // the user's names
+				case otelfloodgate.KeyShadow:
+					if kv.Value.Type() != attribute.BOOL || !kv.Value.AsBool() {
+						t.Errorf("%s: %s=%v, want only true", md.Name, kv.Key, kv.Value.String())
+					}
 					continue
 				}
 				if !slices.Contains(wordKeys, kv.Key) {
