@@ -41,7 +41,7 @@ type capStress struct {
 	state func() string
 }
 
-// capStressCount is how many acquisitions TestShedCapStress makes:
+// capStressCount is how many acquisitions TestShedCapRandom makes:
 // FLOODGATE_SHED_STRESS if set (the target is 10^7), else n.
 func capStressCount(t *testing.T, n int) int {
 	if v := os.Getenv("FLOODGATE_SHED_STRESS"); v != "" {
@@ -179,7 +179,7 @@ func (cs capStress) run(t *testing.T, acquisitions int) {
 	}
 }
 
-// TestShedCapStress: the global cap of a gate shared by classed layers of
+// TestShedCapRandom: the global cap of a gate shared by classed layers of
 // different weights is never exceeded, over a semaphore whose limit a
 // goroutine moves between 4 and 12 all along (SetLimit). The ceiling the
 // weight in flight is held to is the limit, except just after the limit
@@ -190,7 +190,7 @@ func (cs capStress) run(t *testing.T, acquisitions int) {
 // The target is 10^7 acquisitions under -race; that takes minutes
 // on two cores (see the report in the package's history), so make test
 // runs 10^5 and FLOODGATE_SHED_STRESS=10000000 runs the full count.
-func TestShedCapStress(t *testing.T) {
+func TestShedCapRandom(t *testing.T) {
 	g := semaphore.New(8, semaphore.Config{})
 	var mu sync.RWMutex
 	var ceiling atomic.Int64
@@ -242,10 +242,10 @@ func TestShedCapStress(t *testing.T) {
 	}
 }
 
-// TestShedCapStressAdaptive: the same over an adaptive gate, whose limit
+// TestShedCapRandomAdaptive: the same over an adaptive gate, whose limit
 // moves by itself (Min 4, Max 12): the classes' room follows Limit() at each
 // decision, and the weight in flight never exceeds Max.
-func TestShedCapStressAdaptive(t *testing.T) {
+func TestShedCapRandomAdaptive(t *testing.T) {
 	g := adaptive.New(adaptive.Config{Min: 4, Max: 12, Initial: 8, MinSamples: 20, MinRound: time.Millisecond})
 	var lo, hi atomic.Int64
 	lo.Store(g.Limit())
