@@ -171,8 +171,10 @@ type Layer struct {
 	// Config.RateLimitFields, described in the RateLimit fields, but a
 	// refusal lets the request go on instead (neither charged nor holding
 	// the gate). A shadow gate never waits: a request that finds no room at
-	// once counts as refused (no_capacity, or shed for a class). So a team
-	// rolls out a limit and watches what it would have done before it
+	// once counts as refused (no_capacity, or shed for a class). A request
+	// the layer would have refused is counted in that refusal's counter and
+	// in Admitted (it went on), and told as a Reject then an Admit. So a
+	// team rolls out a limit and watches what it would have done before it
 	// enforces it.
 	Shadow bool
 }
