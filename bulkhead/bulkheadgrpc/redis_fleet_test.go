@@ -3,6 +3,7 @@ package bulkheadgrpc_test
 import (
 	"context"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +16,9 @@ import (
 	"github.com/floodgate-go/floodgate/shaper"
 	"github.com/floodgate-go/floodgate/shaper/shaperredis"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 )
@@ -187,5 +190,29 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 			t.Fatalf("%s: not within %v", what, d)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestStoreOutageUnavailable: a Redis-backed rate whose store cannot be
+// reached refuses under FailClosed (its default) with Unavailable and a
+// delay, never Internal and never the store's address.
+func TestStoreOutageUnavailable(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	m := shaperredis.NewMeter(rdb, shaper.Limit{Rate: shaper.PerSecond(10), Burst: 10}, shaperredis.Config{Prefix: redistest.Prefix(t)})
+	b := bulkhead.New(bulkhead.Config{Layers: []bulkhead.Layer{{Name: "tenant", Key: bulkhead.ByTenant, Rate: m}}})
+	c := dial(t, serve(t, &service{}, serverConfig{b: b}).addr)
+	if _, err := c.EmptyCall(as(t.Context(), "acme"), &testgrpc.Empty{}); err != nil {
+		t.Fatalf("with Redis up: %v", err)
+	}
+	srv.Kill()
+	var tr metadata.MD
+	_, err := c.EmptyCall(as(t.Context(), "acme"), &testgrpc.Empty{}, grpc.Trailer(&tr))
+	r := refusalOf(t, err, tr)
+	if r.code != codes.Unavailable || r.reason != "UNAVAILABLE" || r.delay <= 0 || len(r.pushback) != 1 {
+		t.Errorf("with Redis down: %+v; want Unavailable, UNAVAILABLE, a delay and a pushback", r)
+	}
+	if strings.Contains(r.msg, srv.Addr) || strings.Contains(r.msg, "redis") {
+		t.Errorf("message %q names the store", r.msg)
 	}
 }
