@@ -2,6 +2,7 @@ package bulkheadgrpc
 
 import (
 	"context"
+	"sync"
 
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"google.golang.org/grpc"
@@ -33,10 +34,14 @@ const method = "POST"
 // headers and trailers, reaches the client untouched.
 func UnaryServerInterceptor(b *bulkhead.Bulkhead) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		u := unary{req: req, handler: handler}
-		err := b.Do(ctx, bulkhead.Request{Method: method, Path: info.FullMethod}, u.call)
-		if u.ran {
-			return u.resp, err
+		u := unaryPool.Get().(*unary)
+		u.req, u.handler = req, handler
+		err := b.Do(ctx, bulkhead.Request{Method: method, Path: info.FullMethod}, u.fn)
+		resp, ran := u.resp, u.ran
+		*u = unary{fn: u.fn}
+		unaryPool.Put(u)
+		if ran {
+			return resp, err
 		}
 		st, delay := toStatus(err)
 		if md := Pushback(delay); md != nil {
@@ -49,13 +54,22 @@ func UnaryServerInterceptor(b *bulkhead.Bulkhead) grpc.UnaryServerInterceptor {
 }
 
 // unary is one admitted unary call: what the handler returned, and whether it
-// ran (after which its error is the call's, whatever it is).
+// ran (after which its error is the call's, whatever it is). They are
+// pooled with fn, their call method as a value, made once: so a call costs
+// no allocation of its own.
 type unary struct {
+	fn      func(context.Context) error
 	req     any
 	handler grpc.UnaryHandler
 	resp    any
 	ran     bool
 }
+
+var unaryPool = sync.Pool{New: func() any {
+	u := &unary{}
+	u.fn = u.call
+	return u
+}}
 
 func (u *unary) call(ctx context.Context) error {
 	u.ran = true
@@ -73,9 +87,13 @@ func (u *unary) call(ctx context.Context) error {
 // of the refusal and the [PushbackKey] trailer, before its handler runs.
 func StreamServerInterceptor(b *bulkhead.Bulkhead) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		s := stream{srv: srv, ss: ss, handler: handler}
-		err := b.Do(ss.Context(), bulkhead.Request{Method: method, Path: info.FullMethod}, s.call)
-		if s.ran {
+		s := streamPool.Get().(*stream)
+		s.srv, s.ss, s.handler = srv, ss, handler
+		err := b.Do(ss.Context(), bulkhead.Request{Method: method, Path: info.FullMethod}, s.fn)
+		ran := s.ran
+		*s = stream{fn: s.fn}
+		streamPool.Put(s)
+		if ran {
 			return err
 		}
 		st, delay := toStatus(err)
@@ -86,13 +104,20 @@ func StreamServerInterceptor(b *bulkhead.Bulkhead) grpc.StreamServerInterceptor 
 	}
 }
 
-// stream is one admitted streaming call.
+// stream is one admitted streaming call, pooled as unary is.
 type stream struct {
+	fn      func(context.Context) error
 	srv     any
 	ss      grpc.ServerStream
 	handler grpc.StreamHandler
 	ran     bool
 }
+
+var streamPool = sync.Pool{New: func() any {
+	s := &stream{}
+	s.fn = s.call
+	return s
+}}
 
 func (s *stream) call(ctx context.Context) error {
 	s.ran = true
