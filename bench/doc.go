@@ -31,8 +31,10 @@
 // floodgate's adaptive gate, failsafe-go's adaptivelimiter and an AIMD
 // baseline and writes its tables and charts to the file named by
 // ADAPTIVE_SIM_OUT; the report runs it (and the fleet's
-// TestAdaptiveFleetReport, ADAPTIVE_FLEET_OUT) after the benchmarks and
-// includes what they wrote. `go run ./report -adaptive-only` reruns just those
+// TestAdaptiveFleetReport, ADAPTIVE_FLEET_OUT, and TestShedSim,
+// SHED_SIM_OUT: the overload by criticality through bulkhead's Classes
+// beside failsafe-go's prioritized limiter and bulkhead) after the
+// benchmarks and includes what they wrote. `go run ./report -adaptive-only` reruns just those
 // and replaces their sections in RESULTS.md, about 5 minutes.
 //
 // To run by hand and compare with benchstat:

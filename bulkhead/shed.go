@@ -233,7 +233,7 @@ func (s *shedder) take(ctx context.Context, c int, maxWait time.Duration) (flood
 	if g.err == nil {
 		g.h.Release()
 		g.cancel()
-		s.done(c)
+		s.release(c)
 	}
 	if ctx.Err() != nil {
 		s.stats[c].canceled.Add(1)
@@ -299,9 +299,15 @@ func (s *shedder) refusal(c int, d, waited time.Duration, err error) error {
 // errNoCapacity is the first class's refusal when it may not wait.
 var errNoCapacity = reject.Sentinel(floodgate.ReasonNoCapacity, "bulkhead: no capacity")
 
-// done records that a request of class c gave the gate back.
+// done records that an admitted request of class c gave the gate back.
 func (s *shedder) done(c int) {
 	s.stats[c].inFlight.Add(-1)
+	s.release(c)
+}
+
+// release gives back class c's share of a grant: that of an admitted
+// request (done), or one that came as its wait ended and was never used.
+func (s *shedder) release(c int) {
 	s.mu.Lock()
 	s.set.Done(c, s.n)
 	if s.set.Queued() > 0 {

@@ -135,10 +135,10 @@ nonstd=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./semapho
   grep -v -e "^$mod/semaphore\$" -e "^$mod/shaper\$" -e "^$mod/internal/" || true)
 [ -z "$nonstd" ] || die "semaphore/shaper depend on: $nonstd"
 
-log "semaphore, shaper, breaker, bulkhead and adaptive link no Redis client, pgx, OpenTelemetry or gRPC"
-leaked=$(go list -deps ./semaphore ./shaper ./breaker ./bulkhead ./adaptive |
+log "semaphore, shaper, breaker, bulkhead, adaptive and backoff link no Redis client, pgx, OpenTelemetry or gRPC"
+leaked=$(go list -deps ./semaphore ./shaper ./breaker ./bulkhead ./adaptive ./backoff |
   grep -e '^github.com/redis/' -e '^github.com/jackc/' -e '^go.opentelemetry.io/' -e '^google.golang.org/grpc' || true)
-[ -z "$leaked" ] || die "semaphore/shaper/breaker/bulkhead depend on: $leaked"
+[ -z "$leaked" ] || die "semaphore/shaper/breaker/bulkhead/adaptive/backoff depend on: $leaked"
 
 log "the root module's graph has no pgx, OpenTelemetry, Prometheus or gRPC (they are otelfloodgate's, bulkheadpgx's and bulkheadgrpc's)"
 leaked=$(go list -m all | grep -e '^github.com/jackc/' -e '^go.opentelemetry.io/' -e '^github.com/prometheus/' -e '^google.golang.org/grpc' || true)

@@ -26,6 +26,8 @@ type fragment struct {
 var adaptiveTests = []struct{ test, env, heading string }{
 	{"TestAdaptiveSim", "ADAPTIVE_SIM_OUT", "Adaptive concurrency (simulator)"},
 	{"TestAdaptiveFleetReport", "ADAPTIVE_FLEET_OUT", "Adaptive concurrency (fleet of 4, real Redis)"},
+	{"TestShedSim", "SHED_SIM_OUT", "Overload: shedding by criticality (simulator)"},
+	{"TestBackoffReport", "BACKOFF_OUT", "Backing-off client (SRE throttle, retry budget)"},
 }
 
 // runAdaptive runs the adaptive tests of the benchmark binary bin once, with

@@ -7,14 +7,16 @@
 //
 //	go run ./report            # the full report, about 15 minutes
 //	go run ./report -quick     # fewer, shorter rounds, for a look
-//	go run ./report -adaptive-only  # rerun only the adaptive concurrency sections
+//	go run ./report -adaptive-only  # rerun only the simulator and fleet sections
 //
-// Besides the benchmarks it runs two tests of the bench package that write
-// markdown of their own: TestAdaptiveSim (the adaptive concurrency
-// simulator, 20 runs per scenario and limiter, 3 with -quick) and
-// TestAdaptiveFleetReport (the fleet of adaptive gates on Redis), and puts
-// what they wrote under headings of their own; -adaptive-only runs just
-// those and replaces their sections in the existing report.
+// Besides the benchmarks it runs the tests of the bench package that write
+// markdown of their own (adaptiveTests): TestAdaptiveSim (the adaptive
+// concurrency simulator, 20 runs per scenario and limiter, 3 with -quick),
+// TestAdaptiveFleetReport (the fleet of adaptive gates on Redis), TestShedSim
+// (shedding by criticality in the simulator) and TestBackoffReport (the
+// backing-off client), and puts what they wrote under headings of their
+// own; -adaptive-only runs just those and replaces their sections in the
+// existing report.
 //
 // Without REDIS_ADDR it starts its own redis-server (REDIS_SERVER, else
 // /usr/bin/redis-server, else redis-server on PATH) on a free loopback port
@@ -62,8 +64,8 @@ func main() {
 	flag.StringVar(&c.out, "out", "RESULTS.md", "report file")
 	flag.StringVar(&c.raw, "raw", "", "also write the raw `go test -bench` output here (benchstat reads it)")
 	flag.StringVar(&c.benchRe, "bench", ".", "run only benchmarks matching this regexp")
-	flag.BoolVar(&c.adaptive, "adaptive", true, "run the adaptive concurrency tests (TestAdaptiveSim, TestAdaptiveFleetReport) and include their sections")
-	flag.BoolVar(&c.adaptOnly, "adaptive-only", false, "run only the adaptive concurrency tests and replace their sections in -out, keeping the rest of it")
+	flag.BoolVar(&c.adaptive, "adaptive", true, "run the tests that write sections of their own (TestAdaptiveSim, TestAdaptiveFleetReport, TestShedSim, TestBackoffReport) and include them")
+	flag.BoolVar(&c.adaptOnly, "adaptive-only", false, "run only the tests that write sections of their own and replace those sections in -out, keeping the rest of it")
 	flag.Parse()
 	if c.rounds <= 0 {
 		c.rounds = 5

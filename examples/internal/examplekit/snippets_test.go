@@ -17,11 +17,13 @@ const snippetPrelude = `package readmesnippets
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/adaptive"
+	"github.com/floodgate-go/floodgate/backoff"
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/bulkhead/bulkheadpgx"
@@ -34,6 +36,8 @@ import (
 
 var (
 	_ = adaptive.New
+	_ = backoff.New
+	_ = errors.Is
 	_ = breaker.FailLocal
 	_ = bulkhead.New
 	_ = bulkheadpgx.New
@@ -66,6 +70,8 @@ func auth(h http.Handler) http.Handler { return h }
 func isOverload(error) bool { return false }
 
 func classOf(bulkhead.Identity, bulkhead.Request) string { return "" }
+
+func callOverGRPC(context.Context) error { return nil }
 `
 
 // TestREADMESnippetsCompile compiles every Go snippet of README.md, each

@@ -1,0 +1,4 @@
+package backoff
+
+// RetryAfter exports retryAfter to the tests.
+var RetryAfter = retryAfter
