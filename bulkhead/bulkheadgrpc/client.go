@@ -2,19 +2,37 @@ package bulkheadgrpc
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/backoff"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // ClientConfig configures [UnaryClientInterceptor]. The zero ClientConfig
-// is valid: at most 3 attempts, delays up to 10s.
+// is valid: at most 3 attempts, delays up to 10s, no retry budget.
 type ClientConfig struct {
+	// Backoff, if non-nil, runs every call through this backoff.Client
+	// (one per destination, shared by the calls to it): its retry budget,
+	// its adaptive throttle (the SRE book's client-side throttling) and its
+	// bounds apply (Config.MaxAttempts, MaxRetryAfter; MaxAttempts and
+	// MaxDelay here are then ignored). A delayed ResourceExhausted or
+	// Unavailable is a refusal to the Client, with [RetryDelay]'s delay;
+	// every other answer is one the downstream gave (an accept, to the
+	// throttle), returned as it is. A call the Client refuses itself,
+	// throttled, is not sent and returns an error whose gRPC status is
+	// Unavailable ("Throttled by the client.", with RetryInfo when the
+	// Client estimates when the throttle lifts) and that matches
+	// backoff.ErrThrottled (errors.Is) and wraps its *RejectError.
+	Backoff *backoff.Client
+
 	// MaxAttempts bounds the attempts of one call, the first included. If
 	// zero, 3; 1 never retries. Negative panics.
 	MaxAttempts int
@@ -40,6 +58,10 @@ type ClientConfig struct {
 // handle), and any answer of a server that asked for no retry (a pushback
 // that is negative or not a number, gRFC A6) is returned at once.
 //
+// With cfg.Backoff, the backoff.Client decides the retries instead, by the
+// same delays, and spends its retry budget and its throttle (see
+// ClientConfig.Backoff).
+//
 // Every attempt is a whole call to the next invoker (gRPC's own retry, if
 // the channel has a retry policy, runs inside it). Streams are not retried
 // here: a stream's refusal comes with its first message, after the client
@@ -59,6 +81,24 @@ func UnaryClientInterceptor(cfg ClientConfig) grpc.UnaryClientInterceptor {
 	maxDelay := cfg.MaxDelay
 	if maxDelay == 0 {
 		maxDelay = 10 * time.Second
+	}
+	if bc := cfg.Backoff; bc != nil {
+		return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			var trailer metadata.MD
+			opts = append(opts[:len(opts):len(opts)], grpc.Trailer(&trailer))
+			err := bc.Do(ctx, func(ctx context.Context) error {
+				trailer = nil
+				err := invoker(ctx, method, req, reply, cc, opts...)
+				if err == nil {
+					return nil
+				}
+				if d, ok := RetryDelay(err, trailer); ok {
+					return &refused{err: err, delay: d}
+				}
+				return err
+			})
+			return clientError(err)
+		}
 	}
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if maxAttempts == 1 {
@@ -84,6 +124,54 @@ func UnaryClientInterceptor(cfg ClientConfig) grpc.UnaryClientInterceptor {
 			}
 		}
 	}
+}
+
+// refused is a server's refusal with a delay, as backoff.Client sees it:
+// an error with RetryAfter.
+type refused struct {
+	err   error // the status error
+	delay time.Duration
+}
+
+func (r *refused) Error() string             { return r.err.Error() }
+func (r *refused) Unwrap() error             { return r.err }
+func (r *refused) RetryAfter() time.Duration { return r.delay }
+
+// clientError is the error a call through a backoff.Client returns for
+// what Do returned: the server's status as it came, the context's status,
+// or a throttled error.
+func clientError(err error) error {
+	switch e := err.(type) {
+	case nil:
+		return nil
+	case *refused:
+		return e.err
+	}
+	if err == context.Canceled || err == context.DeadlineExceeded {
+		return status.FromContextError(err).Err()
+	}
+	if re, ok := errors.AsType[*floodgate.RejectError](err); ok && errors.Is(err, backoff.ErrThrottled) {
+		return &throttled{re: re}
+	}
+	return err
+}
+
+// throttled is a call a backoff.Client refused itself: its gRPC status is
+// Unavailable, and it wraps the Client's *RejectError.
+type throttled struct{ re *floodgate.RejectError }
+
+func (t *throttled) Error() string { return t.GRPCStatus().Err().Error() }
+func (t *throttled) Unwrap() error { return t.re }
+
+// GRPCStatus is the status the call gets (status.FromError, status.Code).
+func (t *throttled) GRPCStatus() *status.Status {
+	st := status.New(codes.Unavailable, "Throttled by the client.")
+	if t.re.Delay > 0 {
+		if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(t.re.Delay)}); err == nil {
+			return d
+		}
+	}
+	return st
 }
 
 // sleep waits d, or until ctx ends (then its error).

@@ -78,5 +78,13 @@
 // [UnaryClientInterceptor] retries a call refused with ResourceExhausted or
 // Unavailable that carries a delay (RetryInfo or the pushback trailer), no
 // earlier than that delay, within the call's deadline and a bound on
-// attempts and on the delay it accepts to wait.
+// attempts and on the delay it accepts to wait. Given a backoff.Client
+// (ClientConfig.Backoff), it retries through it, so that the Client's
+// retry budget and adaptive throttle apply to the calls of a whole
+// process, and a call the throttle refuses is never sent:
+//
+//	bc := backoff.New(backoff.Config{Name: "reports"})
+//	cc, err := grpc.NewClient(addr,
+//		grpc.WithTransportCredentials(creds),
+//		grpc.WithUnaryInterceptor(bulkheadgrpc.UnaryClientInterceptor(bulkheadgrpc.ClientConfig{Backoff: bc})))
 package bulkheadgrpc
