@@ -132,7 +132,10 @@ func TestStreamHoldsPermit(t *testing.T) {
 		}
 	}
 	<-svc.entered
-	s2, err := c.StreamingOutputCall(ctx, req)
+	// A deadline, so that a stream wrongly admitted (and held) ends too.
+	ctx2, cancel2 := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel2()
+	s2, err := c.StreamingOutputCall(ctx2, req)
 	if err != nil {
 		t.Fatal(err)
 	}
