@@ -7,6 +7,7 @@ replace github.com/floodgate-go/floodgate => ../
 require (
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/floodgate-go/floodgate v0.0.0-00010101000000-000000000000
+	github.com/floodgate-go/floodgate/bulkhead/bulkheadgrpc v0.0.0-00010101000000-000000000000
 	github.com/floodgate-go/floodgate/bulkhead/bulkheadpgx v0.0.0-00010101000000-000000000000
 	github.com/floodgate-go/floodgate/otelfloodgate v0.0.0-00010101000000-000000000000
 	github.com/go-redis/redis_rate/v10 v10.0.1
@@ -18,6 +19,7 @@ require (
 	go.uber.org/ratelimit v0.3.1
 	golang.org/x/sync v0.25.0
 	golang.org/x/time v0.16.0
+	google.golang.org/grpc v1.85.0
 )
 
 require (
@@ -39,8 +41,11 @@ require (
 	go.opentelemetry.io/otel/sdk v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 replace github.com/floodgate-go/floodgate/otelfloodgate => ../otelfloodgate
@@ -48,3 +53,5 @@ replace github.com/floodgate-go/floodgate/otelfloodgate => ../otelfloodgate
 replace github.com/floodgate-go/floodgate/bulkhead/bulkheadpgx => ../bulkhead/bulkheadpgx
 
 replace github.com/floodgate-go/floodgate/internal/pgtest => ../internal/pgtest
+
+replace github.com/floodgate-go/floodgate/bulkhead/bulkheadgrpc => ../bulkhead/bulkheadgrpc

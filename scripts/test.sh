@@ -5,7 +5,7 @@
 # and a throwaway PostgreSQL cluster on free loopback ports, exports REDIS_ADDR,
 # DATABASE_URL and REDIS_SERVER, checks what the core packages and the root go.mod
 # depend on, then in every module of the repository (the root, otelfloodgate,
-# bulkhead/bulkheadpgx, internal/pgtest, examples: each directory with a go.mod but
+# bulkhead/bulkheadpgx, bulkhead/bulkheadgrpc, internal/pgtest, examples: each directory with a go.mod but
 # bench/) runs go vet, staticcheck (installed with go install if missing) and go test
 # -race -shuffle=on (each test binary at most TEST_TIMEOUT, 10m by default: a hang
 # fails with a goroutine dump), then the allocation tests without -race and one
@@ -140,8 +140,8 @@ leaked=$(go list -deps ./semaphore ./shaper ./breaker ./bulkhead ./adaptive ./ba
   grep -e '^github.com/redis/' -e '^github.com/jackc/' -e '^go.opentelemetry.io/' -e '^google.golang.org/grpc' || true)
 [ -z "$leaked" ] || die "semaphore/shaper/breaker/bulkhead/adaptive/backoff depend on: $leaked"
 
-log "the root module's graph has no pgx, OpenTelemetry or Prometheus (they are otelfloodgate's and bulkheadpgx's)"
-leaked=$(go list -m all | grep -e '^github.com/jackc/' -e '^go.opentelemetry.io/' -e '^github.com/prometheus/' || true)
+log "the root module's graph has no pgx, OpenTelemetry, Prometheus or gRPC (they are otelfloodgate's, bulkheadpgx's and bulkheadgrpc's)"
+leaked=$(go list -m all | grep -e '^github.com/jackc/' -e '^go.opentelemetry.io/' -e '^github.com/prometheus/' -e '^google.golang.org/grpc' || true)
 [ -z "$leaked" ] || die "the root go.mod brings in: $leaked"
 
 # Every module but bench/ (benchmarks against peer libraries, smoke-run at the

@@ -112,4 +112,14 @@ var sections = []section{
 		{what: "all cores", fg: "BenchmarkBulkhead/impl=floodgate/parallel",
 			peers: []string{"BenchmarkBulkhead/impl=failsafehttp/parallel", "BenchmarkBulkhead/impl=throttled/parallel", "BenchmarkBulkhead/impl=bare/parallel"}},
 	}},
+	{"gRPC server interceptor (bulkhead/bulkheadgrpc) vs failsafe-go's failsafegrpc", []row{
+		{what: "a unary call over loopback TCP, one at a time", fg: "BenchmarkGRPC/impl=floodgate",
+			peers:  impls("BenchmarkGRPC", "failsafegrpc", "bare"),
+			target: "within noise of no interceptor"},
+		{what: "unary calls over loopback TCP, all cores", fg: "BenchmarkGRPC/impl=floodgate/parallel",
+			peers: []string{"BenchmarkGRPC/impl=failsafegrpc/parallel", "BenchmarkGRPC/impl=bare/parallel"}},
+		{what: "the interceptor alone, no network", fg: "BenchmarkGRPCInterceptor/impl=floodgate",
+			peers:  impls("BenchmarkGRPCInterceptor", "failsafegrpc", "bare"),
+			target: "0 allocs"},
+	}},
 }

@@ -1,0 +1,22 @@
+module github.com/floodgate-go/floodgate/bulkhead/bulkheadgrpc
+
+go 1.26.0
+
+replace github.com/floodgate-go/floodgate => ../../
+
+require (
+	github.com/floodgate-go/floodgate v0.0.0-00010101000000-000000000000
+	github.com/redis/go-redis/v9 v9.23.0
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/sony/gobreaker/v2 v2.4.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+)
