@@ -11,6 +11,7 @@ replace (
 
 require (
 	github.com/floodgate-go/floodgate v0.0.0-00010101000000-000000000000
+	github.com/floodgate-go/floodgate/bulkhead/bulkheadgrpc v0.0.0-00010101000000-000000000000
 	github.com/floodgate-go/floodgate/bulkhead/bulkheadpgx v0.0.0-00010101000000-000000000000
 	github.com/floodgate-go/floodgate/otelfloodgate v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.12.0
@@ -18,6 +19,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.69.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
+	google.golang.org/grpc v1.85.0
 )
 
 require (
@@ -42,8 +44,12 @@ require (
 	go.opentelemetry.io/otel/sdk v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+replace github.com/floodgate-go/floodgate/bulkhead/bulkheadgrpc => ../bulkhead/bulkheadgrpc

@@ -9,6 +9,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	// What the README's gRPC snippet imports, so that go.mod keeps them.
+	_ "github.com/floodgate-go/floodgate/bulkhead/bulkheadgrpc"
+	_ "google.golang.org/grpc/credentials/insecure"
 )
 
 // snippetPrelude declares what the README's snippets use without declaring
@@ -26,12 +30,15 @@ import (
 	"github.com/floodgate-go/floodgate/backoff"
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/bulkhead"
+	"github.com/floodgate-go/floodgate/bulkhead/bulkheadgrpc"
 	"github.com/floodgate-go/floodgate/bulkhead/bulkheadpgx"
 	"github.com/floodgate-go/floodgate/distsem"
 	"github.com/floodgate-go/floodgate/shaper"
 	"github.com/floodgate-go/floodgate/shaper/shaperredis"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 var (
@@ -41,6 +48,9 @@ var (
 	_ = breaker.FailLocal
 	_ = bulkhead.New
 	_ = bulkheadpgx.New
+	_ = bulkheadgrpc.UnaryServerInterceptor
+	_ = grpc.NewServer
+	_ = insecure.NewCredentials
 	_ = distsem.New
 	_ = shaper.PerSecond
 	_ = shaperredis.NewMeter
@@ -57,6 +67,10 @@ var (
 	mux                     *http.ServeMux
 	messages                chan Message
 	renderers               floodgate.Gate
+	b                       *bulkhead.Bulkhead
+	target                  string
+	authUnary               grpc.UnaryServerInterceptor
+	authStream              grpc.StreamServerInterceptor
 )
 
 type Message struct{}
