@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/internal/reject"
 )
 
 // Handler returns a handler that admits each request through b's layers
@@ -58,23 +59,11 @@ func (b *Bulkhead) Handler(h http.Handler) http.Handler {
 	})
 }
 
-// retrySeconds is d in whole seconds, rounded up: never 0 for a delay.
-func retrySeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
-}
-
 // writeFields sets Retry-After (on a rejection), the RateLimit fields and the
 // degraded header on w, before anything is written.
 func (b *Bulkhead) writeFields(w http.ResponseWriter, p *plan, rerr *RejectError) {
 	if rerr != nil {
-		if s := retrySeconds(rerr.Delay); s > 0 {
+		if s := reject.Seconds(rerr.Delay); s > 0 {
 			w.Header().Set("Retry-After", strconv.FormatInt(s, 10))
 		}
 	}
@@ -156,12 +145,12 @@ func rateItem(s *step, rerr *RejectError) (q, w, r, t int64, ok bool) {
 		}
 		earn = time.Duration(min(quo, math.MaxInt64))
 	}
-	w = max(retrySeconds(earn), 1)
+	w = max(reject.Seconds(earn), 1)
 	if rerr != nil && rerr.Layer == s.l.Name && (rerr.Reason == floodgate.ReasonLimited || rerr.Reason == floodgate.ReasonUnavailable) {
-		return q, w, 0, retrySeconds(rerr.Delay), true
+		return q, w, 0, reject.Seconds(rerr.Delay), true
 	}
 	r = min(max(s.d.Remaining, 0)/n, q)
-	return q, w, r, retrySeconds(s.d.ResetAfter), true
+	return q, w, r, reject.Seconds(s.d.ResetAfter), true
 }
 
 // writeBody writes the default JSON rejection body ({"error", "message",
@@ -187,7 +176,7 @@ func writeBody(w http.ResponseWriter, e *RejectError) {
 	if msg == "" {
 		msg = "Request refused."
 	}
-	secs := retrySeconds(e.Delay)
+	secs := reject.Seconds(e.Delay)
 	buf := make([]byte, 0, 128)
 	buf = append(buf, `{"error":`...)
 	buf = strconv.AppendQuote(buf, code)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/internal/reject"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -80,7 +81,7 @@ func Status(e *floodgate.RejectError) *status.Status {
 	}
 	code := Code(e.Status)
 	msg := message(code)
-	if s := retrySeconds(e.Delay); s > 0 {
+	if s := reject.Seconds(e.Delay); s > 0 {
 		msg += " Retry in " + strconv.FormatInt(s, 10) + "s."
 	}
 	reason := string(e.Reason)
@@ -118,19 +119,6 @@ func message(c codes.Code) string {
 		return "Internal server error."
 	}
 	return "Request refused."
-}
-
-// retrySeconds is d in whole seconds, rounded up: never 0 for a delay (as
-// bulkhead's Retry-After).
-func retrySeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
 }
 
 // pushbackMillis is d in whole milliseconds, rounded up: never 0 for a

@@ -61,3 +61,17 @@ func RetryAfter(err error) time.Duration {
 	}
 	return 0
 }
+
+// Seconds is d in whole seconds, rounded up, never 0 for a delay: a
+// Retry-After that a client waiting exactly that long can trust (bulkhead's
+// HTTP answer, bulkheadgrpc's status message).
+func Seconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}
