@@ -257,6 +257,14 @@ func (s *shedder) granted(ctx context.Context, c int, g grant, waited time.Durat
 	if g.err != nil {
 		return floodgate.Held{}, waited, g.err
 	}
+	if err := ctx.Err(); err != nil {
+		// The grant and the end of ctx came together: the end wins.
+		g.h.Release()
+		g.cancel()
+		s.release(c)
+		s.stats[c].canceled.Add(1)
+		return floodgate.Held{}, waited, err
+	}
 	s.admitted(c)
 	hctx := g.h.Context()
 	rctx, cancel := context.WithCancelCause(ctx)
@@ -388,9 +396,12 @@ func (s *shedder) dispatch() {
 				s.set.Pop(c).ch <- grant{err: err}
 			}
 			s.mu.Unlock()
-		case c < 0:
+		case c < 0 || hctx.Err() != nil:
+			// No one may use it after all, or every waiter had left
+			// (stopHold) by the time the gate granted it: its context is
+			// done, so a request that queued since must not run under it.
 			s.mu.Unlock()
-			h.Release() // no one may use it after all
+			h.Release()
 			cancel()
 		default:
 			w := s.set.Pop(c)
