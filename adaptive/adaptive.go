@@ -167,6 +167,10 @@ func (g *Gate) Drop(h floodgate.Held) {
 	g.finish(h, true)
 }
 
+// MaxLimit returns the highest the limit may go: Config.Max, or its
+// default. bulkhead checks a layer's criticality reservations against it.
+func (g *Gate) MaxLimit() int64 { return int64(g.p.Max) }
+
 // Limit returns the limit now.
 func (g *Gate) Limit() int64 {
 	g.mu.Lock()

@@ -162,7 +162,8 @@ type Layer struct {
 	// one exact cap. The rules are bulkhead.Workers' (see
 	// Criticality.Reserved). Panics in New: a class without a Name or with a
 	// duplicate one, a negative Reserved or MaxQueue, reservations beyond
-	// the gate's limit or leaving a class no room for one request.
+	// the gate's limit (its MaxLimit, for a gate that has one: an adaptive
+	// gate's) or leaving a class no room for one request.
 	Classes []Criticality
 
 	// Shadow, if true, runs the layer without enforcing it: each request is

@@ -162,8 +162,13 @@
 // job classes of [Workers], one implementation for both). The layer's gate
 // stays the one exact cap: a fixed semaphore, a fleet-wide distsem, or an
 // adaptive.Gate whose limit follows the downstream (reservations are then
-// counted against its current limit). A fleet gate knows nothing of
-// classes: priorities and reservations are kept in each process.
+// checked against its MaxLimit and counted against its current limit;
+// where that falls to them, they never leave the gate idle). A fleet gate
+// knows nothing of classes: priorities and reservations are kept in each
+// process, and the dispatcher of a layer waits at the gate once at a time,
+// so where other consumers share the gate (another layer, Workers, other
+// processes of a distsem fleet) each of them has as many places in its
+// queue as it has waiters, and the classed layer one.
 //
 // A request's class is decided by the application, from what it has
 // verified: [Config.Criticality] (from the identity or the route) or, by

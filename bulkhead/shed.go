@@ -43,8 +43,12 @@ type Criticality struct {
 	// rules): a request of any other class starts only while, after it, the
 	// unused reservations of every other class are still free. A request
 	// takes Layer.N of it. The Reserved of all classes together may not
-	// exceed the gate's limit, and must leave every class room for one
-	// request. If zero, nothing is reserved.
+	// exceed the gate's limit (for a gate whose limit moves, such as an
+	// adaptive.Gate, its MaxLimit), and must leave every class room for one
+	// request. Where the limit falls to the reservations or below (an
+	// adaptive gate's after a cut, a lowered SetLimit), they still keep the
+	// other classes out except while nothing runs, so reservations alone
+	// never leave the gate idle. If zero, nothing is reserved.
 	Reserved int64
 
 	// MaxWait is how long a request of this class waits for the gate, as
@@ -128,12 +132,16 @@ func newShedder(what string, l Layer, n int64, retry time.Duration, waits *gatew
 		s.byName[c.Name] = i
 		reserved[i] = c.Reserved
 	}
-	switch i, problem := classq.Check(reserved, n, lim.Limit()); {
+	bound := lim.Limit()
+	if m, ok := l.Gate.(interface{ MaxLimit() int64 }); ok {
+		bound = m.MaxLimit() // a limit that moves (an adaptive gate's): its highest
+	}
+	switch i, problem := classq.Check(reserved, n, bound); {
 	case problem == "":
 	case i < 0:
-		panic(what + problem + fmt.Sprintf(" (%d)", lim.Limit()))
+		panic(what + problem + fmt.Sprintf(" (%d)", bound))
 	default:
-		panic(what + "class " + l.Classes[i].Name + ": " + problem + fmt.Sprintf(" (%d)", lim.Limit()))
+		panic(what + "class " + l.Classes[i].Name + ": " + problem + fmt.Sprintf(" (%d)", bound))
 	}
 	s.set = classq.New[*waiter](reserved)
 	return s

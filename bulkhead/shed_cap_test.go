@@ -266,3 +266,34 @@ func TestShedCapRandomAdaptive(t *testing.T) {
 		t.Errorf("gate %+v after the run", st)
 	}
 }
+
+// TestShedReservedOverAdaptiveGate: an adaptive gate starts at its Min (1),
+// below the reservations; New checks them against its MaxLimit instead, and
+// while the limit is below them a request of an unreserved class still runs
+// when nothing else does (reservations alone never leave the gate idle),
+// while the reserved class keeps its claim.
+func TestShedReservedOverAdaptiveGate(t *testing.T) {
+	g := adaptive.New(adaptive.Config{Max: 100})
+	if g.Limit() != 1 || g.MaxLimit() != 100 {
+		t.Fatalf("adaptive gate: limit %d, max %d; want 1 and 100", g.Limit(), g.MaxLimit())
+	}
+	b := bulkhead.New(bulkhead.Config{Layers: []bulkhead.Layer{{
+		Name: "global", Gate: g, MaxWait: -1,
+		Classes: []bulkhead.Criticality{{Name: "critical", Reserved: 2}, {Name: "default"}},
+	}}})
+	for _, class := range []string{"default", "critical", "default"} {
+		ctx := bulkhead.WithIdentity(context.Background(), bulkhead.Identity{Tenant: "t", Criticality: class})
+		if err := b.Do(ctx, bulkhead.Request{}, func(context.Context) error { return nil }); err != nil {
+			t.Fatalf("%s with the gate idle at limit 1: %v", class, err)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Reserved beyond the adaptive gate's MaxLimit: New did not panic")
+		}
+	}()
+	bulkhead.New(bulkhead.Config{Layers: []bulkhead.Layer{{
+		Name: "global", Gate: adaptive.New(adaptive.Config{Max: 3}),
+		Classes: []bulkhead.Criticality{{Name: "critical", Reserved: 3}, {Name: "default"}},
+	}}})
+}

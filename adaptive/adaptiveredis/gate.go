@@ -313,6 +313,10 @@ func (g *Gate) fromSemaphore(e floodgate.Event) {
 	}
 }
 
+// MaxLimit returns the highest the fleet limit may go: Config.Max, or its
+// default. bulkhead checks a layer's criticality reservations against it.
+func (g *Gate) MaxLimit() int64 { return int64(g.p.Max) }
+
 // Limit returns the fleet limit as this process last learned it (the
 // configured Initial before it learned any): at most a FlushInterval old
 // while the process is busy; an idle process, which does not flush, keeps

@@ -20,7 +20,11 @@
 //
 // A Set has no lock and no clock: its owner holds its own mutex around every
 // call. The limit may change between calls (an adaptive gate's); a lower
-// limit never takes anything back, it only delays the next start.
+// limit never takes anything back, it only delays the next start. Where it
+// falls to the unused reservations or below (which Check forbids for the
+// limit a Set starts with), the reservations still keep every other class
+// out, except while nothing runs: then any class may start, so that
+// reservations alone never leave the limit idle.
 package classq
 
 import "slices"
@@ -67,7 +71,14 @@ func (s *Set[E]) Room(c int, n, limit int64) bool {
 	// The unused reservations include c's own: starting n uses
 	// min(n, c's unused) of it, which the sum below counts once either way.
 	own := max(0, cl.Reserved-cl.Running)
-	return s.Running+n+s.unused()-min(n, own) <= limit
+	kept := s.unused() - min(n, own) // still reserved for others after starting n
+	if kept >= limit {
+		// The reservations alone take the whole limit (a moving limit fell
+		// to them): they may not keep it idle, so any class may start while
+		// nothing runs. Check makes this impossible for a fixed limit.
+		return s.Running == 0
+	}
+	return s.Running+n+kept <= limit
 }
 
 // Next returns the highest class that has a queued entry and room for

@@ -37,6 +37,35 @@ func TestRoom(t *testing.T) {
 	}
 }
 
+// TestRoomLimitBelowReservations: where a moving limit has fallen to the
+// reservations (3 and 2) or below, they keep the other classes out, except
+// while nothing runs: then any class may start.
+func TestRoomLimitBelowReservations(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		limit   int64
+		running [3]int64
+		class   int
+		want    bool
+	}{
+		{"limit 1, idle: the unreserved class may start", 1, [3]int64{0, 0, 0}, 2, true},
+		{"limit 1, idle: a reserved class may start", 1, [3]int64{0, 0, 0}, 1, true},
+		{"limit 5, idle: the unreserved class may start", 5, [3]int64{0, 0, 0}, 2, true},
+		{"limit 5, one running: the reservations keep the rest", 5, [3]int64{0, 0, 1}, 2, false},
+		{"limit 5, one critical running: the unreserved class waits", 5, [3]int64{1, 0, 0}, 2, false},
+		{"limit 2, one running: within its own reservation", 2, [3]int64{0, 0, 1}, 0, true},
+		{"limit 6, one running: room beyond the reservations", 6, [3]int64{0, 0, 0}, 2, true},
+	} {
+		s := New[int]([]int64{3, 2, 0})
+		for c, r := range tc.running {
+			s.Start(c, r)
+		}
+		if got := s.Room(tc.class, 1, tc.limit); got != tc.want {
+			t.Errorf("%s: running %v, Room(%d, 1, %d) = %v, want %v", tc.name, tc.running, tc.class, tc.limit, got, tc.want)
+		}
+	}
+}
+
 // TestNextIsStrictPriorityFIFO: Next picks the highest class with a queued
 // entry and room, and Pop its first entry.
 func TestNextIsStrictPriorityFIFO(t *testing.T) {
