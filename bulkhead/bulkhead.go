@@ -661,6 +661,7 @@ func (b *Bulkhead) exec(ctx context.Context, p *plan, inv *invocation) (err erro
 // Shadow layer a refusal is counted and told, and the request goes on.
 func (b *Bulkhead) admit(ctx context.Context, s *step) error {
 	l := s.l
+	rateRefused := false
 	if s.rate != nil {
 		d, err := s.rate.Admit(ctx, s.key, l.n)
 		s.d, s.hasD = d, true
@@ -671,11 +672,12 @@ func (b *Bulkhead) admit(ctx context.Context, s *step) error {
 			if err = b.rateError(ctx, s, err); !l.Shadow || ctx.Err() != nil {
 				return err
 			}
+			rateRefused = true // a real layer stops here: so does its shadow
 		}
 		s.charged = d.Allowed
 	}
 	var waited time.Duration
-	if l.gate != nil {
+	if l.gate != nil && !rateRefused {
 		var h floodgate.Held
 		var err error
 		switch {
@@ -692,6 +694,7 @@ func (b *Bulkhead) admit(ctx context.Context, s *step) error {
 			if err = b.gateError(ctx, s, waited, err); !l.Shadow || ctx.Err() != nil {
 				return err
 			}
+			b.refundStep(ctx, s) // as a real layer refused by its gate is refunded
 		} else {
 			s.h, s.held = h, true
 			l.stats.inFlight.Add(1)
@@ -859,27 +862,28 @@ func retryAfter(err error, def time.Duration) time.Duration {
 // is done (a cancelled request still gets its quota back), without ctx's
 // cancellation; each Rate bounds its own store call.
 func (b *Bulkhead) refund(ctx context.Context, p *plan, first, last int) {
-	var rctx context.Context
 	for j := last; j >= first; j-- {
-		s := p.at(j)
-		if !s.charged {
-			continue
-		}
-		s.charged = false
-		r, ok := s.rate.(refunder)
-		if !ok {
-			continue
-		}
-		if rctx == nil {
-			rctx = context.WithoutCancel(ctx)
-		}
-		if err := r.Refund(rctx, s.key, s.l.n, s.d); errors.Is(err, errors.ErrUnsupported) {
-			continue // this Rate cannot give back: it stays charged
-		} else if err != nil {
-			s.l.stats.refundErrors.Add(1)
-		} else {
-			s.l.stats.refunds.Add(1)
-		}
+		b.refundStep(ctx, p.at(j))
+	}
+}
+
+// refundStep gives back step s's rate charge, if it has one its Rate can
+// give back.
+func (b *Bulkhead) refundStep(ctx context.Context, s *step) {
+	if !s.charged {
+		return
+	}
+	s.charged = false
+	r, ok := s.rate.(refunder)
+	if !ok {
+		return
+	}
+	if err := r.Refund(context.WithoutCancel(ctx), s.key, s.l.n, s.d); errors.Is(err, errors.ErrUnsupported) {
+		return // this Rate cannot give back: it stays charged
+	} else if err != nil {
+		s.l.stats.refundErrors.Add(1)
+	} else {
+		s.l.stats.refunds.Add(1)
 	}
 }
 

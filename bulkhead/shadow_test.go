@@ -329,3 +329,70 @@ func TestShadowHTTPNeverRefuses(t *testing.T) {
 		t.Errorf("quota: %+v, want 2 would-be refusals of 3", q)
 	}
 }
+
+// TestShadowRateAndGateDifferential: a layer with both a rate and a gate, in
+// shadow mode and enforcing, on the same script of holds and releases at the
+// same (fake) times. A request the shadow rate would refuse does not go on
+// to the shadow gate (the real layer stops at its rate), so the gate is held
+// for exactly the requests the real layer admitted, and each refusal is
+// counted and told once, with the real layer's reason.
+func TestShadowRateAndGateDifferential(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mk := func(shadow bool, rec *observetest.Recorder) (*bulkhead.Bulkhead, *semaphore.Weighted) {
+			g := semaphore.New(2, semaphore.Config{})
+			return bulkhead.New(bulkhead.Config{Observer: rec, Layers: []bulkhead.Layer{{
+				Name: "global", Gate: g, MaxWait: -1, Shadow: shadow,
+				Rate: shaper.NewMeter(shaper.Limit{Rate: shaper.PerSecond(4), Burst: 3}),
+			}}}), g
+		}
+		script := func(b *bulkhead.Bulkhead, g *semaphore.Weighted) (ran []bool, inUse []int64) {
+			rng := rand.New(rand.NewPCG(22, 7))
+			var open []chan struct{}
+			for range 400 {
+				time.Sleep(time.Duration(rng.IntN(200)) * time.Millisecond)
+				if len(open) == 0 || rng.IntN(2) == 0 {
+					release := make(chan struct{})
+					ran = append(ran, <-hold(b, "", release) == nil)
+					open = append(open, release)
+				} else {
+					i := rng.IntN(len(open))
+					close(open[i])
+					open = slices.Delete(open, i, i+1)
+				}
+				synctest.Wait()
+				inUse = append(inUse, g.Stats().InUse)
+			}
+			for _, release := range open {
+				close(release)
+			}
+			synctest.Wait()
+			return ran, inUse
+		}
+		var realRec, shadowRec observetest.Recorder
+		real, rg := mk(false, &realRec)
+		shadow, sg := mk(true, &shadowRec)
+		rran, ruse := script(real, rg)
+		sran, suse := script(shadow, sg)
+		if !slices.Equal(ruse, suse) {
+			t.Errorf("gate in use after each step differs:\nreal   %v\nshadow %v", ruse, suse)
+		}
+		for i := range sran {
+			if !sran[i] {
+				t.Fatalf("request %d: the shadow layer did not run it", i)
+			}
+		}
+		rs, ss := layerStats(t, real, "global"), layerStats(t, shadow, "global")
+		t.Logf("%d requests; real %+v; shadow %+v", len(rran), rs, ss)
+		if rs.Limited == 0 || rs.NoCapacity == 0 {
+			t.Fatalf("real layer: %d limited, %d without capacity: the script tests only one part", rs.Limited, rs.NoCapacity)
+		}
+		if ss.Limited != rs.Limited || ss.NoCapacity != rs.NoCapacity || ss.InFlight != 0 {
+			t.Errorf("shadow counts Limited %d, NoCapacity %d; real %d, %d", ss.Limited, ss.NoCapacity, rs.Limited, rs.NoCapacity)
+		}
+		rd, _ := decisions(realRec.Take(), false)
+		sd, _ := decisions(shadowRec.Take(), true)
+		if r, s := refusals(rd), refusals(sd); !slices.Equal(r, s) {
+			t.Errorf("refusals told differ: real %d %v\nshadow %d %v", len(r), r, len(s), s)
+		}
+	})
+}
