@@ -3,6 +3,7 @@ package backoff
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -384,8 +385,8 @@ func (c *Client) retryWait(ctx context.Context, attempt int, delay time.Duration
 		// Up to a tenth more, so that the clients told the same
 		// Retry-After do not all come back at one instant.
 		wait = delay
-		if j := delay / 10; j > 0 {
-			wait += rand.N(j + 1)
+		if j := delay / 10; j > 0 && j < math.MaxInt64-delay {
+			wait += rand.N(j + 1) // no overflow: delay + j fits
 		}
 	} else {
 		ceil := c.base << min(attempt-1, 62)

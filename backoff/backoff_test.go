@@ -2,6 +2,7 @@ package backoff_test
 
 import (
 	"context"
+	"math"
 	"errors"
 	"math/rand/v2"
 	"sync"
@@ -190,6 +191,24 @@ func TestCancelWhileWaiting(t *testing.T) {
 			t.Errorf("events %v: no KindCancel", rec.Take())
 		}
 	})
+}
+
+// TestHugeRetryAfterWaited: with MaxRetryAfter < 0 (no bound), a delay near
+// the largest Duration is waited (the jitter does not overflow it into an
+// immediate retry): after an hour, still one attempt; the context ends it.
+func TestHugeRetryAfterWaited(t *testing.T) {
+	for _, delay := range []time.Duration{math.MaxInt64, math.MaxInt64 - time.Second, math.MaxInt64 / 10 * 9} {
+		synctest.Test(t, func(t *testing.T) {
+			c := backoff.New(backoff.Config{MaxRetryAfter: -1})
+			ctx, cancel := context.WithCancel(t.Context())
+			time.AfterFunc(time.Hour, cancel)
+			n := 0
+			err := c.Do(ctx, func(context.Context) error { n++; return refusal(delay) })
+			if err != context.Canceled || n != 1 {
+				t.Errorf("delay %v: Do = %v after %d attempts, want context.Canceled after 1", delay, err, n)
+			}
+		})
+	}
 }
 
 func TestObserverEvents(t *testing.T) {
