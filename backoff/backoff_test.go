@@ -2,8 +2,8 @@ package backoff_test
 
 import (
 	"context"
-	"math"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
