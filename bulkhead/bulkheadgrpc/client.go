@@ -31,6 +31,14 @@ type ClientConfig struct {
 	// Unavailable ("Throttled by the client.", with RetryInfo when the
 	// Client estimates when the throttle lifts) and that matches
 	// backoff.ErrThrottled (errors.Is) and wraps its *RejectError.
+	//
+	// A ResourceExhausted or Unavailable without a delay (a transport
+	// failure, or a server that sheds without saying when to come back)
+	// is an answer to the Client, not a refusal: against such a server the
+	// throttle never engages. If the channel also has a gRPC retry policy,
+	// its retries run inside each of the Client's attempts, so the server
+	// may see MaxAttempts × the policy's attempts and the Client counts them
+	// as one: use one or the other for a method.
 	Backoff *backoff.Client
 
 	// MaxAttempts bounds the attempts of one call, the first included. If
