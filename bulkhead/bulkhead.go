@@ -136,7 +136,11 @@ type Layer struct {
 	// within MaxWait is refused with a *RejectError matching ErrMaxWait. If
 	// negative, a request that finds no room is refused at once (the gate's
 	// TryHold): with the gate's own refusal (semaphore.ErrNoCapacity,
-	// distsem.ErrNoCapacity) and its RetryAfter estimate.
+	// distsem.ErrNoCapacity) and its RetryAfter estimate. With Classes, the
+	// refusals are the layer's own instead (the first class's match
+	// ErrMaxWait or have Reason no_capacity or queue_full; the others' match
+	// ErrShed), with its own estimate: a class may be refused for another's
+	// reservation while the gate has room.
 	MaxWait time.Duration
 
 	// Status is the HTTP status of this layer's rate and gate rejections. If
