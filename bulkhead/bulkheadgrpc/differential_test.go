@@ -7,7 +7,11 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/floodgate-go/floodgate/backoff"
 	"github.com/floodgate-go/floodgate/bulkhead"
+	"github.com/floodgate-go/floodgate/bulkhead/bulkheadgrpc"
+	"github.com/floodgate-go/floodgate/semaphore"
+	"github.com/floodgate-go/floodgate/shaper"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -146,21 +150,47 @@ func streamOutcome[T any](t *testing.T, s grpc.ServerStreamingClient[T]) outcome
 // answers every call exactly as the bare server does: the same responses,
 // statuses (handler errors and their details included), headers and
 // trailers.
+//
+// The same with layers that admit every call (a per-tenant rate and a gate
+// far from full: the handler runs under the gate's held context and, for
+// streams, through the interceptor's stream wrapper), and through the
+// client interceptor (alone and on a backoff.Client) against the bare
+// server: a call that is not refused is not changed.
 func TestDifferential(t *testing.T) {
-	bare := connClient(t, serve(t, &service{}, serverConfig{}).addr)
-	wrapped := connClient(t, serve(t, &service{}, serverConfig{b: bulkhead.New(bulkhead.Config{})}).addr)
+	addr := serve(t, &service{}, serverConfig{}).addr
+	bare := connClient(t, addr)
+	admitting := bulkhead.New(bulkhead.Config{Layers: []bulkhead.Layer{
+		{Name: "tenant", Key: bulkhead.ByTenant, Rate: shaper.NewMeter(shaper.Limit{Rate: shaper.PerSecond(1e6), Burst: 1e6})},
+		{Name: "global", Gate: semaphore.New(1000, semaphore.Config{})},
+	}})
+	clientOnly := bulkheadgrpc.UnaryClientInterceptor(bulkheadgrpc.ClientConfig{})
+	onBackoff := bulkheadgrpc.UnaryClientInterceptor(bulkheadgrpc.ClientConfig{Backoff: backoff.New(backoff.Config{})})
+	wrapped := []struct {
+		name string
+		c    testgrpc.TestServiceClient
+	}{
+		{"no layers", connClient(t, serve(t, &service{}, serverConfig{b: bulkhead.New(bulkhead.Config{})}).addr)},
+		{"admitting layers", connClient(t, serve(t, &service{}, serverConfig{b: admitting}).addr)},
+		{"client interceptor", connClient(t, addr, grpc.WithUnaryInterceptor(clientOnly))},
+		{"client on a backoff.Client", connClient(t, addr, grpc.WithUnaryInterceptor(onBackoff))},
+	}
 	ctx := as(t.Context(), "acme")
-	for _, tc := range diffCalls {
-		t.Run(tc.name, func(t *testing.T) {
-			want := tc.run(t, ctx, bare)
-			got := tc.run(t, ctx, wrapped)
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("with interceptors:\n%+v\nbare:\n%+v", got, want)
-			}
-			if want.msgs == nil && want.status == nil {
-				t.Errorf("the bare server's answer is empty: the call did not run")
-			}
-		})
+	for _, w := range wrapped {
+		for _, tc := range diffCalls {
+			t.Run(w.name+"/"+tc.name, func(t *testing.T) {
+				want := tc.run(t, ctx, bare)
+				got := tc.run(t, ctx, w.c)
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("%s:\n%+v\nbare:\n%+v", w.name, got, want)
+				}
+				if want.msgs == nil && want.status == nil {
+					t.Errorf("the bare server's answer is empty: the call did not run")
+				}
+			})
+		}
+	}
+	if st := admitting.Stats().Layers; st[0].Admitted == 0 || st[1].Admitted != st[0].Admitted || st[1].InFlight != 0 {
+		t.Errorf("admitting layers: %+v", st)
 	}
 }
 
@@ -174,9 +204,9 @@ type connTestClient struct {
 
 func (c connTestClient) conn() *grpc.ClientConn { return c.cc }
 
-func connClient(t *testing.T, addr string) testgrpc.TestServiceClient {
+func connClient(t *testing.T, addr string, opts ...grpc.DialOption) testgrpc.TestServiceClient {
 	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
