@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/floodgatetest"
-	"github.com/floodgate-go/floodgate/internal/servertest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -301,16 +300,13 @@ func TestProxyCloseLeavesNoGoroutine(t *testing.T) {
 // TestProxyRedisPipelineAcrossFreeze: a pipeline of commands sent to a real
 // Redis while the proxy is frozen completes, in order, after Heal.
 func TestProxyRedisPipelineAcrossFreeze(t *testing.T) {
-	addr := os.Getenv("REDIS_ADDR")
-	if addr == "" {
-		servertest.Missing(t, "REDIS_ADDR is not set")
-	}
+	addr := floodgatetest.RedisAddr(t)
 	p := floodgatetest.StartProxy(t, addr)
 	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), DisableIdentity: true, ReadTimeout: -1, PoolSize: 1})
 	defer rdb.Close()
 	ctx := t.Context()
 	if err := rdb.Ping(ctx).Err(); err != nil {
-		servertest.Missing(t, "redis at REDIS_ADDR="+addr+" unreachable: "+err.Error())
+		floodgatetest.Missing(t, "redis at "+addr+" unreachable: "+err.Error())
 	}
 	key := fmt.Sprintf("ft:proxy-pipeline:%d", time.Now().UnixNano())
 	defer redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true}).Del(context.Background(), key)
