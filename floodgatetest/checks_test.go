@@ -230,36 +230,6 @@ func TestHonestRetryAfter(t *testing.T) {
 	})
 }
 
-// leakyGate is a gate that forgets every tenth release.
-type leakyGate struct {
-	g        *semaphore.Weighted
-	releases atomic.Int64
-}
-
-func (l *leakyGate) wrap(h floodgate.Held) floodgate.Held {
-	return floodgate.NewHeld(h.Context(), func(_ string, n int64) {
-		if l.releases.Add(1)%10 != 0 {
-			l.g.Release(n)
-		}
-	}, "", h.N())
-}
-
-func (l *leakyGate) Hold(ctx context.Context, n int64) (floodgate.Held, error) {
-	h, err := l.g.Hold(ctx, n)
-	if err != nil {
-		return h, err
-	}
-	return l.wrap(h), nil
-}
-
-func (l *leakyGate) TryHold(ctx context.Context, n int64) (floodgate.Held, error) {
-	h, err := l.g.TryHold(ctx, n)
-	if err != nil {
-		return h, err
-	}
-	return l.wrap(h), nil
-}
-
 func TestPermitsBalance(t *testing.T) {
 	t.Run("semaphore", func(t *testing.T) {
 		for _, cfg := range []semaphore.Config{{}, {NoEarlyReject: true}, {MaxWaiters: 2}} {
@@ -276,9 +246,9 @@ func TestPermitsBalance(t *testing.T) {
 	})
 	t.Run("leaky", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			sem := semaphore.New(5, semaphore.Config{})
-			_, err := floodgatetest.PermitsBalance(t.Context(), &leakyGate{g: sem}, floodgatetest.BalanceCheck{
-				Limit: 5, Seed: 1, InUse: func() int64 { return sem.Stats().InUse },
+			leaky := &forgetful{Weighted: semaphore.New(5, semaphore.Config{})} // see example_test.go
+			_, err := floodgatetest.PermitsBalance(t.Context(), leaky, floodgatetest.BalanceCheck{
+				Limit: 5, Seed: 1, InUse: func() int64 { return leaky.Stats().InUse },
 			})
 			wantViolation(t, err, "PermitsBalance", "seed 1: after every release the gate says 5 is in use, want 0")
 			wantViolation(t, err, "PermitsBalance", "TryHold(5) (the whole limit)")
