@@ -15,7 +15,8 @@ import (
 // A Fleet is the subject of [NoOverAdmission]: Pods instances of your
 // configuration, each built by New as each pod of a deployment builds its
 // own (its own Redis client, its own limiter, sharing only what the pods
-// share: a Redis, a key), with Callers goroutines calling each.
+// share: a Redis, a key), with Callers goroutines calling each. New is
+// required; the other fields have defaults.
 type Fleet struct {
 	// New returns pod's Runner (pod counts from 0). It is called Pods times,
 	// before the run, on the check's goroutine. Required.
@@ -32,7 +33,8 @@ type Fleet struct {
 // A Load says how the fleet's callers call: each calls again and again
 // until Duration has passed, holds each admitted call for Hold, and after a
 // refusal or a failure waits Pause (or the refusal's RetryAfter if shorter)
-// before calling again.
+// before calling again. The zero Load is valid: a second of calls each held
+// 1ms.
 type Load struct {
 	// Duration is how long the callers call. If zero, 1s. Inside a
 	// testing/synctest bubble it is fake time: a long Duration costs no

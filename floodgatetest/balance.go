@@ -14,7 +14,8 @@ import (
 	"github.com/floodgate-go/floodgate"
 )
 
-// A BalanceCheck configures [PermitsBalance].
+// A BalanceCheck configures [PermitsBalance]. Limit is required; the other
+// fields have defaults.
 type BalanceCheck struct {
 	// Limit is the gate's capacity. Required.
 	Limit int64

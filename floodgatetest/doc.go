@@ -63,7 +63,8 @@
 //     [Bound].Concurrent calls run at once, never more than Bound.Admitted
 //     are admitted in any Window ([RateBound] computes a meter's).
 //   - [HonestRetryAfter] ([CheckRetryAfter]): after a refusal with RetryAfter
-//     d, a retry d later is admitted (and, with Tight, not much sooner).
+//     d, a retry d later is admitted (and, with Tight, d is not longer than
+//     needed).
 //   - [PermitsBalance] ([CheckPermitsBalance]): random holds, cancellations
 //     at random moments and releases leave the gate whole: nothing in use at
 //     the end, and a hold of the whole limit succeeds.

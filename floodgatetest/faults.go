@@ -36,7 +36,8 @@ func (f Fault) String() string {
 	return fmt.Sprintf("Fault(%d)", f)
 }
 
-// A FaultCheck configures [AnswersWithin].
+// A FaultCheck configures [AnswersWithin]. Target, New and CallTimeout are
+// required; the other fields have defaults.
 type FaultCheck struct {
 	// Target is the store's address (host:port), which a Proxy is put in
 	// front of. Required.

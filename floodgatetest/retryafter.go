@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// A RetryCheck configures [HonestRetryAfter].
+// A RetryCheck configures [HonestRetryAfter]. The zero RetryCheck is valid:
+// 5 rounds, no slack, no Tight check.
 type RetryCheck struct {
 	// Rounds is the number of refusals whose RetryAfter is checked. If zero,
 	// 5.
