@@ -40,23 +40,25 @@ type BalanceCheck struct {
 	// after its start a waiting call is cancelled. If zero, 2ms.
 	MaxDelay time.Duration
 
-	// Seed seeds the random choices; if zero, a random seed, which the report
-	// gives, so that a failure can be replayed.
-	Seed uint64
+	// Rand is the number the random choices derive from: the same Rand
+	// makes the same choices (the timing of real goroutines aside). If zero,
+	// one is drawn at random; the report gives it, so that a failure can be
+	// replayed.
+	Rand uint64
 }
 
 // A BalanceReport is what [PermitsBalance] saw.
 type BalanceReport struct {
-	Seed                 uint64
-	Held, Canceled, Busy int64 // calls granted, cancelled or refused for want of room
-	Failed               int64 // calls that failed otherwise (FirstFailure is the first)
-	MaxHeld              int64 // the most weight seen held at once
+	Rand                 uint64 // the number the random choices derived from
+	Held, Canceled, Busy int64  // calls granted, cancelled or refused for want of room
+	Failed               int64  // calls that failed otherwise (FirstFailure is the first)
+	MaxHeld              int64  // the most weight seen held at once
 	FirstFailure         error
 }
 
 func (r BalanceReport) String() string {
-	s := fmt.Sprintf("seed %d: %d granted, %d canceled, %d refused, %d failed; at most %d held at once",
-		r.Seed, r.Held, r.Canceled, r.Busy, r.Failed, r.MaxHeld)
+	s := fmt.Sprintf("rand %d: %d granted, %d canceled, %d refused, %d failed; at most %d held at once",
+		r.Rand, r.Held, r.Canceled, r.Busy, r.Failed, r.MaxHeld)
 	if r.FirstFailure != nil {
 		s += fmt.Sprintf("; first failure: %v", r.FirstFailure)
 	}
@@ -86,9 +88,9 @@ func PermitsBalance(ctx context.Context, g floodgate.Gate, cfg BalanceCheck) (Ba
 	}
 	callers, ops := cmp.Or(cfg.Callers, 8), cmp.Or(cfg.Ops, 100)
 	maxDelay := cmp.Or(cfg.MaxDelay, 2*time.Millisecond)
-	rep := BalanceReport{Seed: cfg.Seed}
-	if rep.Seed == 0 {
-		rep.Seed = rand.Uint64() | 1
+	rep := BalanceReport{Rand: cfg.Rand}
+	if rep.Rand == 0 {
+		rep.Rand = rand.Uint64() | 1
 	}
 
 	var (
@@ -133,7 +135,7 @@ func PermitsBalance(ctx context.Context, g floodgate.Gate, cfg BalanceCheck) (Ba
 		}
 	}
 	for c := range callers {
-		rng := rand.New(rand.NewPCG(rep.Seed, uint64(c)))
+		rng := rand.New(rand.NewPCG(rep.Rand, uint64(c)))
 		wg.Go(func() {
 			delay := func() time.Duration { return time.Duration(rng.Int64N(int64(maxDelay) + 1)) }
 			for range ops {
@@ -191,15 +193,15 @@ func PermitsBalance(ctx context.Context, g floodgate.Gate, cfg BalanceCheck) (Ba
 		errs = append(errs, violation(check, "nothing was granted (%v): the check tested nothing", rep))
 	}
 	if rep.MaxHeld > cfg.Limit {
-		errs = append(errs, violation(check, "seed %d: %d held at once, limit %d", rep.Seed, rep.MaxHeld, cfg.Limit))
+		errs = append(errs, violation(check, "rand %d: %d held at once, limit %d", rep.Rand, rep.MaxHeld, cfg.Limit))
 	}
 	if cfg.InUse != nil {
 		if n := cfg.InUse(); n != 0 {
-			errs = append(errs, violation(check, "seed %d: after every release the gate says %d is in use, want 0", rep.Seed, n))
+			errs = append(errs, violation(check, "rand %d: after every release the gate says %d is in use, want 0", rep.Rand, n))
 		}
 	}
 	if h, err := g.TryHold(ctx, cfg.Limit); err != nil {
-		errs = append(errs, violation(check, "seed %d: after every release, TryHold(%d) (the whole limit) = %v; want it granted (weight lost or leaked)", rep.Seed, cfg.Limit, err))
+		errs = append(errs, violation(check, "rand %d: after every release, TryHold(%d) (the whole limit) = %v; want it granted (weight lost or leaked)", rep.Rand, cfg.Limit, err))
 	} else {
 		h.Release()
 	}

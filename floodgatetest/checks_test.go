@@ -248,9 +248,9 @@ func TestPermitsBalance(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			leaky := &forgetful{Weighted: semaphore.New(5, semaphore.Config{})} // see example_test.go
 			_, err := floodgatetest.PermitsBalance(t.Context(), leaky, floodgatetest.BalanceCheck{
-				Limit: 5, Seed: 1, InUse: func() int64 { return leaky.Stats().InUse },
+				Limit: 5, Rand: 1, InUse: func() int64 { return leaky.Stats().InUse },
 			})
-			wantViolation(t, err, "PermitsBalance", "seed 1: after every release the gate says 5 is in use, want 0")
+			wantViolation(t, err, "PermitsBalance", "rand 1: after every release the gate says 5 is in use, want 0")
 			wantViolation(t, err, "PermitsBalance", "TryHold(5) (the whole limit)")
 		})
 	})
