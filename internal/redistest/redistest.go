@@ -1,4 +1,7 @@
-// Package redistest connects tests to a real redis-server.
+// Package redistest connects floodgate's own tests to a real redis-server. It
+// is a thin layer over floodgatetest, the kit users test their configurations
+// with (so the kit runs in every floodgate test that needs Redis), plus what
+// only floodgate's tests need: SIGSTOP pauses, clusters, round-trip counting.
 //
 // [Connect] uses the server at REDIS_ADDR (started by `make test`) and gives each
 // test a unique key prefix, deleting only keys under that prefix when the test ends;
@@ -10,13 +13,11 @@ package redistest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
-	"regexp"
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/internal/servertest"
 	"github.com/redis/go-redis/v9"
 )
@@ -34,15 +35,9 @@ type DB struct {
 func (db *DB) Key(name string) string { return db.Prefix + name }
 
 // Options returns the client options every test client uses for addr: context
-// deadlines are honoured and the handshake sends nothing optional.
-func Options(addr string) *redis.Options {
-	return &redis.Options{
-		Addr:                  addr,
-		ContextTimeoutEnabled: true,
-		DisableIdentity:       true,
-		DialTimeout:           2 * time.Second,
-	}
-}
+// deadlines are honoured and the handshake sends nothing optional
+// (floodgatetest.RedisOptions).
+func Options(addr string) *redis.Options { return floodgatetest.RedisOptions(addr) }
 
 // Connect returns a client for the Redis at REDIS_ADDR and a fresh key prefix. It
 // pings the server, and at the end of the test deletes every key under the prefix
@@ -72,44 +67,15 @@ func Connect(t testing.TB) *DB {
 	return db
 }
 
-var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
-
 // Prefix returns a key prefix unique to this test run: the sanitised test name, a
-// random suffix and a colon. It holds no glob characters ([]*?\) and no braces.
-func Prefix(t testing.TB) string {
-	name := unsafeChars.ReplaceAllString(t.Name(), "_")
-	if len(name) > 40 {
-		name = name[len(name)-40:]
-	}
-	var b [4]byte
-	rand.Read(b[:])
-	return "ft:" + name + ":" + hex.EncodeToString(b[:]) + ":"
-}
+// random suffix and a colon (floodgatetest.KeyPrefix). It holds no glob
+// characters ([]*?\) and no braces.
+func Prefix(t testing.TB) string { return floodgatetest.KeyPrefix(t) }
 
 // DeletePrefix deletes every key that starts with prefix, with SCAN and UNLINK,
-// and returns the first error. Braces in keys (hash tags) are matched too: keys
-// of the form "{" + prefix + "...}" are deleted as well.
+// and returns the first error (floodgatetest.DeletePrefix). Braces in keys
+// (hash tags) are matched too: keys of the form "{" + prefix + "...}" are
+// deleted as well.
 func DeletePrefix(ctx context.Context, rdb redis.UniversalClient, prefix string) error {
-	for _, pattern := range []string{prefix + "*", "{" + prefix + "*"} {
-		iter := rdb.Scan(ctx, 0, pattern, 500).Iterator()
-		var batch []string
-		for iter.Next(ctx) {
-			batch = append(batch, iter.Val())
-			if len(batch) == 500 {
-				if err := rdb.Unlink(ctx, batch...).Err(); err != nil {
-					return err
-				}
-				batch = batch[:0]
-			}
-		}
-		if err := iter.Err(); err != nil {
-			return err
-		}
-		if len(batch) > 0 {
-			if err := rdb.Unlink(ctx, batch...).Err(); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return floodgatetest.DeletePrefix(ctx, rdb, prefix)
 }
