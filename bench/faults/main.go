@@ -55,7 +55,7 @@ func main() {
 	var re string
 	flag.BoolVar(&c.quick, "quick", false, "short phases and one scenario (floodgate fixed window, Redis frozen 3s, FailLocal; with -run, the scenarios it matches), for a look; not for publishing")
 	flag.StringVar(&c.out, "out", "FAULTS.md", "report file")
-	flag.IntVar(&c.parallel, "parallel", 6, "scenarios run at once, each on redis-servers of its own")
+	flag.IntVar(&c.parallel, "parallel", 4, "scenarios run at once, each on redis-servers of its own")
 	flag.StringVar(&re, "run", "", "run only the scenarios whose name matches this regexp (the report then has only them)")
 	flag.Parse()
 	var err error
