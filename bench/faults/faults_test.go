@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/floodgate-go/floodgate/bench/internal/redisproc"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 )
 
@@ -13,7 +14,7 @@ import (
 // window, ten processes, Redis frozen 3 s under FailLocal: about 15 s) and
 // checks what the harness measured and wrote. make test runs it.
 func TestFaultsQuick(t *testing.T) {
-	if redisBinary() == "" {
+	if redisproc.Binary() == "" {
 		floodgatetest.Missing(t, "no redis-server: set REDIS_SERVER")
 	}
 	var log bytes.Buffer

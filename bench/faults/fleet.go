@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/floodgate-go/floodgate/bench/internal/redisproc"
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/redis/go-redis/v9"
@@ -22,8 +25,8 @@ import (
 type env struct {
 	sc      scenario
 	p       params
-	primary *server
-	replica *server              // failover only
+	primary *redisproc.Server
+	replica *redisproc.Server    // failover only
 	repl    *floodgatetest.Proxy // the replica's link to the primary (failover only)
 	proxies []*floodgatetest.Proxy
 	clients []*redis.Client
@@ -46,11 +49,11 @@ func newEnv(ctx context.Context, sc scenario, p params, bin, dir string) (e *env
 	if err != nil {
 		return nil, err
 	}
-	if e.primary, err = startServer(ctx, bin, pdir); err != nil {
+	if e.primary, err = redisproc.Start(ctx, bin, pdir); err != nil {
 		return nil, err
 	}
 	if sc.fault == failover {
-		if e.repl, err = floodgatetest.NewProxy(e.primary.addr); err != nil {
+		if e.repl, err = floodgatetest.NewProxy(e.primary.Addr()); err != nil {
 			return nil, err
 		}
 		host, port, _ := strings.Cut(e.repl.Addr(), ":")
@@ -58,7 +61,7 @@ func newEnv(ctx context.Context, sc scenario, p params, bin, dir string) (e *env
 		if err != nil {
 			return nil, err
 		}
-		if e.replica, err = startServer(ctx, bin, rdir, "--replicaof", host, port); err != nil {
+		if e.replica, err = redisproc.Start(ctx, bin, rdir, "--replicaof", host, port); err != nil {
 			return nil, err
 		}
 		if err := waitLinkUp(ctx, e.replica); err != nil {
@@ -66,7 +69,7 @@ func newEnv(ctx context.Context, sc scenario, p params, bin, dir string) (e *env
 		}
 	}
 	for range p.procs {
-		px, err := floodgatetest.NewProxy(e.primary.addr)
+		px, err := floodgatetest.NewProxy(e.primary.Addr())
 		if err != nil {
 			return nil, err
 		}
@@ -92,8 +95,8 @@ func (e *env) connect(ctx context.Context) {
 }
 
 // waitLinkUp waits until the replica has synchronised with its primary.
-func waitLinkUp(ctx context.Context, s *server) error {
-	rdb := s.admin()
+func waitLinkUp(ctx context.Context, s *redisproc.Server) error {
+	rdb := s.Admin()
 	defer rdb.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -117,10 +120,10 @@ func (e *env) close() {
 		e.repl.Close()
 	}
 	if e.replica != nil {
-		e.replica.kill()
+		e.replica.Kill()
 	}
 	if e.primary != nil {
-		e.primary.kill()
+		e.primary.Kill()
 	}
 }
 
@@ -131,28 +134,28 @@ func (e *env) inject(ctx context.Context) (returned time.Time, err error) {
 	p := e.p
 	switch e.sc.fault {
 	case frozen:
-		e.primary.pause()
+		e.primary.Pause()
 		sleepCtx(ctx, p.outage)
-		e.primary.resume()
+		e.primary.Resume()
 	case restarted:
-		e.primary.kill()
+		e.primary.Kill()
 		sleepCtx(ctx, p.down)
-		if err := e.primary.restart(ctx); err != nil {
+		if err := e.primary.Restart(ctx); err != nil {
 			return time.Time{}, err
 		}
 	case failover:
 		e.repl.Freeze() // the replica stops receiving the primary's writes
 		sleepCtx(ctx, p.lag)
 		lag := e.replLag(ctx)
-		e.primary.kill()
-		adm := e.replica.admin()
+		e.primary.Kill()
+		adm := e.replica.Admin()
 		err := adm.Do(ctx, "REPLICAOF", "NO", "ONE").Err()
 		adm.Close()
 		if err != nil {
 			return time.Time{}, fmt.Errorf("promoting the replica: %w", err)
 		}
 		for _, px := range e.proxies {
-			px.SetTarget(e.replica.addr)
+			px.SetTarget(e.replica.Addr())
 			px.Reset()
 		}
 		e.notes = append(e.notes, fmt.Sprintf("replica promoted %d bytes of replication stream behind its primary", lag))
@@ -177,8 +180,8 @@ func (e *env) inject(ctx context.Context) (returned time.Time, err error) {
 // replLag returns how far (bytes of replication stream) the replica is behind
 // the primary; -1 if unknown.
 func (e *env) replLag(ctx context.Context) int64 {
-	off := func(s *server, field string) int64 {
-		rdb := s.admin()
+	off := func(s *redisproc.Server, field string) int64 {
+		rdb := s.Admin()
 		defer rdb.Close()
 		info, err := rdb.Info(ctx, "replication").Result()
 		if err != nil {
@@ -224,4 +227,10 @@ func sleepUntil(ctx context.Context, t time.Time) { sleepCtx(ctx, time.Until(t))
 // margin: windows of the limits are aligned to the Unix epoch.
 func nextSecond(t time.Time, margin time.Duration) time.Time {
 	return t.Add(margin).Truncate(time.Second).Add(time.Second)
+}
+
+// dirFor makes a directory for a server of a scenario under root.
+func dirFor(root, name string) (string, error) {
+	d := filepath.Join(root, name)
+	return d, os.MkdirAll(d, 0o755)
 }

@@ -40,6 +40,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/floodgate-go/floodgate/bench/internal/redisproc"
 	"github.com/floodgate-go/floodgate/breaker"
 )
 
@@ -103,7 +104,7 @@ func run(ctx context.Context, c config, log io.Writer) error {
 // measure runs the scenarios c selects and returns their results in the
 // order of scenarios().
 func measure(ctx context.Context, c config, log io.Writer) (*report, error) {
-	bin := redisBinary()
+	bin := redisproc.Binary()
 	if bin == "" {
 		return nil, errors.New("no redis-server: set REDIS_SERVER")
 	}

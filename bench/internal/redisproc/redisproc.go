@@ -1,4 +1,7 @@
-package main
+// Package redisproc runs private redis-server children for bench's programs
+// (the benchmark report and the fault harness): on a free loopback port,
+// without persistence, dying with the program.
+package redisproc
 
 import (
 	"bytes"
@@ -7,7 +10,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,9 +19,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// redisBinary returns the redis-server to run: $REDIS_SERVER, else
+// Binary returns the redis-server to run: $REDIS_SERVER, else
 // /usr/bin/redis-server, else redis-server on PATH ("" if none).
-func redisBinary() string {
+func Binary() string {
 	if b := os.Getenv("REDIS_SERVER"); b != "" {
 		return b
 	}
@@ -30,11 +32,11 @@ func redisBinary() string {
 	return b
 }
 
-// server is a private redis-server child on a loopback port, without
-// persistence, that a scenario pauses (SIGSTOP), kills and restarts empty on
+// Server is a private redis-server child on a loopback port, without
+// persistence, that a caller may pause (SIGSTOP), kill and restart empty on
 // the same port. It dies with the program (Pdeathsig) if the program is
-// killed.
-type server struct {
+// killed; Kill stops it otherwise.
+type Server struct {
 	bin, dir string
 	args     []string
 	addr     string
@@ -46,9 +48,11 @@ type server struct {
 	log    bytes.Buffer
 }
 
-// startServer starts a redis-server on a free port with args added.
-func startServer(ctx context.Context, bin, dir string, args ...string) (*server, error) {
-	s := &server{bin: bin, dir: dir, args: args}
+// Start starts bin on a free loopback port, with args added, and waits
+// until it answers PING. Its working directory is dir ("": this process's);
+// it writes no data there.
+func Start(ctx context.Context, bin, dir string, args ...string) (*Server, error) {
+	s := &Server{bin: bin, dir: dir, args: args}
 	var err error
 	for range 5 { // a free port can be taken between probing and binding
 		l, lerr := net.Listen("tcp", "127.0.0.1:0")
@@ -66,9 +70,13 @@ func startServer(ctx context.Context, bin, dir string, args ...string) (*server,
 }
 
 // start runs the server on s.port and waits until it answers PING.
-func (s *server) start(ctx context.Context) error {
-	args := append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--daemonize", "no"}, s.args...)
+func (s *Server) start(ctx context.Context) error {
+	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--daemonize", "no"}
+	if s.dir != "" {
+		args = append(args, "--dir", s.dir)
+	}
+	args = append(args, s.args...)
 	cmd := exec.Command(s.bin, args...)
 	s.mu.Lock()
 	s.log.Reset()
@@ -83,7 +91,7 @@ func (s *server) start(ctx context.Context) error {
 	s.mu.Lock()
 	s.cmd, s.exited = cmd, exited
 	s.mu.Unlock()
-	rdb := s.admin()
+	rdb := s.Admin()
 	defer rdb.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -102,33 +110,37 @@ func (s *server) start(ctx context.Context) error {
 		case <-time.After(10 * time.Millisecond): // polling a child's readiness
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			s.kill()
+			s.Kill()
 			return fmt.Errorf("redis-server on %s not ready: %v", s.addr, err)
 		}
 	}
 }
 
-// admin returns a client that dials the server directly, for the harness's
-// own commands (never through a fault).
-func (s *server) admin() *redis.Client {
+// Addr returns the server's host:port; it stays the same across Restart.
+func (s *Server) Addr() string { return s.addr }
+
+// Admin returns a new client that dials the server directly (no retries,
+// ContextTimeoutEnabled); the caller closes it.
+func (s *Server) Admin() *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: s.addr, DisableIdentity: true, MaxRetries: -1,
 		ContextTimeoutEnabled: true, DialTimeout: time.Second})
 }
 
-func (s *server) signal(sig syscall.Signal) {
+func (s *Server) signal(sig syscall.Signal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cmd.Process.Signal(sig)
 }
 
-// pause freezes the server (SIGSTOP): connections stay open, calls hang.
-func (s *server) pause() { s.signal(syscall.SIGSTOP) }
+// Pause freezes the server (SIGSTOP): connections stay open, calls hang.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
 
-// resume continues a paused server.
-func (s *server) resume() { s.signal(syscall.SIGCONT) }
+// Resume continues a paused server.
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
 
-// kill SIGKILLs the server and waits for it to exit: its data is gone.
-func (s *server) kill() {
+// Kill SIGKILLs the server and waits for it to exit: its data is gone. It
+// may be called more than once.
+func (s *Server) Kill() {
 	s.mu.Lock()
 	cmd, exited := s.cmd, s.exited
 	s.mu.Unlock()
@@ -140,8 +152,8 @@ func (s *server) kill() {
 	<-exited
 }
 
-// restart starts an empty server on the same port after kill.
-func (s *server) restart(ctx context.Context) error {
+// Restart starts an empty server on the same port after Kill.
+func (s *Server) Restart(ctx context.Context) error {
 	var err error
 	for range 50 { // the port may linger briefly after the kill
 		if err = s.start(ctx); err == nil {
@@ -150,10 +162,4 @@ func (s *server) restart(ctx context.Context) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return err
-}
-
-// dirFor makes a directory for a server of a scenario under root.
-func dirFor(root, name string) (string, error) {
-	d := filepath.Join(root, name)
-	return d, os.MkdirAll(d, 0o755)
 }
