@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
@@ -42,37 +41,21 @@ func gateProcs(e *env) []*distsem.Semaphore {
 
 // gateLoad offers acquires and records them.
 type gateLoad struct {
+	load[gateRec]
 	sems []*distsem.Semaphore
 	brs  []*breaker.Breaker
 	p    params
-	wg   sync.WaitGroup
-
-	mu sync.Mutex
-	// mu guards:
-	recs []gateRec
 }
 
-// run offers p.rate acquires per second from every process during [from,
-// until), open loop as rateLoad.run; each grant is held p.hold (or until
-// its lease is lost) and released.
+// run offers p.rate acquires a second from every process during [from,
+// until) (see load.offer); each grant is held p.hold (or until its lease is
+// lost) and released.
 func (l *gateLoad) run(ctx context.Context, from, until time.Time) {
-	every := time.Duration(float64(time.Second) / l.p.rate)
-	var starters sync.WaitGroup
-	for i := range l.sems {
-		first := from.Add(every * time.Duration(i) / time.Duration(len(l.sems)))
-		starters.Go(func() {
-			for next := first; next.Before(until); next = next.Add(every) {
-				if sleepUntil(ctx, next); ctx.Err() != nil {
-					return
-				}
-				l.wg.Go(func() { l.one(i) })
-			}
-		})
-	}
-	starters.Wait()
+	l.offer(ctx, len(l.sems), from, until, l.p.rate, l.one)
 }
 
-func (l *gateLoad) one(i int) {
+// one makes one Acquire of process i and holds what it grants.
+func (l *gateLoad) one(i int) gateRec {
 	s := l.sems[i]
 	ctx, cancel := context.WithTimeout(context.Background(), l.p.maxWait)
 	r := gateRec{proc: i, state: l.brs[i].State(), start: time.Now()}
@@ -101,17 +84,6 @@ func (l *gateLoad) one(i int) {
 	default:
 		r.src = srcError
 	}
-	l.mu.Lock()
-	l.recs = append(l.recs, r)
-	l.mu.Unlock()
-}
-
-func (l *gateLoad) wait() []gateRec {
-	l.wg.Wait()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	r := l.recs
-	l.recs = nil
 	return r
 }
 

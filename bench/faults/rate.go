@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
@@ -115,39 +114,18 @@ func newRateProcs(e *env) []rateProc {
 
 // rateLoad offers decisions and records them.
 type rateLoad struct {
+	load[rateRec]
 	procs []rateProc
-	wg    sync.WaitGroup
-
-	mu sync.Mutex
-	// mu guards:
-	recs []rateRec
 }
 
-// run offers rate decisions per second from every process during [from,
-// until), each in a goroutine of its own (open loop: a call that blocks
-// does not hold back the next arrival, as requests to a server do not
-// wait for each other). The processes' arrivals are staggered evenly. It
-// returns when the last arrival has been started; wait waits for the
-// calls.
+// run offers rate decisions a second from every process during [from,
+// until) (see load.offer).
 func (l *rateLoad) run(ctx context.Context, from, until time.Time, rate float64) {
-	every := time.Duration(float64(time.Second) / rate)
-	var starters sync.WaitGroup
-	for i := range l.procs {
-		pr := &l.procs[i]
-		first := from.Add(every * time.Duration(i) / time.Duration(len(l.procs)))
-		starters.Go(func() {
-			for next := first; next.Before(until); next = next.Add(every) {
-				if sleepUntil(ctx, next); ctx.Err() != nil {
-					return
-				}
-				l.wg.Go(func() { l.one(i, pr) })
-			}
-		})
-	}
-	starters.Wait()
+	l.offer(ctx, len(l.procs), from, until, rate, func(i int) rateRec { return l.procs[i].one(i) })
 }
 
-func (l *rateLoad) one(i int, pr *rateProc) {
+// one makes one decision of process i.
+func (pr *rateProc) one(i int) rateRec {
 	ctx, cancel := context.WithTimeout(context.Background(), pr.budget)
 	defer cancel()
 	st := breaker.StateClosed
@@ -156,19 +134,5 @@ func (l *rateLoad) one(i int, pr *rateProc) {
 	}
 	start := time.Now()
 	d := pr.decide(ctx)
-	end := time.Now()
-	l.mu.Lock()
-	l.recs = append(l.recs, rateRec{proc: i, state: st, start: start, end: end, d: d})
-	l.mu.Unlock()
-}
-
-// wait waits for every call started by run and returns the records so far,
-// clearing them.
-func (l *rateLoad) wait() []rateRec {
-	l.wg.Wait()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	r := l.recs
-	l.recs = nil
-	return r
+	return rateRec{proc: i, state: st, start: start, end: time.Now(), d: d}
 }
