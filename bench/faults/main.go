@@ -132,6 +132,9 @@ func measure(ctx context.Context, c config, log io.Writer) (*report, error) {
 	defer os.RemoveAll(tmp)
 	rep := &report{p: p, quick: c.quick, start: time.Now(), loadStart: loadAvg(), parallel: c.parallel,
 		redisVersion: serverVersion(ctx, bin)}
+	wctx, stopWatch := context.WithCancel(ctx)
+	stalls := watchStalls(wctx)
+	defer func() { stopWatch(); stalls.wait() }()
 	results := make([]*result, len(todo))
 	errs := make([]error, len(todo))
 	slots := make(chan struct{}, max(1, c.parallel))
@@ -163,6 +166,9 @@ func measure(ctx context.Context, c config, log io.Writer) (*report, error) {
 		return nil, err
 	}
 	rep.results = slices.DeleteFunc(results, func(r *result) bool { return r == nil })
+	for _, r := range rep.results {
+		r.stall = stalls.worst(r.tl.t0, r.tl.end)
+	}
 	rep.end, rep.loadEnd = time.Now(), loadAvg()
 	return rep, nil
 }

@@ -89,6 +89,15 @@ type rateStats struct {
 	// offers 3·L in it, before the run and after it (the key's state intact
 	// if they are equal); calOther the calls there not answered by Redis.
 	calPre, calPost, calOther int64
+	// slowBefore counts the decisions before the fault (all of a steady
+	// run's) that took over CallTimeout/2: the machine, not Redis, was slow.
+	slowBefore int64
+	// excess counts the admissions an exact limiter would have refused: for
+	// the fixed window, those beyond L in their window; for a GCRA, those
+	// that an exact GCRA of the same limit, fed every admission of the fleet
+	// in time order, refuses (see gcraExcess). closedExcess is a fail-closed
+	// caller's of a peer.
+	excess, closedExcess int64
 	// series is the fleet's admissions per measured window, in order, as
 	// multiples of L (a fail-open caller's for a peer), with the index of the
 	// window the fault began in and the one Redis returned in (-1 if none).
@@ -111,6 +120,9 @@ func measureRate(recs, pre, post []rateRec, tl timeline, p params, subj subject)
 	var steady []time.Duration
 	for _, r := range recs {
 		s.decisions++
+		if r.start.Sub(tl.t0) >= time.Second && (!tl.faulty() || r.start.Before(tl.faultAt)) && r.end.Sub(r.start) > p.callTO/2 {
+			s.slowBefore++
+		}
 		w := win(r.window())
 		switch r.d.src {
 		case srcStore:
@@ -170,9 +182,21 @@ func measureRate(recs, pre, post []rateRec, tl timeline, p params, subj subject)
 		}
 		s.series = append(s.series, float64(n)/L)
 	}
+	var lastExcess time.Time
+	if subj == fgWindow {
+		for sec, w := range byWin {
+			if tl.measured(sec) {
+				s.excess += max(0, w.store+w.degraded-p.limit)
+			}
+		}
+		s.closedExcess = s.excess
+	} else {
+		s.excess, lastExcess = gcraExcess(recs, tl, p, subj.peer())
+		s.closedExcess, _ = gcraExcess(recs, tl, p, false)
+	}
 	if tl.faulty() {
 		s.openPhase(recs, tl, p, subj)
-		s.recover(recs, byWin, tl, p, subj)
+		s.recover(recs, byWin, tl, p, subj, lastExcess)
 	}
 	s.calPre, s.calOther = calibration(pre)
 	var other int64
@@ -219,16 +243,26 @@ func (s *rateStats) openPhase(recs []rateRec, tl timeline, p params, subj subjec
 	}
 }
 
-// recover finds when accounting was exact again after Redis returned.
-func (s *rateStats) recover(recs []rateRec, byWin map[int64]*rateWindow, tl timeline, p params, subj subject) {
+// recover finds when accounting was exact again after Redis returned: the
+// last decision not answered by Redis, and for the fixed window the end of
+// the last window over 1.01·L, for a GCRA the last admission an exact GCRA
+// refuses (lastExcess): a GCRA may admit its burst on top of its rate in a
+// window after an idle second, so its windows are not the measure.
+func (s *rateStats) recover(recs []rateRec, byWin map[int64]*rateWindow, tl timeline, p params, subj subject, lastExcess time.Time) {
 	last := tl.returnAt
 	for _, r := range recs {
 		if !r.start.Before(tl.returnAt) && r.d.src != srcStore && r.end.After(last) {
 			last = r.end
 		}
 	}
+	if lastExcess.After(last) {
+		last = lastExcess
+	}
 	L := float64(p.limit)
 	for sec, w := range byWin {
+		if subj != fgWindow {
+			break
+		}
 		end := time.Unix(sec+1, 0)
 		if !tl.measured(sec) || !end.After(tl.returnAt) {
 			continue
@@ -240,6 +274,48 @@ func (s *rateStats) recover(recs []rateRec, byWin map[int64]*rateWindow, tl time
 	}
 	s.recovery = last.Sub(tl.returnAt)
 	s.recovered = last.Before(tl.end.Add(-time.Second))
+}
+
+// gcraExcess feeds every admission of recs in the measured windows (for a
+// peer's fail-open caller, an error too) in time order to an exact GCRA of
+// the run's limit (L/s, burst L), and counts those it refuses; it returns
+// that count and the time of the last one after Redis returned. An
+// admission's time is as for its window (see rateRec.window); the exact
+// GCRA allows 1ms of slack for that, a tenth of the emission interval.
+func gcraExcess(recs []rateRec, tl timeline, p params, errsAdmit bool) (int64, time.Time) {
+	var ts []time.Time
+	for _, r := range recs {
+		if !(r.d.allowed || errsAdmit && r.d.src == srcError) {
+			continue
+		}
+		at := r.end
+		if r.d.src == srcStore {
+			at = r.start.Add(r.end.Sub(r.start) / 2)
+		}
+		if tl.measured(at.Unix()) {
+			ts = append(ts, at)
+		}
+	}
+	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	T := time.Second / time.Duration(p.limit)
+	tau := time.Duration(p.limit-1)*T + time.Millisecond
+	var tat, last time.Time
+	var n int64
+	for _, t := range ts {
+		base := tat
+		if base.Before(t) {
+			base = t
+		}
+		if base.Sub(t) > tau {
+			n++
+			if tl.faulty() && !t.Before(tl.returnAt) {
+				last = t
+			}
+			continue
+		}
+		tat = base.Add(T)
+	}
+	return n, last
 }
 
 // calibration counts the admissions by Redis in the calibration window (the

@@ -93,7 +93,10 @@ func writeHow(w io.Writer, rep *report) {
   the process (a degraded decision; an error that a fail-open caller admits) at its end. The
   first window of a run is left out (a GCRA meter idle until then admits its burst on top of its
   rate there). *max* and *p99* are over every other window of the run, *inside* over the windows
-  wholly within the fault, *before* over those before it.
+  wholly within the fault, *before* over those before it. *excess*: the admissions an exact limiter
+  would have refused: for the fixed window, those beyond L in their window; for a GCRA, those that
+  an exact GCRA of the same limit (computed by the harness, with 1 ms of slack for the timing of a
+  call), fed every admission of the fleet in time order, refuses.
 - **Latency.** *steady p50*: decisions answered by Redis before the fault. The *open phase* of a
   process runs from the first decision it began with its breaker open until Redis returned; the
   table gives its decisions' latency p50 and p99 (half-open probes included) and, as *Δ*, each
@@ -101,7 +104,9 @@ func writeHow(w io.Writer, rep *report) {
   half-open); *waited* the share of the phase's decisions that took over CallTimeout/2 (probes
   and calls that timed out). For a peer, the open phase is the whole fault: how long a call blocks.
 - **Exact again.** From Redis's return to the last moment accounting was not exact: the end of a
-  decision not answered by Redis (degraded, or an error), or the end of a window above 1.01·L.
+  decision not answered by Redis (degraded, or an error), and for the fixed window the end of a
+  window above 1.01·L, for a GCRA the last excess admission (a GCRA with a burst of L may admit
+  up to 2·L in a window after an idle second, exactly, so its windows are not the measure).
   "never" if that was in the run's last second.
 - **Quota lost.** Fixed window only: in each window, Redis's own count (L minus the least
   Remaining it answered) less the admissions by Redis that callers saw, summed: quota charged for
@@ -119,6 +124,12 @@ func writeHow(w io.Writer, rep *report) {
   the processes until one is refused with ErrNoCapacity (the fleet must hold exactly C, every
   grant from Redis), releases them, reads Stats again (0), and adds up every process's
   LocalStats().Held (0: nothing held on a local share).
+- **The machine.** A shared 2-core VM on which other test runs may be running: each row gives the
+  1-minute load average when its run began and ended, and the program's longest scheduling stall
+  during it (a goroutine that sleeps 10 ms in a loop and notes each wake-up more than 20 ms late).
+  A stall near CallTimeout makes calls time out that Redis answered in time, which the policies
+  then answer (*degraded*); *slow before* counts the decisions before the fault (all of a steady
+  run's) that took over CallTimeout/2, so a row disturbed that way can be told.
 
 `, p.procs, p.callTO, p.limit, p.limit-1, p.rate, share, max(1, gateLimit/p.procs),
 		p.warm+time.Second/2, p.recovery, p.outage, p.down, p.lag, gateLimit, p.maxWait, p.hold)
@@ -308,24 +319,24 @@ func writeRates(w io.Writer, rep *report) {
 			continue
 		}
 		fmt.Fprintf(w, "### %s\n\n", f)
-		fmt.Fprintln(w, "| subject | policy | max /L | p99 /L | inside /L | before /L | steady p50 | open phase p50 / p99 (Δ p99) | open only p99 | waited | exact again | quota lost | calibration | errors / decisions | load |")
-		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+		fmt.Fprintln(w, "| subject | policy | max /L | p99 /L | inside /L | before /L | excess | steady p50 | open phase p50 / p99 (Δ p99) | open only p99 | waited | exact again | quota lost | calibration | errors / degraded / decisions | slow before | load; stall |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 		for _, r := range rows {
 			s := r.rate
 			pol := r.sc.policy.String()
 			if r.sc.subj.peer() {
 				pol = "caller fails open"
 			}
-			writeRateRow(w, r, pol, s.max, s.p99, s.maxInside, s.maxBefore)
+			writeRateRow(w, r, pol, s.max, s.p99, s.maxInside, s.maxBefore, s.excess)
 			if r.sc.subj.peer() {
-				writeRateRow(w, r, "caller fails closed", s.closedMax, s.closedP99, s.closedInside, s.maxBefore)
+				writeRateRow(w, r, "caller fails closed", s.closedMax, s.closedP99, s.closedInside, s.maxBefore, s.closedExcess)
 			}
 		}
 		fmt.Fprintln(w)
 	}
 }
 
-func writeRateRow(w io.Writer, r *result, pol string, mx, p99, inside, before float64) {
+func writeRateRow(w io.Writer, r *result, pol string, mx, p99, inside, before float64, excess int64) {
 	s := r.rate
 	open, only, waited := "–", "–", "–"
 	if s.openN > 0 {
@@ -351,25 +362,25 @@ func writeRateRow(w io.Writer, r *result, pol string, mx, p99, inside, before fl
 	if s.calOther > 0 {
 		cal += fmt.Sprintf(" (%d not by Redis)", s.calOther)
 	}
-	fmt.Fprintf(w, "| %s | %s | %.2f | %.2f | %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %d / %d | %s–%s |\n",
-		r.sc.subj, pol, mx, p99, insideS, before, fmtDur(s.steadyP50), open, only, waited, exact, lost, cal, s.errors, s.decisions, r.loadStart, r.loadEnd)
+	fmt.Fprintf(w, "| %s | %s | %.2f | %.2f | %s | %.2f | %d | %s | %s | %s | %s | %s | %s | %s | %d / %d / %d | %d | %s–%s; %s |\n",
+		r.sc.subj, pol, mx, p99, insideS, before, excess, fmtDur(s.steadyP50), open, only, waited, exact, lost, cal,
+		s.errors, s.degradedN, s.decisions, s.slowBefore, r.loadStart, r.loadEnd, fmtDur(r.stall))
 }
 
-// writeSeries shows the windows of every faulty run of floodgate's rate
-// limits under FailLocal and of the peers, one line each.
+// writeSeries shows the windows of every rate run, one line each.
 func writeSeries(w io.Writer, rep *report) {
 	var rows []*result
 	for _, r := range rep.results {
-		if r.rate != nil && r.tl.faulty() && (r.sc.subj.peer() || r.sc.policy == breaker.FailLocal) {
+		if r.rate != nil {
 			rows = append(rows, r)
 		}
 	}
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "### Every window, FailLocal and the peers\n\n"+
-		"The fleet's admissions per window as multiples of L, from the second window on; "+
-		"[ marks the window the fault began in, ] the one Redis returned in.\n\n```\n")
+	fmt.Fprintf(w, "### Every window\n\n"+
+		"The fleet's admissions per window as multiples of L, from the second window on (a peer's: its fail-open caller's); "+
+		"[ marks the window the fault began in, ] the one Redis returned in.\n\n<details><summary>%d runs</summary>\n\n```\n", len(rows))
 	for _, r := range rows {
 		var b strings.Builder
 		for i, x := range r.rate.series {
@@ -385,7 +396,7 @@ func writeSeries(w io.Writer, rep *report) {
 		}
 		fmt.Fprintf(w, "%-58s%s\n", r.sc.name(), b.String())
 	}
-	fmt.Fprint(w, "```\n\n")
+	fmt.Fprint(w, "```\n\n</details>\n\n")
 }
 
 func writeGates(w io.Writer, rep *report) {
@@ -399,7 +410,7 @@ func writeGates(w io.Writer, rep *report) {
 		return
 	}
 	fmt.Fprintf(w, "## Gates: distsem, C = %d, %d processes offering 2·C\n\n", gateLimit, rep.p.procs)
-	fmt.Fprintln(w, "| fault | policy | max held /C | p99 /C | during the fault /C | before /C | grants/s before / during | Acquire p50 before | open phase p50 / p99 | exact again | leases lost | errors / acquires | lost or leaked (check after release) | load |")
+	fmt.Fprintln(w, "| fault | policy | max held /C | p99 /C | during the fault /C | before /C | grants/s before / during | Acquire p50 before | open phase p50 / p99 | exact again | leases lost | errors / acquires | lost or leaked (check after release) | load; stall |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		s := r.gate
@@ -423,9 +434,9 @@ func writeGates(w io.Writer, rep *report) {
 		} else {
 			check = fmt.Sprintf("none: Redis 0 held, the fleet held %d/%d, local 0", c.canHold, gateLimit)
 		}
-		fmt.Fprintf(w, "| %s | %s | %.2f | %.2f | %s | %.2f | %.0f / %s | %s | %s | %s | %d | %d / %d | %s | %s–%s |\n",
+		fmt.Fprintf(w, "| %s | %s | %.2f | %.2f | %s | %.2f | %.0f / %s | %s | %s | %s | %d | %d / %d | %s | %s–%s; %s |\n",
 			faultKeys[r.sc.fault], r.sc.policy, s.max, s.p99, inside, s.maxBefore, s.grantsSteady, during, fmtDur(s.steadyP50),
-			open, exact, s.lostLeases, s.errors, s.acquires, check, r.loadStart, r.loadEnd)
+			open, exact, s.lostLeases, s.errors, s.acquires, check, r.loadStart, r.loadEnd, fmtDur(r.stall))
 	}
 	fmt.Fprintln(w)
 }

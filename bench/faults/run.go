@@ -17,6 +17,7 @@ type result struct {
 	// loadStart and loadEnd are the 1-minute load average when the scenario
 	// began and ended: the machine is shared, and a busy one slows every call.
 	loadStart, loadEnd string
+	stall              time.Duration // the program's longest scheduling stall in the run (see stallWatch)
 }
 
 // runScenario runs sc on servers of its own under dir.
@@ -87,10 +88,11 @@ func runRate(ctx context.Context, e *env, res *result) error {
 			w := nextSecond(time.Now(), 50*time.Millisecond)
 			load.run(ctx, w, w.Add(time.Second), 3*e.p.rate)
 			recs := load.wait()
-			if _, other := calibration(recs); other == 0 || try == 2 || ctx.Err() != nil {
+			_, other := calibration(recs)
+			if other == 0 || try == 2 || ctx.Err() != nil {
 				return recs
 			}
-			e.notes = append(e.notes, fmt.Sprintf("calibration %s run again: %d answers not from Redis", what, len(recs)))
+			e.notes = append(e.notes, fmt.Sprintf("calibration %s run again: %d of %d answers not from Redis", what, other, len(recs)))
 			sleepCtx(ctx, 1100*time.Millisecond) // refill a GCRA burst again
 		}
 	}
