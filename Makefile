@@ -22,7 +22,7 @@ bench:
 
 # The fleet's limits under Redis faults (frozen, restarted empty, failover,
 # a partitioned process, slow) beside redis_rate and throttled, written to
-# bench/FAULTS.md. Starts its own redis-servers; about 10 minutes.
+# bench/FAULTS.md. Starts its own redis-servers; about 13 minutes.
 faults:
 	cd bench && go run ./faults
 

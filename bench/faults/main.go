@@ -5,7 +5,7 @@
 // Run it from the bench directory (`make faults` at the repository root
 // does):
 //
-//	go run ./faults              # every scenario, about 10 minutes
+//	go run ./faults              # every scenario, about 13 minutes
 //	go run ./faults -quick       # one short scenario, for a look (the smoke test's)
 //	go run ./faults -quick -run frozen  # short phases, the scenarios matching frozen
 //	go run ./faults -run 'GCRA/frozen'  # only the scenarios whose name matches
@@ -56,7 +56,7 @@ func main() {
 	var re string
 	flag.BoolVar(&c.quick, "quick", false, "short phases and one scenario (floodgate fixed window, Redis frozen 3s, FailLocal; with -run, the scenarios it matches), for a look; not for publishing")
 	flag.StringVar(&c.out, "out", "FAULTS.md", "report file")
-	flag.IntVar(&c.parallel, "parallel", 4, "scenarios run at once, each on redis-servers of its own")
+	flag.IntVar(&c.parallel, "parallel", 3, "scenarios run at once, each on redis-servers of its own")
 	flag.StringVar(&re, "run", "", "run only the scenarios whose name matches this regexp (the report then has only them)")
 	flag.Parse()
 	var err error
@@ -79,6 +79,7 @@ type report struct {
 	quick              bool
 	start, end         time.Time
 	loadStart, loadEnd string
+	nice               string
 	redisVersion       string
 	parallel           int
 	results            []*result
@@ -130,7 +131,7 @@ func measure(ctx context.Context, c config, log io.Writer) (*report, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	rep := &report{p: p, quick: c.quick, start: time.Now(), loadStart: loadAvg(), parallel: c.parallel,
+	rep := &report{p: p, quick: c.quick, start: time.Now(), loadStart: loadAvg(), parallel: c.parallel, nice: niceness(),
 		redisVersion: serverVersion(ctx, bin)}
 	wctx, stopWatch := context.WithCancel(ctx)
 	stalls := watchStalls(wctx)
@@ -175,6 +176,22 @@ func measure(ctx context.Context, c config, log io.Writer) (*report, error) {
 
 // quickScenario is -quick's and the smoke test's.
 var quickScenario = scenario{subj: fgWindow, fault: frozen, policy: breaker.FailLocal}
+
+// niceness returns this process's nice value (field 19 of /proc/self/stat),
+// or "unknown".
+func niceness() string {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return "unknown"
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	_, rest, ok := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 17 {
+		return "unknown"
+	}
+	return f[16]
+}
 
 // loadAvg1 returns the 1-minute load average.
 func loadAvg1() string {

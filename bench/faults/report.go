@@ -20,9 +20,9 @@ func writeReport(w io.Writer, rep *report) {
 		pf(" -quick: short phases, one scenario, **not for publishing**")
 	}
 	pf(") on %s UTC in %s: %d cores (%s), load average %s at the start and %s at the end, "+
-		"redis-server %s, %d scenarios %d at a time, each on redis-servers of its own.\n\n",
+		"nice %s, redis-server %s, %d scenarios %d at a time, each on redis-servers of its own.\n\n",
 		rep.start.UTC().Format("2006-01-02 15:04"), rep.end.Sub(rep.start).Round(time.Second),
-		runtime.NumCPU(), cpuModel(), rep.loadStart, rep.loadEnd, rep.redisVersion, len(rep.results), rep.parallel)
+		runtime.NumCPU(), cpuModel(), rep.loadStart, rep.loadEnd, rep.nice, rep.redisVersion, len(rep.results), rep.parallel)
 	writeHow(w, rep)
 	writeTargets(w, rep)
 	writeRates(w, rep)
