@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/floodgate-go/floodgate/bench/internal/redisproc"
 	"github.com/floodgate-go/floodgate/floodgatetest"
+	"github.com/floodgate-go/floodgate/shaper"
 )
 
 // TestFaultsQuick runs -quick's scenario end to end (floodgate's fixed
@@ -52,5 +56,39 @@ func TestFaultsQuick(t *testing.T) {
 		if !strings.Contains(doc.String(), want) {
 			t.Errorf("the report lacks %q", want)
 		}
+	}
+}
+
+// TestGCRAExcess holds the harness's exact GCRA to shaper's in-process one
+// (GCRA, same limit): the admissions shaper makes from random arrivals are
+// never excess, and every arrival shaper refused, added as an admission in
+// a measured window, is.
+func TestGCRAExcess(t *testing.T) {
+	p := params{limit: 100}
+	m := shaper.NewMeter(shaper.Limit{Rate: shaper.PerSecond(p.limit), Burst: p.limit})
+	t0 := time.Unix(1_700_000_000, 0)
+	tl := timeline{t0: t0, end: t0.Add(20 * time.Second)}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var admitted, refused []rateRec
+	gap := func() time.Duration { // mostly busy, now and then idle long enough to refill the burst
+		if rng.IntN(400) == 0 {
+			return 1200 * time.Millisecond
+		}
+		return time.Duration(rng.Int64N(int64(6 * time.Millisecond)))
+	}
+	for at := t0; at.Before(tl.end); at = at.Add(gap()) {
+		r := rateRec{start: at, end: at, d: decision{allowed: true, src: srcStore, remaining: -1}}
+		if d, _ := m.AllowNAt("k", at, 1); d.Allowed {
+			admitted = append(admitted, r)
+		} else if tl.measured(at.Unix()) {
+			refused = append(refused, r)
+		}
+	}
+	if n, _ := gcraExcess(admitted, tl, p, false); n != 0 {
+		t.Errorf("gcraExcess of shaper's %d admissions = %d, want 0", len(admitted), n)
+	}
+	extra := refused[:len(refused)/3]
+	if n, _ := gcraExcess(append(slices.Clone(admitted), extra...), tl, p, false); n != int64(len(extra)) {
+		t.Errorf("gcraExcess with %d admissions shaper refused added = %d, want %d", len(extra), n, len(extra))
 	}
 }

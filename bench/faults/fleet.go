@@ -31,6 +31,7 @@ type env struct {
 	proxies []*floodgatetest.Proxy
 	clients []*redis.Client
 	brs     []*breaker.Breaker // floodgate subjects only
+	cal     *calendar          // shared by the runs at once; nil: faults begin when due
 	notes   []string
 }
 

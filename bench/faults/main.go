@@ -136,6 +136,7 @@ func measure(ctx context.Context, c config, log io.Writer) (*report, error) {
 	wctx, stopWatch := context.WithCancel(ctx)
 	stalls := watchStalls(wctx)
 	defer func() { stopWatch(); stalls.wait() }()
+	cal := &calendar{}
 	results := make([]*result, len(todo))
 	errs := make([]error, len(todo))
 	slots := make(chan struct{}, max(1, c.parallel))
@@ -153,7 +154,7 @@ func measure(ctx context.Context, c config, log io.Writer) (*report, error) {
 			defer func() { <-slots }()
 			dir, err := dirFor(tmp, fmt.Sprint(i))
 			if err == nil {
-				results[i], err = runScenario(ctx, sc, p, bin, dir)
+				results[i], err = runScenario(ctx, sc, p, bin, dir, cal)
 			}
 			errs[i] = err
 			mu.Lock()

@@ -276,44 +276,48 @@ func (s *rateStats) recover(recs []rateRec, byWin map[int64]*rateWindow, tl time
 	s.recovered = last.Before(tl.end.Add(-time.Second))
 }
 
-// gcraExcess feeds every admission of recs in the measured windows (for a
-// peer's fail-open caller, an error too) in time order to an exact GCRA of
-// the run's limit (L/s, burst L), and counts those it refuses; it returns
-// that count and the time of the last one after Redis returned. An
-// admission's time is as for its window (see rateRec.window); the exact
-// GCRA allows 1ms of slack for that, a tenth of the emission interval.
+// gcraExcess feeds every admission of the run (for a peer's fail-open
+// caller, an error too), from its first window on, in time order to an
+// exact GCRA of the run's limit (L/s, burst L), and counts those in the
+// measured windows that it refuses; it returns that count and the time of
+// the last one after Redis returned. Redis decided an answer it gave at some
+// moment of its call: the exact GCRA checks the admission at the call's end
+// and charges it from the call's start, the two most lenient choices, so
+// that an exact GCRA's own admissions are never counted (an answer made in
+// the process is at its end). The run starts after a second without calls,
+// so the GCRA in Redis then has its whole burst, as the exact one.
 func gcraExcess(recs []rateRec, tl timeline, p params, errsAdmit bool) (int64, time.Time) {
-	var ts []time.Time
+	type adm struct{ lo, hi time.Time }
+	var as []adm
 	for _, r := range recs {
-		if !(r.d.allowed || errsAdmit && r.d.src == srcError) {
+		if !(r.d.allowed || errsAdmit && r.d.src == srcError) || r.end.Before(tl.t0) {
 			continue
 		}
-		at := r.end
+		a := adm{r.end, r.end}
 		if r.d.src == srcStore {
-			at = r.start.Add(r.end.Sub(r.start) / 2)
+			a.lo = r.start
 		}
-		if tl.measured(at.Unix()) {
-			ts = append(ts, at)
-		}
+		as = append(as, a)
 	}
-	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	slices.SortFunc(as, func(a, b adm) int { return a.hi.Compare(b.hi) })
 	T := time.Second / time.Duration(p.limit)
-	tau := time.Duration(p.limit-1)*T + time.Millisecond
+	tau := time.Duration(p.limit-1) * T
 	var tat, last time.Time
 	var n int64
-	for _, t := range ts {
-		base := tat
-		if base.Before(t) {
-			base = t
-		}
-		if base.Sub(t) > tau {
-			n++
-			if tl.faulty() && !t.Before(tl.returnAt) {
-				last = t
+	for _, a := range as {
+		if tat.Sub(a.hi) > tau {
+			if tl.measured(a.hi.Unix()) {
+				n++
+				if tl.faulty() && !a.hi.Before(tl.returnAt) {
+					last = a.hi
+				}
 			}
 			continue
 		}
-		tat = base.Add(T)
+		if tat.Before(a.lo) {
+			tat = a.lo
+		}
+		tat = tat.Add(T)
 	}
 	return n, last
 }

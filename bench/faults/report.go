@@ -74,8 +74,10 @@ func writeHow(w io.Writer, rep *report) {
   per window (fixed window), %[6]d/s with a burst of %[6]d (GCRA), %[7]d permits (distsem). The
   peers have no policy: each row is a caller that admits on an error (fails open), and the row
   below it the same run read for a caller that refuses on an error (fails closed).
-- **Faults.** Each begins in the middle of a window %[8]s after the load starts; the fleet is then
-  watched %[9]s after Redis returns.
+- **Faults.** Each begins in the middle of a window, %[8]s after the load starts or a few seconds
+  later: runs going on at once are spaced so that no two Redis return within 5 s of each other (on
+  2 cores, fleets recovering at the same instant slow each other down for seconds). The fleet is
+  then watched %[9]s after Redis returns.
   - *Redis frozen*: redis-server SIGSTOPped for %[10]s (connections stay open, calls hang),
     then SIGCONT.
   - *Redis restarted empty*: SIGKILLed, gone %[11]s (connections refused), started again on
@@ -95,8 +97,9 @@ func writeHow(w io.Writer, rep *report) {
   rate there). *max* and *p99* are over every other window of the run, *inside* over the windows
   wholly within the fault, *before* over those before it. *excess*: the admissions an exact limiter
   would have refused: for the fixed window, those beyond L in their window; for a GCRA, those that
-  an exact GCRA of the same limit (computed by the harness, with 1 ms of slack for the timing of a
-  call), fed every admission of the fleet in time order, refuses.
+  an exact GCRA of the same limit (computed by the harness), fed every admission of the fleet in
+  time order, refuses: an answer from Redis is checked at the end of its call and charged from its
+  start, the most lenient reading of when Redis decided it.
 - **Latency.** *steady p50*: decisions answered by Redis before the fault. The *open phase* of a
   process runs from the first decision it began with its breaker open until Redis returned; the
   table gives its decisions' latency p50 and p99 (half-open probes included) and, as *Δ*, each
@@ -143,8 +146,20 @@ type target struct {
 
 func writeTargets(w io.Writer, rep *report) {
 	var ts []target
+	byName := map[string]*result{}
+	for _, r := range rep.results {
+		byName[r.sc.name()] = r
+	}
 	add := func(what string, ok bool, known bool, format string, a ...any) {
-		ts = append(ts, target{what: what, measured: fmt.Sprintf(format, a...), met: ok, known: known})
+		m := fmt.Sprintf(format, a...)
+		// A miss in a run the machine stalled says so: the stall, not
+		// Redis, may have made calls time out.
+		for name, r := range byName {
+			if !ok && strings.Contains(m, "("+name) && r.stall >= 100*time.Millisecond {
+				m += fmt.Sprintf("; that run's longest stall of this program %s, load %s–%s", fmtDur(r.stall), r.loadStart, r.loadEnd)
+			}
+		}
+		ts = append(ts, target{what: what, measured: m, met: ok, known: known})
 	}
 	find := func(s subject, f fault, pol breaker.Policy) *result {
 		for _, r := range rep.results {

@@ -21,13 +21,14 @@ type result struct {
 }
 
 // runScenario runs sc on servers of its own under dir.
-func runScenario(ctx context.Context, sc scenario, p params, bin, dir string) (*result, error) {
+func runScenario(ctx context.Context, sc scenario, p params, bin, dir string, cal *calendar) (*result, error) {
 	start := time.Now()
 	e, err := newEnv(ctx, sc, p, bin, dir)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", sc.name(), err)
 	}
 	defer e.close()
+	e.cal = cal
 	res := &result{sc: sc, loadStart: loadAvg1()}
 	if sc.subj.gate() {
 		err = runGate(ctx, e, res)
@@ -43,7 +44,8 @@ func runScenario(ctx context.Context, sc scenario, p params, bin, dir string) (*
 }
 
 // drive runs the main load from t0 (the next whole second) through the
-// fault until the end of the recovery phase (a whole second), calling run
+// fault (from p.warm after t0, or later, see calendar) until the end of
+// the recovery phase (a whole second), calling run
 // with the load's context and start and injecting the fault meanwhile. It
 // returns the timeline once the load's arrivals have stopped.
 func drive(ctx context.Context, e *env, run func(ctx context.Context, t0 time.Time)) (timeline, error) {
@@ -59,8 +61,9 @@ func drive(ctx context.Context, e *env, run func(ctx context.Context, t0 time.Ti
 	if e.sc.fault == steady {
 		tl.end = tl.t0.Add(e.p.steadyFor)
 	} else {
-		// The fault begins in the middle of a window.
-		tl.faultAt = tl.t0.Add(e.p.warm + time.Second/2)
+		// The fault begins in the middle of a window, after the warm-up, and
+		// so that Redis returns apart from other runs' (see calendar).
+		tl.faultAt = e.cal.faultStart(tl.t0.Add(e.p.warm+time.Second/2), e.p.faultLength(e.sc.fault))
 		sleepUntil(ctx, tl.faultAt)
 		tl.faultAt = time.Now()
 		ret, err := e.inject(ctx)
