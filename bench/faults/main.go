@@ -139,31 +139,37 @@ func measure(ctx context.Context, c config, log io.Writer) (*report, error) {
 	cal := &calendar{}
 	results := make([]*result, len(todo))
 	errs := make([]error, len(todo))
-	slots := make(chan struct{}, max(1, c.parallel))
+	// c.parallel workers take the scenarios in order (the longest first).
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	finished := 0
-	for i, sc := range todo {
+	next, finished := 0, 0
+	for range max(1, c.parallel) {
 		wg.Go(func() {
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				errs[i] = ctx.Err()
-				return
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= len(todo) || ctx.Err() != nil {
+					return
+				}
+				sc := todo[i]
+				dir, err := dirFor(tmp, fmt.Sprint(i))
+				if err == nil {
+					results[i], err = runScenario(ctx, sc, p, bin, dir, cal)
+				}
+				errs[i] = err
+				mu.Lock()
+				finished++
+				fmt.Fprintf(log, "faults: %d/%d %s (%s)\n", finished, len(todo), sc.name(), time.Since(rep.start).Round(time.Second))
+				mu.Unlock()
 			}
-			defer func() { <-slots }()
-			dir, err := dirFor(tmp, fmt.Sprint(i))
-			if err == nil {
-				results[i], err = runScenario(ctx, sc, p, bin, dir, cal)
-			}
-			errs[i] = err
-			mu.Lock()
-			finished++
-			fmt.Fprintf(log, "faults: %d/%d %s (%s)\n", finished, len(todo), sc.name(), time.Since(rep.start).Round(time.Second))
-			mu.Unlock()
 		})
 	}
 	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

@@ -25,6 +25,7 @@ func writeReport(w io.Writer, rep *report) {
 		runtime.NumCPU(), cpuModel(), rep.loadStart, rep.loadEnd, rep.nice, rep.redisVersion, len(rep.results), rep.parallel)
 	writeHow(w, rep)
 	writeTargets(w, rep)
+	writeCauses(w, rep)
 	writeRates(w, rep)
 	writeSeries(w, rep)
 	writeGates(w, rep)
@@ -302,6 +303,82 @@ func writeTargets(w io.Writer, rep *report) {
 		fmt.Fprintf(w, "| %s | %s | %s |\n", t.what, t.measured, verdict)
 	}
 	fmt.Fprintln(w)
+}
+
+// writeCauses says where the misses of floodgate's targets come from: what
+// the library does, which the tables below measure. It is written only for
+// a full run, where every row it speaks of is measured.
+func writeCauses(w io.Writer, rep *report) {
+	if rep.quick || len(rep.results) < len(scenarios()) {
+		return
+	}
+	var waited float64
+	var nw int
+	var lost int64
+	var lostRuns []string
+	for _, r := range rep.results {
+		if r.rate == nil || r.sc.subj.peer() {
+			continue
+		}
+		if r.rate.openN > 0 {
+			waited += r.rate.waitedShare
+			nw++
+		}
+		if r.rate.lost > 0 {
+			lost += r.rate.lost
+			lostRuns = append(lostRuns, fmt.Sprintf("%s (%d; longest stall %s)", r.sc.name(), r.rate.lost, fmtDur(r.stall)))
+		}
+	}
+	fmt.Fprintf(w, `## Where the misses come from
+
+- **FailLocal's windows at the edges of an outage** (shaper/shaperredis, meter.go: a call's
+  fallback is the local meter's AllowN, asked only when Redis cannot answer). The local meter and
+  Redis count apart: neither hears of the other's admissions. In the window the outage begins,
+  Redis's admissions before it (the whole L, under a demand of 2·L) are followed by every local
+  share; in the window Redis returns, the shares' admissions before it by Redis's own count, which
+  never saw them (the fixed window's count for that window is new; the GCRA's state has expired,
+  so its whole burst is there). Each edge window can so reach L + N × share = 2·L, while the
+  windows wholly inside an outage keep N × share = 1.00·L (fixed window). A GCRA share is itself
+  a GCRA with a burst (L/N here), full when the outage begins: N × burst = L more in the outage's
+  first second. A process cut off alone (partition) adds only its own share: 1.10·L. Keeping
+  within 1.10·L at the edges would need the local meter charged with the process's Redis
+  admissions too, and the local admissions carried to Redis (or both asked for the rest of the
+  window) when it returns: a change of design, not made here.
+- **distsem under FailLocal after Redis returns** (distsem/call.go, fallback; the package doc
+  says so). The local share also counts the permits a process holds in Redis, so an outage's
+  start stays within C; but permits granted locally stay held after Redis returns and Redis does
+  not know them, so it grants C more meanwhile: up to C + N × share = 2·C until they are released
+  (here within the 200 ms hold).
+- **Latency once the breaker has opened, half-open probes included.** While the breaker is open
+  a decision costs microseconds (the *open only* column). Once OpenDuration (1 s, plus jitter)
+  has passed, the breaker lets one probe through, and that probe is a caller's decision, which
+  waits CallTimeout (250 ms) on a Redis that is still gone before the policy answers it: one
+  decision per process per second or so, %.1f%% of the open phase's decisions on average (the
+  *waited* column), so its p99 is CallTimeout. This is gobreaker's half-open model (a probe is a
+  real call); a probe sent by the breaker itself, off the callers' path, would remove it.
+- **Exact again.** Under FailClosed the first decisions after Redis returns are still refused
+  until the breaker's open period ends and a probe succeeds (up to OpenDuration plus jitter);
+  under FailLocal and FailOpen the window Redis returns in is over L (above), so accounting is
+  exact again at the end of that window or of the next.
+- **Failover** is no policy's case: the promoted replica never saw the last writes, so the
+  window's count (or the GCRA's state) starts again and about L more is admitted around the
+  promotion, by floodgate and the peers alike (the *excess* column); distsem's holders are granted
+  again up to its documented 2·C until the old ones release.
+`, 100*waited/float64(max(nw, 1)))
+	if lost == 0 {
+		fmt.Fprint(w, `- **Quota lost** (fixed window) is 0 in every run: floodgate's scripts refuse to spend once
+  their call's deadline has passed, so a frozen Redis working through its sockets' backlog, or a
+  request that arrives late, spends nothing. What could still lose quota is a call Redis ran in
+  time whose reply reached its caller after CallTimeout (a caller process stalled meanwhile).
+
+`)
+	} else {
+		fmt.Fprintf(w, `- **Quota lost** (fixed window): %d in %s. floodgate's scripts refuse to spend once their
+  call's deadline has passed; what is lost is calls Redis ran in time whose replies reached their
+  callers after CallTimeout (a caller process stalled meanwhile: see each run's stall).
+
+`, lost, strings.Join(lostRuns, ", "))
+	}
 }
 
 // recovery returns the run's "exact again" time and whether it came
