@@ -358,8 +358,11 @@ func writeCauses(w io.Writer, rep *report) {
   real call); a probe sent by the breaker itself, off the callers' path, would remove it.
 - **Exact again.** Under FailClosed the first decisions after Redis returns are still refused
   until the breaker's open period ends and a probe succeeds (up to OpenDuration plus jitter);
-  under FailLocal and FailOpen the window Redis returns in is over L (above), so accounting is
-  exact again at the end of that window or of the next.
+  under FailLocal and FailOpen the policy answers meanwhile, and the window Redis returns in is
+  over L (above). A fixed window is then exact at the end of that window or of the next. A GCRA
+  takes longer: Redis never saw the admissions of the outage and its state has expired, so it
+  has its whole burst when it returns, up to L more than an exact GCRA that counted them, spent
+  over the next second or two (most under FailOpen, which admitted the most).
 - **Failover** is no policy's case: the promoted replica never saw the last writes, so the
   window's count (or the GCRA's state) starts again and about L more is admitted around the
   promotion, by floodgate and the peers alike (the *excess* column); distsem's holders are granted
@@ -401,12 +404,7 @@ func (c gateCheck) summary() string {
 func writeRates(w io.Writer, rep *report) {
 	fmt.Fprintf(w, "## Rate limits: L = %d per window, %d processes offering 2·L\n\n", rep.p.limit, rep.p.procs)
 	for f := steady; f <= slow; f++ {
-		var rows []*result
-		for _, r := range rep.results {
-			if r.sc.fault == f && r.rate != nil {
-				rows = append(rows, r)
-			}
-		}
+		rows := rep.rows(func(r *result) bool { return r.sc.fault == f && r.rate != nil })
 		if len(rows) == 0 {
 			continue
 		}
@@ -459,14 +457,20 @@ func writeRateRow(w io.Writer, r *result, pol string, mx, p99, inside, before fl
 		s.errors, s.degradedN, s.decisions, s.slowBefore, r.loadStart, r.loadEnd, fmtDur(r.stall))
 }
 
-// writeSeries shows the windows of every rate run, one line each.
-func writeSeries(w io.Writer, rep *report) {
-	var rows []*result
+// rows returns the results keep keeps, in order.
+func (rep *report) rows(keep func(*result) bool) []*result {
+	var out []*result
 	for _, r := range rep.results {
-		if r.rate != nil {
-			rows = append(rows, r)
+		if keep(r) {
+			out = append(out, r)
 		}
 	}
+	return out
+}
+
+// writeSeries shows the windows of every rate run, one line each.
+func writeSeries(w io.Writer, rep *report) {
+	rows := rep.rows(func(r *result) bool { return r.rate != nil })
 	if len(rows) == 0 {
 		return
 	}
@@ -492,12 +496,7 @@ func writeSeries(w io.Writer, rep *report) {
 }
 
 func writeGates(w io.Writer, rep *report) {
-	var rows []*result
-	for _, r := range rep.results {
-		if r.gate != nil {
-			rows = append(rows, r)
-		}
-	}
+	rows := rep.rows(func(r *result) bool { return r.gate != nil })
 	if len(rows) == 0 {
 		return
 	}
