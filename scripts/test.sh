@@ -194,8 +194,8 @@ if [ -f bench/go.mod ]; then
   log "bench/: go vet and one iteration of every benchmark"
   run bash -c 'cd bench && go vet ./... && go test -timeout "$1" -run="^$" -bench=. -benchtime=1x ./...' bash "$TEST_TIMEOUT" >"$WORK/bench.log" 2>&1 ||
     { cat "$WORK/bench.log" >&2; die "bench/ failed"; }
-  log "bench/faults: its tests, one short fault scenario end to end among them (TestFaultsQuick, about 15 s)"
-  run bash -c 'cd bench && go test -count=1 -timeout "$1" ./faults' bash "$TEST_TIMEOUT" >"$WORK/bench.log" 2>&1 ||
+  log "bench/faults and bench/internal: their tests, one short fault scenario end to end among them (TestFaultsQuick, about 15 s)"
+  run bash -c 'cd bench && go test -count=1 -timeout "$1" ./faults ./internal/...' bash "$TEST_TIMEOUT" >"$WORK/bench.log" 2>&1 ||
     { cat "$WORK/bench.log" >&2; die "bench/faults failed"; }
 fi
 log "all passed"
