@@ -10,4 +10,8 @@
 // distsem.Semaphore and distsem.Keyed (across a fleet, through Redis); the
 // consumers are bulkhead's layers, bulkhead.Workers and bulkheadpgx's query
 // classes. Any gate works in any consumer.
+//
+// To test a configuration of these in your own tests (a fault proxy between
+// your client and Redis, a private redis-server, invariant checks over a
+// fleet of your pods), see floodgatetest.
 package floodgate

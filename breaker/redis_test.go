@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -17,16 +18,19 @@ import (
 // their bounds are generous: they check orders of magnitude (a call while
 // open costs microseconds, not a network timeout), not exact timings.
 
-// TestRedisPausedMidLoad: under load from several goroutines, Redis is
-// SIGSTOPped. Every call returns within CallTimeout plus a margin, the breaker
-// opens after ConsecutiveFailures, calls while open never reach the network,
-// a probe while still paused reopens it, and after SIGCONT the probe closes it.
+// TestRedisPausedMidLoad: under load from several goroutines, Redis freezes
+// (the floodgatetest.Proxy between the client and Redis stops forwarding).
+// Every call returns within CallTimeout plus a margin, the breaker opens after
+// ConsecutiveFailures, calls while open never reach the network, a probe while
+// still frozen reopens it, and once the proxy heals the probe closes it.
 func TestRedisPausedMidLoad(t *testing.T) {
 	srv := redistest.Start(t)
-	rdb := srv.Client()
+	proxy := floodgatetest.StartProxy(t, srv.Addr)
+	rdb := redis.NewClient(redistest.Options(proxy.Addr()))
+	defer rdb.Close()
 	const (
 		// 500ms, not 100ms: calls to the healthy server timed out on a
-		// loaded machine before the pause. The pause lasts at least
+		// loaded machine before the freeze. The freeze lasts at least
 		// CallTimeout + OpenDuration + CallTimeout (2s), so a call that
 		// waited through it still fails the CallTimeout + margin bound.
 		callTimeout  = 500 * time.Millisecond
@@ -89,19 +93,19 @@ func TestRedisPausedMidLoad(t *testing.T) {
 
 	waitFor("load reaches Redis", 5*time.Second, func() bool { return storeCalls.Load() > 50 })
 	if st := b.Stats(); st.State != breaker.StateClosed || st.StoreFailures != 0 || degraded.Load() != 0 {
-		t.Fatalf("before the pause: %+v, %d degraded; want closed, no failures", st, degraded.Load())
+		t.Fatalf("before the freeze: %+v, %d degraded; want closed, no failures", st, degraded.Load())
 	}
 	slowest.Store(0)
 
-	srv.Pause()
-	tookToOpen := waitFor("breaker opens after the pause", 2*time.Second, func() bool { return b.State() == breaker.StateOpen })
+	proxy.Freeze()
+	tookToOpen := waitFor("breaker opens after the freeze", 2*time.Second, func() bool { return b.State() == breaker.StateOpen })
 	st := b.Stats()
-	t.Logf("opened %v after SIGSTOP; %+v", tookToOpen, st)
+	t.Logf("opened %v after the freeze; %+v", tookToOpen, st)
 	if st.Trips != 1 || st.StoreFailures < 5 || st.StoreFailures > 5+workers {
 		t.Errorf("at the trip: %+v; want 1 trip after 5 store failures (+ at most %d in flight)", st, workers)
 	}
 	if tookToOpen > callTimeout+margin {
-		t.Errorf("opened %v after the pause, want within CallTimeout %v + %v", tookToOpen, callTimeout, margin)
+		t.Errorf("opened %v after the freeze, want within CallTimeout %v + %v", tookToOpen, callTimeout, margin)
 	}
 
 	// While open: no network, microseconds per call.
@@ -131,12 +135,12 @@ func TestRedisPausedMidLoad(t *testing.T) {
 		t.Errorf("calls while open took %v each (worst %v); want microseconds, no network wait", perCall, worst)
 	}
 
-	// A probe while Redis is still paused fails: open again.
-	waitFor("probe while paused reopens", openDuration+callTimeout+2*time.Second, func() bool { return b.Stats().Trips == 2 })
+	// A probe while Redis is still frozen fails: open again.
+	waitFor("probe while frozen reopens", openDuration+callTimeout+2*time.Second, func() bool { return b.Stats().Trips == 2 })
 
-	srv.Resume()
-	tookToClose := waitFor("probe closes it after SIGCONT", openDuration+callTimeout+2*time.Second, func() bool { return b.State() == breaker.StateClosed })
-	t.Logf("closed %v after SIGCONT", tookToClose)
+	proxy.Heal()
+	tookToClose := waitFor("probe closes it after the proxy heals", openDuration+callTimeout+2*time.Second, func() bool { return b.State() == breaker.StateClosed })
+	t.Logf("closed %v after the proxy healed", tookToClose)
 	if worst := time.Duration(slowest.Load()); worst > callTimeout+margin {
 		t.Errorf("slowest call under load took %v, want within CallTimeout %v + %v", worst, callTimeout, margin)
 	}

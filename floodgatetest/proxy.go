@@ -28,9 +28,10 @@ import (
 // forwards. A chunk already being written when a fault begins may still
 // arrive.
 //
-// Use [NewProxy] or [StartProxy]; the zero Proxy is not usable. A Proxy is
-// safe for concurrent use. Close stops it: after Close returns, none of its
-// goroutines is left.
+// It forwards real sockets in real time, so it is for tests outside a
+// testing/synctest bubble. Use [NewProxy] or [StartProxy]; the zero Proxy is
+// not usable. A Proxy is safe for concurrent use. Close stops it: after Close
+// returns, none of its goroutines is left.
 type Proxy struct {
 	ln     net.Listener
 	ctx    context.Context // done at Close: ends dials in progress

@@ -10,7 +10,6 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,52 +18,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// echoServer starts a TCP server on loopback that answers every line with
-// prefix + the line, and stops it (and waits for its goroutines) when the test
-// ends.
+// echoServer starts a line server (serve, in example_test.go) that answers
+// every line with prefix + the line, and stops it (and waits for its
+// goroutines) when the test ends.
 func echoServer(t testing.TB, prefix string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Go(func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					line, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					if _, err := io.WriteString(c, prefix+line); err != nil {
-						return
-					}
-				}
-			})
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln.Addr().String()
+	addr, stop := serve(prefix)
+	t.Cleanup(stop)
+	return addr
 }
 
 // lineConn is a client connection that sends and reads lines.

@@ -122,7 +122,8 @@ func RedisBinary(t testing.TB) string {
 // A RedisServer is a private redis-server child process of the test, on a
 // free loopback port, with no persistence: for tests that kill or restart
 // Redis, or that want a server nobody else uses. It is stopped when the test
-// ends. Its methods are safe for concurrent use.
+// ends. Use [StartRedis]; the zero RedisServer is not usable. Its methods are
+// safe for concurrent use.
 //
 // To stall or cut the path to it without stopping it, put a [Proxy] in front
 // of Addr.

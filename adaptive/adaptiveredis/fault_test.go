@@ -10,6 +10,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/adaptive/adaptiveredis"
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/internal/adaptsim"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 )
@@ -141,17 +142,7 @@ func TestFailLocalOutage(t *testing.T) {
 	for _, cl := range clients {
 		cl.Close()
 	}
-	var now int
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
-		if now = runtime.NumGoroutine(); now <= before {
-			break
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
-	}
-	if now > before {
-		buf := make([]byte, 1<<16)
-		t.Errorf("%d goroutines after Close, %d before the gates:\n%s", now, before, buf[:runtime.Stack(buf, true)])
-	}
+	floodgatetest.CheckGoroutines(t, before)
 }
 
 // TestPoliciesWhileRedisIsDown: with Redis frozen and the breaker open,

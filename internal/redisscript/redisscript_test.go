@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/internal/redisscript"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/redis/go-redis/v9"
@@ -220,7 +221,9 @@ func TestReplyNotIntegersIsAnError(t *testing.T) {
 // caller's context; the caller's own cancellation is ctx.Err().
 func TestDeadlineIsAStoreTimeout(t *testing.T) {
 	srv := redistest.Start(t)
-	c := srv.Client()
+	proxy := floodgatetest.StartProxy(t, srv.Addr) // frozen below
+	c := redis.NewClient(redistest.Options(proxy.Addr()))
+	defer c.Close()
 	s := redisscript.New(echo)
 	var h sent
 	c.AddHook(&h)
@@ -228,8 +231,8 @@ func TestDeadlineIsAStoreTimeout(t *testing.T) {
 	if _, err := s.EvalInts(ctx, c, args("{k}")); err != nil { // connected, cached
 		t.Fatal(err)
 	}
-	srv.Pause()
-	defer srv.Resume()
+	proxy.Freeze()
+	defer proxy.Heal()
 	h.take()
 	b := breaker.New("t", breaker.Config{CallTimeout: 100 * time.Millisecond, ConsecutiveFailures: 1000})
 	call := func(ctx context.Context) ([]int64, error) { return s.EvalInts(ctx, c, args("{k}")) }

@@ -8,12 +8,15 @@ import (
 
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/distsem"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/floodgate-go/floodgate/shaper"
 	"github.com/floodgate-go/floodgate/shaper/shaperredis"
+	"github.com/redis/go-redis/v9"
 )
 
-// TestStoreTimeoutIsNotTheCallersDeadline: with Redis frozen (SIGSTOP), every
+// TestStoreTimeoutIsNotTheCallersDeadline: with Redis frozen (a
+// floodgatetest.Proxy between the clients and Redis stops forwarding), every
 // Redis caller (a shared Breaker used directly, a RedisMeter, a RedisQueue, a
 // distsem.Semaphore) answers a store timeout the same way: an error matching
 // breaker.ErrTimeout and breaker.ErrUnavailable, never
@@ -23,7 +26,9 @@ import (
 // the breaker counts nothing.
 func TestStoreTimeoutIsNotTheCallersDeadline(t *testing.T) {
 	srv := redistest.Start(t)
-	rdb := srv.Client()
+	proxy := floodgatetest.StartProxy(t, srv.Addr)
+	rdb := redis.NewClient(redistest.Options(proxy.Addr()))
+	t.Cleanup(func() { rdb.Close() }) // after the queue's Close
 	const callTimeout = 200 * time.Millisecond
 	type subject struct {
 		name string
@@ -77,11 +82,11 @@ func TestStoreTimeoutIsNotTheCallersDeadline(t *testing.T) {
 	ctx := t.Context()
 	for _, sj := range subjects { // connected, scripts cached
 		if err := sj.call(ctx); err != nil {
-			t.Fatalf("%s before the pause: %v", sj.name, err)
+			t.Fatalf("%s before the freeze: %v", sj.name, err)
 		}
 	}
-	srv.Pause()
-	defer srv.Resume()
+	proxy.Freeze()
+	defer proxy.Heal()
 
 	for _, sj := range subjects {
 		before := sj.brk.Stats()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/floodgate-go/floodgate/shaper"
 	"github.com/floodgate-go/floodgate/shaper/shaperredis"
@@ -483,18 +484,20 @@ func TestRedisCluster(t *testing.T) {
 	}
 }
 
-// TestRedisPausedRespectsCallTimeout: with Redis frozen (SIGSTOP), a decision
+// TestRedisPausedRespectsCallTimeout: with Redis frozen (the
+// floodgatetest.Proxy between the meter and Redis stops forwarding), a decision
 // returns within its call timeout (plus scheduling slack), with and without
 // batching, with a shared breaker and with the meter's own (whose timeout the
 // meter applies itself, for a context.Background caller through a shared
 // deadline), and a caller's cancellation returns ctx.Err() without waiting for
-// Redis. After SIGCONT, decisions succeed again.
+// Redis. After the proxy heals, decisions succeed again.
 func TestRedisPausedRespectsCallTimeout(t *testing.T) {
 	srv := redistest.Start(t)
+	proxy := floodgatetest.StartProxy(t, srv.Addr) // frozen by each subtest
 	for _, own := range []bool{false, true} {
 		for _, batch := range []bool{false, true} {
 			t.Run(fmt.Sprintf("own=%v/batch=%v", own, batch), func(t *testing.T) {
-				testPaused(t, srv, own, batch)
+				testPaused(t, proxy, own, batch)
 			})
 		}
 	}
@@ -502,18 +505,20 @@ func TestRedisPausedRespectsCallTimeout(t *testing.T) {
 
 type pausedKey struct{}
 
-func testPaused(t *testing.T, srv *redistest.Server, own, batch bool) {
+func testPaused(t *testing.T, proxy *floodgatetest.Proxy, own, batch bool) {
 	cfg := shaperredis.Config{Batch: batch, Breaker: breaker.New("test", breaker.Config{CallTimeout: 150 * time.Millisecond})}
 	if !own {
 		cfg = shaperredis.Config{Batch: batch, Breaker: breaker.New("paused", breaker.Config{CallTimeout: 150 * time.Millisecond, ConsecutiveFailures: 1000})}
 	}
-	m := shaperredis.NewMeter(srv.Client(), shaper.Limit{Rate: shaper.PerSecond(1000), Burst: 100}, cfg)
+	rdb := redis.NewClient(redistest.Options(proxy.Addr()))
+	defer rdb.Close()
+	m := shaperredis.NewMeter(rdb, shaper.Limit{Rate: shaper.PerSecond(1000), Burst: 100}, cfg)
 	ctx := context.Background()
 	if _, err := m.AllowN(ctx, "k", 1); err != nil {
 		t.Fatal(err)
 	}
-	srv.Pause()
-	defer srv.Resume()
+	proxy.Freeze()
+	defer proxy.Heal()
 	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Go(func() {
@@ -524,10 +529,10 @@ func testPaused(t *testing.T, srv *redistest.Server, own, batch bool) {
 			start := time.Now()
 			_, err := m.AllowN(cx, "k", 1)
 			if !errors.Is(err, breaker.ErrUnavailable) {
-				t.Errorf("Allow with Redis paused: %v, want ErrUnavailable", err)
+				t.Errorf("Allow with Redis frozen: %v, want ErrUnavailable", err)
 			}
 			if el := time.Since(start); el > time.Second {
-				t.Errorf("Allow with Redis paused took %v, call timeout 150ms", el)
+				t.Errorf("Allow with Redis frozen took %v, call timeout 150ms", el)
 			}
 		})
 	}
@@ -541,7 +546,7 @@ func testPaused(t *testing.T, srv *redistest.Server, own, batch bool) {
 		t.Errorf("Allow with a 50ms deadline took %v", el)
 	}
 	wg.Wait()
-	srv.Resume()
+	proxy.Heal()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		_, err := m.AllowN(ctx, "k", 1)
@@ -549,7 +554,7 @@ func testPaused(t *testing.T, srv *redistest.Server, own, batch bool) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after SIGCONT: %v", err)
+			t.Fatalf("after the proxy heals: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -591,7 +596,9 @@ func TestRedisQueuePolicies(t *testing.T) {
 // says to retry after the call timeout, as a shared breaker's refusal does.
 func TestRedisHalfOpenRetryAfter(t *testing.T) {
 	srv := redistest.Start(t)
-	c := srv.Client()
+	proxy := floodgatetest.StartProxy(t, srv.Addr) // frozen below
+	c := redis.NewClient(redistest.Options(proxy.Addr()))
+	defer c.Close()
 	var rt redistest.RoundTrips // counts each command as it is sent
 	c.AddHook(&rt)
 	m := shaperredis.NewMeter(c, shaper.Limit{Rate: shaper.PerSecond(1000), Burst: 100},
@@ -604,7 +611,7 @@ func TestRedisHalfOpenRetryAfter(t *testing.T) {
 	defer srv.Resume()
 	for range 5 { // breaker.DefaultConsecutiveFailures
 		if _, err := m.AllowN(ctx, "k", 1); !errors.Is(err, breaker.ErrUnavailable) {
-			t.Fatalf("Allow with Redis paused: %v", err)
+			t.Fatalf("Allow with Redis frozen: %v", err)
 		}
 	}
 	time.Sleep(1300 * time.Millisecond) // past the open period (1s + 10% jitter)
@@ -614,7 +621,7 @@ func TestRedisHalfOpenRetryAfter(t *testing.T) {
 		_, err := m.AllowN(ctx, "k", 1)
 		probe <- err
 	}()
-	// The probe is in flight, waiting on the paused Redis, once its command
+	// The probe is in flight, waiting on the frozen Redis, once its command
 	// reaches the client (the breaker admitted it); its call timeout leaves
 	// 100ms for the next call.
 	for deadline := time.Now().Add(5 * time.Second); rt.N.Load() == sent; time.Sleep(100 * time.Microsecond) {

@@ -23,6 +23,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/floodgate-go/floodgate"
@@ -33,6 +35,7 @@ import (
 	"github.com/floodgate-go/floodgate/bulkhead/bulkheadgrpc"
 	"github.com/floodgate-go/floodgate/bulkhead/bulkheadpgx"
 	"github.com/floodgate-go/floodgate/distsem"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/shaper"
 	"github.com/floodgate-go/floodgate/shaper/shaperredis"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -52,6 +55,8 @@ var (
 	_ = grpc.NewServer
 	_ = insecure.NewCredentials
 	_ = distsem.New
+	_ = floodgatetest.StartProxy
+	_ = synctest.Test
 	_ = shaper.PerSecond
 	_ = shaperredis.NewMeter
 	_ = time.Second
@@ -71,6 +76,7 @@ var (
 	target                  string
 	authUnary               grpc.UnaryServerInterceptor
 	authStream              grpc.StreamServerInterceptor
+	t                       *testing.T // the test a testing section's snippet runs in
 )
 
 type Message struct{}
