@@ -1,6 +1,6 @@
 # make test: the whole suite, every module, with real redis-server and
 # PostgreSQL (see scripts/test.sh).
-.PHONY: test bench bench-pkg stress
+.PHONY: test bench bench-pkg stress faults
 test:
 	./scripts/test.sh
 
@@ -19,6 +19,12 @@ stress:
 # concurrency simulator); QUICK=1 for a short look.
 bench:
 	cd bench && go run ./report $(if $(QUICK),-quick)
+
+# The fleet's limits under Redis faults (frozen, restarted empty, failover,
+# a partitioned process, slow) beside redis_rate and throttled, written to
+# bench/FAULTS.md. Starts its own redis-servers; about 13 minutes.
+faults:
+	cd bench && go run ./faults
 
 # Every module's in-package benchmarks, beside their local baselines.
 bench-pkg:

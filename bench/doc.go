@@ -37,6 +37,12 @@
 // benchmarks and includes what they wrote. `go run ./report -adaptive-only` reruns just those
 // and replaces their sections in RESULTS.md, about 5 minutes.
 //
+// The fleet under Redis faults is not a benchmark either: `make faults` (`go
+// run ./faults`, bench/faults) runs ten processes' limiters through Redis
+// frozen, restarted empty, a failover, a partition and a slow Redis, under
+// each failure policy and beside redis_rate and throttled, and writes
+// FAULTS.md, about 13 minutes.
+//
 // To run by hand and compare with benchstat:
 //
 //	cd bench && REDIS_ADDR=127.0.0.1:6379 go test -run='^$' -bench=. -benchmem -count=10 | tee new.txt

@@ -9,7 +9,8 @@
 # bench/) runs go vet, staticcheck (installed with go install if missing) and go test
 # -race -shuffle=on (each test binary at most TEST_TIMEOUT, 10m by default: a hang
 # fails with a goroutine dump), then the allocation tests without -race and one
-# iteration of every benchmark, then vets and smoke-runs bench/ (one iteration each).
+# iteration of every benchmark, then vets and smoke-runs bench/ (one iteration each,
+# and one short fault scenario of bench/faults).
 # go.work is ignored (GOWORK=off): each module is tested as its go.mod says, as a
 # user gets it. Both servers are stopped and their data removed on every exit path:
 # success, failure or Ctrl-C.
@@ -193,5 +194,8 @@ if [ -f bench/go.mod ]; then
   log "bench/: go vet and one iteration of every benchmark"
   run bash -c 'cd bench && go vet ./... && go test -timeout "$1" -run="^$" -bench=. -benchtime=1x ./...' bash "$TEST_TIMEOUT" >"$WORK/bench.log" 2>&1 ||
     { cat "$WORK/bench.log" >&2; die "bench/ failed"; }
+  log "bench/faults and bench/internal: their tests, one short fault scenario end to end among them (TestFaultsQuick, about 15 s)"
+  run bash -c 'cd bench && go test -count=1 -timeout "$1" ./faults ./internal/...' bash "$TEST_TIMEOUT" >"$WORK/bench.log" 2>&1 ||
+    { cat "$WORK/bench.log" >&2; die "bench/faults failed"; }
 fi
 log "all passed"

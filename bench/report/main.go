@@ -31,18 +31,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/floodgate-go/floodgate/bench/internal/redisproc"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -104,7 +103,7 @@ func run(ctx context.Context, c config) error {
 	m := machine{start: time.Now(), loadStart: loadAvg(), quick: c.quick}
 	env := os.Environ()
 
-	redisBin := redisServerBinary()
+	redisBin := redisproc.Binary()
 	if redisBin != "" {
 		env = append(env, "REDIS_SERVER="+redisBin) // for the distsem benchmarks' own servers
 	}
@@ -113,12 +112,12 @@ func run(ctx context.Context, c config) error {
 		if redisBin == "" {
 			return errors.New("no redis-server: set REDIS_SERVER or REDIS_ADDR")
 		}
-		srv, err := startRedis(ctx, redisBin)
+		srv, err := redisproc.Start(ctx, redisBin, "")
 		if err != nil {
 			return err
 		}
-		defer srv.stop()
-		addr = srv.addr
+		defer srv.Kill()
+		addr = srv.Addr()
 		env = append(env, "REDIS_ADDR="+addr)
 		m.redisWhere = "started by the report on " + addr
 	} else {
@@ -253,67 +252,6 @@ func spliceAdaptive(ctx context.Context, c config, bin, tmp string, env []string
 func lastLines(b []byte, n int) []byte {
 	lines := bytes.SplitAfter(b, []byte("\n"))
 	return bytes.Join(lines[max(0, len(lines)-n):], nil)
-}
-
-func redisServerBinary() string {
-	if b := os.Getenv("REDIS_SERVER"); b != "" {
-		return b
-	}
-	if _, err := os.Stat("/usr/bin/redis-server"); err == nil {
-		return "/usr/bin/redis-server"
-	}
-	b, _ := exec.LookPath("redis-server")
-	return b
-}
-
-type redisServer struct {
-	addr string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-// startRedis starts redis-server on a free loopback port, without
-// persistence. The server dies with the report even if the report is killed
-// (Pdeathsig); stop ends it otherwise.
-func startRedis(ctx context.Context, bin string) (*redisServer, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no")
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	s := &redisServer{addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(s.done) }()
-	rdb := redis.NewClient(&redis.Options{Addr: s.addr, DisableIdentity: true, MaxRetries: -1})
-	defer rdb.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := rdb.Ping(ctx).Err()
-		if err == nil {
-			return s, nil
-		}
-		select {
-		case <-s.done:
-			return nil, fmt.Errorf("redis-server exited: %s", lastLines(logs.Bytes(), 5))
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			s.stop()
-			return nil, fmt.Errorf("redis-server on %s not ready: %v", s.addr, err)
-		}
-	}
-}
-
-func (s *redisServer) stop() {
-	s.cmd.Process.Kill()
-	<-s.done
 }
 
 func redisVersion(ctx context.Context, addr string) string {
