@@ -116,12 +116,16 @@ func TestShadowRateDifferential(t *testing.T) {
 // class that holds whatever it was admitted to until released, or releases
 // a random one started earlier (a refused one has nothing to give back, so
 // the gate's state follows the same path with a real layer and a shadow
-// one). It returns, per started request, whether b ran it; the gate's
-// weight in use after each step goes to inUse.
-func gateScript(b *bulkhead.Bulkhead, g *semaphore.Weighted, classes []string, stream uint64, ops int) (ran []bool, inUse []int64) {
+// one), after a random pause of up to gap (none if 0). It returns, per
+// started request, whether b ran it; the gate's weight in use after each
+// step goes to inUse.
+func gateScript(b *bulkhead.Bulkhead, g *semaphore.Weighted, classes []string, stream uint64, ops int, gap time.Duration) (ran []bool, inUse []int64) {
 	rng := rand.New(rand.NewPCG(22, stream))
 	var open []chan struct{}
 	for range ops {
+		if gap > 0 {
+			time.Sleep(time.Duration(rng.IntN(int(gap/time.Millisecond))) * time.Millisecond)
+		}
 		if len(open) == 0 || rng.IntN(2) == 0 {
 			release := make(chan struct{})
 			ran = append(ran, <-hold(b, classes[rng.IntN(len(classes))], release) == nil)
@@ -159,8 +163,8 @@ func TestShadowGateDifferential(t *testing.T) {
 		real, rg := mk(false, &realRec)
 		shadow, sg := mk(true, &shadowRec)
 		const ops = 300
-		rran, ruse := gateScript(real, rg, []string{""}, 1, ops)
-		sran, suse := gateScript(shadow, sg, []string{""}, 1, ops)
+		rran, ruse := gateScript(real, rg, []string{""}, 1, ops, 0)
+		sran, suse := gateScript(shadow, sg, []string{""}, 1, ops, 0)
 		refused := 0
 		for i, ok := range rran {
 			if !ok {
@@ -216,8 +220,8 @@ func TestShadowClassesDifferential(t *testing.T) {
 		shadow, sg := mk(true, &shadowRec)
 		names := []string{"critical", "default", "sheddable", "sheddable"}
 		const ops = 400
-		rran, ruse := gateScript(real, rg, names, 2, ops)
-		sran, suse := gateScript(shadow, sg, names, 2, ops)
+		rran, ruse := gateScript(real, rg, names, 2, ops, 0)
+		sran, suse := gateScript(shadow, sg, names, 2, ops, 0)
 		if slices.Contains(sran, false) {
 			t.Fatal("the shadow layer refused a request")
 		}
@@ -345,34 +349,11 @@ func TestShadowRateAndGateDifferential(t *testing.T) {
 				Rate: shaper.NewMeter(shaper.Limit{Rate: shaper.PerSecond(4), Burst: 3}),
 			}}}), g
 		}
-		script := func(b *bulkhead.Bulkhead, g *semaphore.Weighted) (ran []bool, inUse []int64) {
-			rng := rand.New(rand.NewPCG(22, 7))
-			var open []chan struct{}
-			for range 400 {
-				time.Sleep(time.Duration(rng.IntN(200)) * time.Millisecond)
-				if len(open) == 0 || rng.IntN(2) == 0 {
-					release := make(chan struct{})
-					ran = append(ran, <-hold(b, "", release) == nil)
-					open = append(open, release)
-				} else {
-					i := rng.IntN(len(open))
-					close(open[i])
-					open = slices.Delete(open, i, i+1)
-				}
-				synctest.Wait()
-				inUse = append(inUse, g.Stats().InUse)
-			}
-			for _, release := range open {
-				close(release)
-			}
-			synctest.Wait()
-			return ran, inUse
-		}
 		var realRec, shadowRec observetest.Recorder
 		real, rg := mk(false, &realRec)
 		shadow, sg := mk(true, &shadowRec)
-		rran, ruse := script(real, rg)
-		sran, suse := script(shadow, sg)
+		rran, ruse := gateScript(real, rg, []string{""}, 4, 400, 200*time.Millisecond)
+		sran, suse := gateScript(shadow, sg, []string{""}, 4, 400, 200*time.Millisecond)
 		if !slices.Equal(ruse, suse) {
 			t.Errorf("gate in use after each step differs:\nreal   %v\nshadow %v", ruse, suse)
 		}
