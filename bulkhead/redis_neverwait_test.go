@@ -10,6 +10,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/distsem"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 )
 
@@ -113,7 +114,7 @@ func TestRedisKeyedGateNeverWaits(t *testing.T) {
 	}
 	for _, tenant := range []string{"acme", "globex"} {
 		s := distsem.New(db.Client, db.Key("tenant:")+tenant, 2, distsem.Config{})
-		eventually(t, 5*time.Second, tenant+"'s permits back in Redis", func() bool {
+		floodgatetest.Eventually(t, 5*time.Second, tenant+"'s permits back in Redis", func() bool {
 			st, err := s.Stats(t.Context())
 			if err != nil {
 				t.Fatalf("Stats: %v", err)

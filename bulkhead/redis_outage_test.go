@@ -10,6 +10,7 @@ import (
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/distsem"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/floodgate-go/floodgate/shaper"
 	"github.com/floodgate-go/floodgate/shaper/shaperredis"
@@ -162,7 +163,7 @@ func TestRedisOutage(t *testing.T) {
 	recovered := func(phase string) {
 		t.Helper()
 		for _, ep := range eps {
-			eventually(t, 10*time.Second, phase+": "+ep.name+" breaker closed", func() bool {
+			floodgatetest.Eventually(t, 10*time.Second, phase+": "+ep.name+" breaker closed", func() bool {
 				send(ep, "probe-"+phase, 1)
 				return ep.brk.State() == breaker.StateClosed
 			})
@@ -311,7 +312,7 @@ func TestRedisOutageGate(t *testing.T) {
 	recovered := func(phase string) {
 		t.Helper()
 		for _, ep := range eps {
-			eventually(t, 10*time.Second, phase+": "+ep.policy.String()+" breaker closed", func() bool {
+			floodgatetest.Eventually(t, 10*time.Second, phase+": "+ep.policy.String()+" breaker closed", func() bool {
 				call(t, t.Context(), ep.c, ep.srv.URL, "GET", "/", "acme")
 				return ep.brk.State() == breaker.StateClosed
 			})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/distsem"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 )
 
@@ -51,7 +52,7 @@ func newDistsemRig(t *testing.T, maxWait time.Duration, h http.HandlerFunc) *dis
 func (rg *distsemRig) wantFree(t *testing.T) {
 	t.Helper()
 	var st distsem.Stats
-	eventually(t, 5*time.Second, "distsem back to InUse 0, Waiting 0", func() bool {
+	floodgatetest.Eventually(t, 5*time.Second, "distsem back to InUse 0, Waiting 0", func() bool {
 		var err error
 		st, err = rg.sem.Stats(t.Context())
 		if err != nil {

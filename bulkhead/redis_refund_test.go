@@ -13,6 +13,7 @@ import (
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/distsem"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/floodgate-go/floodgate/semaphore"
 	"github.com/floodgate-go/floodgate/shaper"
@@ -219,7 +220,7 @@ func TestRedisRefundWhenCanceled(t *testing.T) {
 		go func() { done <- b.Do(ctx, bulkhead.Request{}, func(context.Context) error { return nil }) }()
 		// Polled, but the outcome does not depend on when: canceled before
 		// or during the wait, the request is refused after the rate charged.
-		eventually(t, 5*time.Second, "the request waits for the gate", func() bool {
+		floodgatetest.Eventually(t, 5*time.Second, "the request waits for the gate", func() bool {
 			return layerStats(t, b, "gate").Waiting == 1
 		})
 		cancel()

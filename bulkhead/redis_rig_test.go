@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/floodgate-go/floodgate"
 
@@ -47,18 +46,4 @@ func cutBearer(r *http.Request) (string, bool) {
 		return v[len(p):], true
 	}
 	return "", false
-}
-
-// eventually polls cond until it holds or d passes. It is only for waiting on
-// state outside the process (a restarted redis-server, a release that Redis
-// applies in the background), where there is no channel to wait on.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/distsem"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -38,7 +39,7 @@ func shedFleet(t *testing.T, name string, n int, limit int64, classes []bulkhead
 // (the count is the process's own, set before a request blocks).
 func waitingIn(t *testing.T, b *bulkhead.Bulkhead, c int, want int64) {
 	t.Helper()
-	eventually(t, 5*time.Second, "a request waiting in its class", func() bool {
+	floodgatetest.Eventually(t, 5*time.Second, "a request waiting in its class", func() bool {
 		return b.Stats().Layers[0].Classes[c].Waiting == want
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 )
 
@@ -223,7 +224,7 @@ func TestStaleHandoffMessageIgnored(t *testing.T) {
 		t.Fatal("the waiter never registered")
 	}
 	// Its first call has queued it (in Redis, not after a sleep).
-	eventually(t, time.Second, "the waiter never queued in Redis", func() bool { return stats(t, a).Waiting == 1 })
+	floodgatetest.Eventually(t, time.Second, "the waiter never queued in Redis", func() bool { return stats(t, a).Waiting == 1 })
 	w.wake(tok + ":" + strconv.FormatInt(oldFence, 10))
 	r := <-ch
 	if r.err == nil {
@@ -259,7 +260,7 @@ func TestReleaseTombstonesRetriedTokens(t *testing.T) {
 	}()
 	// Queued in Redis before the release: released first, the waiter's
 	// only call would be granted, and write no tombstone.
-	eventually(t, 5*time.Second, "the waiter never queued in Redis", func() bool { return stats(t, a).Waiting == 1 })
+	floodgatetest.Eventually(t, 5*time.Second, "the waiter never queued in Redis", func() bool { return stats(t, a).Waiting == 1 })
 	first.Release(ctx)
 	if n, _ := db.Client.ZScore(ctx, tombKey, first.token).Result(); n != 0 {
 		t.Fatalf("a token granted by its only call left a tombstone")

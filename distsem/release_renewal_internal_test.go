@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -146,18 +147,6 @@ func releaseWithin(t *testing.T, p *Permit, d time.Duration) {
 	}
 }
 
-// eventually polls cond (a read of Redis or of a permit) until it holds or d
-// passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestReleaseReturnsWhileRenewalStuck: a renewal call stuck in a client that
 // ignores its context does not hold Release, which returns within its own
 // context with the weight free in Redis; the renewal's goroutine ends once
@@ -196,7 +185,7 @@ func TestReleaseReturnsWhileRenewalStuck(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close still waiting 5s after the renewal call returned")
 	}
-	eventually(t, 5*time.Second, "renewal goroutine still in flight after its call returned", func() bool {
+	floodgatetest.Eventually(t, 5*time.Second, "renewal goroutine still in flight after its call returned", func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return p.stopCall == nil
@@ -239,7 +228,7 @@ func TestLateReadoptAfterReleaseIsReleasedAgain(t *testing.T) {
 		t.Fatalf("late renewal status = %d, want %d (re-adopted): the test did not set up the case", g.status, stReadopted)
 	}
 	start := time.Now()
-	eventually(t, 4*time.Second, "the token re-adopted after the release is still held (it would be until its lease ends)", func() bool {
+	floodgatetest.Eventually(t, 4*time.Second, "the token re-adopted after the release is still held (it would be until its lease ends)", func() bool {
 		st, err := s.Stats(ctx)
 		return err == nil && st.Holders == 0 && st.InUse == 0
 	})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -68,7 +69,7 @@ func TestManyPermitsRideOutRedisBlip(t *testing.T) {
 			srv.Resume()
 		}
 	}()
-	eventually(t, lease/2, "the breaker did not open while Redis was frozen", func() bool {
+	floodgatetest.Eventually(t, lease/2, "the breaker did not open while Redis was frozen", func() bool {
 		return s.fail.st.Breaker.State() == breaker.StateOpen
 	})
 	srv.Resume()
@@ -79,7 +80,7 @@ func TestManyPermitsRideOutRedisBlip(t *testing.T) {
 	// Every permit renewed after the blip: its deadline (the send time of its
 	// last successful renewal + Lease) is at least Lease after about when
 	// Redis came back.
-	eventually(t, lease, "not every permit was renewed after the blip", func() bool {
+	floodgatetest.Eventually(t, lease, "not every permit was renewed after the blip", func() bool {
 		for _, p := range ps {
 			p.mu.Lock()
 			ok := !p.deadline.Before(resumed.Add(lease-200*time.Millisecond)) && !p.isLost

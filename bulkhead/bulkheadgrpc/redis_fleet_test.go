@@ -11,6 +11,7 @@ import (
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/bulkhead"
 	"github.com/floodgate-go/floodgate/distsem"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/floodgate-go/floodgate/semaphore"
 	"github.com/floodgate-go/floodgate/shaper"
@@ -130,7 +131,7 @@ func TestRedisFleet(t *testing.T) {
 	<-f.exited
 	// distsem gives the permit back to Redis in the background: poll the
 	// store for it (state outside the process, no channel to wait on).
-	eventually(t, 5*time.Second, "a stream admitted on server 2 after server 0's ended", func() bool {
+	floodgatetest.Eventually(t, 5*time.Second, "a stream admitted on server 2 after server 0's ended", func() bool {
 		ctx, cancel := contextWithCancel(t, "acme")
 		defer cancel()
 		s, err := f.clients[2].StreamingOutputCall(ctx, req)
@@ -177,20 +178,6 @@ func TestRedisFleet(t *testing.T) {
 // contextWithCancel is a cancellable context of the test, as tenant.
 func contextWithCancel(t *testing.T, tenant string) (context.Context, context.CancelFunc) {
 	return context.WithCancel(as(t.Context(), tenant))
-}
-
-// eventually polls cond until it holds or d passes. It is only for waiting
-// on state outside the process (a release Redis applies in the
-// background), where there is no channel to wait on.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // TestStoreOutageUnavailable: a Redis-backed rate whose store cannot be
