@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -33,6 +34,12 @@ type Stats struct {
 	// StoreAnswers counts calls the store answered (Source FromStore, an
 	// error that is not a store failure included; caller cancellations not).
 	StoreAnswers uint64
+
+	// Probes counts the breaker's own probes (Config.Probe, or the PING a
+	// floodgate limiter installed), and ProbeFailures those whose outcome
+	// was a store failure (also counted in StoreFailures). Callers' calls
+	// let through as probes, without a Probe, are counted as calls.
+	Probes, ProbeFailures uint64
 }
 
 // A Breaker is a circuit breaker guarding calls to a shared store (one Redis
@@ -73,6 +80,10 @@ type Breaker struct {
 	trips, transitions, failures    atomic.Uint64
 	failClosed, failOpen, failLocal atomic.Uint64
 	answers                         atomic.Uint64
+	probes, probeFailures           atomic.Uint64
+
+	probe   atomic.Pointer[func(context.Context) error] // Config.Probe, or one a store installed
+	probing atomic.Bool                                 // a probe goroutine is running
 
 	mu sync.Mutex
 	// mu guards:
@@ -117,6 +128,9 @@ func (b *Breaker) setup(name string, cfg Config) {
 	b.openBase = cfg.openDuration()
 	b.openMax = cfg.maxOpenDuration()
 	b.jitter = cfg.jitter()
+	if cfg.Probe != nil {
+		b.probe.Store(&cfg.Probe)
+	}
 
 	consecutive := cfg.consecutiveFailures()
 	ratio := cfg.FailureRatio
@@ -184,6 +198,8 @@ func (b *Breaker) Stats() Stats {
 	st.FailLocal = b.failLocal.Load()
 	st.Degraded = st.FailOpen + st.FailLocal
 	st.StoreAnswers = b.answers.Load()
+	st.Probes = b.probes.Load()
+	st.ProbeFailures = b.probeFailures.Load()
 	return st
 }
 

@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"math"
@@ -82,6 +83,25 @@ type Config struct {
 	// negative.
 	HalfOpenProbes int
 
+	// Probe, if non-nil, is how the breaker itself asks the store whether it
+	// is back (for Redis, a PING), so that no caller waits on a probe: once
+	// an open period has ended, the next call starts Probe in a goroutine of
+	// the breaker's own and is answered by its policy at once, as every call
+	// is until the probes have closed the breaker. HalfOpenProbes successful
+	// probes in a row close it, one failure (classified as a guarded call's
+	// outcome is) opens it again. Each probe gets a context that ends
+	// CallTimeout from its start (DefaultCallTimeout if CallTimeout is off),
+	// so the goroutine ends within HalfOpenProbes × that; at most one runs at
+	// a time, and none runs unless a call finds the open period over.
+	//
+	// If nil, a half-open breaker lets callers' own calls through as probes
+	// (gobreaker's model), and each probe's caller waits for the store's
+	// answer or CallTimeout. floodgate's Redis-backed limiters give a
+	// Breaker that has no Probe a PING on their client (see shaperredis,
+	// distsem, adaptiveredis), so that a Redis still gone costs a probe's
+	// caller nothing.
+	Probe func(ctx context.Context) error
+
 	// CallTimeout is the one per-call timeout of every store call made
 	// through [Do]: the call gets a context that ends CallTimeout from now, or
 	// at the caller's own deadline when that is sooner (the caller's deadline
@@ -120,7 +140,9 @@ type Config struct {
 	// the caller's goroutine: transitions once each, in order, never
 	// concurrently with one another (a goroutine already reporting them
 	// reports the ones that come meanwhile), before the call that caused them
-	// returns; it may call methods on the Breaker.
+	// returns (a transition caused by the breaker's own Probe, on the probe's
+	// goroutine); it may call methods on the Breaker. The breaker's own
+	// probes are not store calls of a caller: Stats counts them (Probes).
 	Observer floodgate.Observer
 
 	// Logger receives exactly one line per state transition (Warn when

@@ -20,8 +20,9 @@ var (
 // Do calls call through the breaker and tells where the answer came from.
 //
 // If ctx is already done, Do returns ctx.Err() without calling. If the
-// breaker is open, or half-open with all its probes in flight, Do does not
-// call call and answers by policy p at once, with no network wait:
+// breaker is open, or half-open with all its probes in flight, or not closed
+// and probing the store itself ([Config.Probe]), Do does not call call and
+// answers by policy p at once, with no network wait:
 //   - FailClosed: the zero T, [FromFailClosed] and an [*OpenError]
 //     (matching [ErrUnavailable], with RetryAfter);
 //   - FailOpen: the zero T, [FromFailOpen] and a nil error;
@@ -69,6 +70,12 @@ func Do[T any](ctx context.Context, b *Breaker, p Policy, call func(context.Cont
 				return answer(ctx, src, fallback)
 			}
 			return zero, FromFailClosed, b.openError(StateOpen, rem)
+		}
+		if b.probeAnswer() { // the breaker probes the store itself
+			if src := b.count(p); src != FromFailClosed {
+				return answer(ctx, src, fallback)
+			}
+			return zero, FromFailClosed, b.openError(StateHalfOpen, b.probeDelay())
 		}
 	}
 	cctx, deadline := ctx, time.Time{}
@@ -241,6 +248,15 @@ func (b *Breaker) rejection(gerr error) error {
 	}
 	rem, _ := b.openRemaining()
 	return b.openError(StateOpen, max(rem, 0))
+}
+
+// probeDelay is the Delay of a refusal while the breaker's own probe runs:
+// the longest a probe can take.
+func (b *Breaker) probeDelay() time.Duration {
+	if b.callTimeout > 0 {
+		return b.callTimeout
+	}
+	return DefaultCallTimeout
 }
 
 func (b *Breaker) openError(s State, delay time.Duration) error {

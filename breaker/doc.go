@@ -53,7 +53,12 @@
 // After the breaker trips it stays open for [Config.OpenDuration], lengthened
 // by a random jitter and, if [Config.MaxOpenDuration] is set, doubled on each
 // failed probe. It then lets [Config.HalfOpenProbes] calls through; if they
-// succeed it closes, if one fails it opens again.
+// succeed it closes, if one fails it opens again. With [Config.Probe] set
+// (floodgate's Redis limiters set a PING on a breaker that has none), the
+// probes are the breaker's own, made in a goroutine that lives at most
+// HalfOpenProbes × CallTimeout, and every caller is answered by its policy at
+// once until they have closed it: once the breaker has opened, no caller
+// waits on a store that is still gone.
 //
 // Each transition is reported once: one [log/slog] line (never one per call,
 // with the counts of answers by each policy during the previous state) and a
@@ -68,5 +73,6 @@
 // A Breaker is safe for concurrent use; one Breaker per store endpoint is
 // meant to be shared by every semaphore and meter on it, each passing its own
 // Policy to Do. The zero Config is valid, and the zero Breaker behaves like
-// New("", Config{}). New starts no goroutine and does no I/O.
+// New("", Config{}). New starts no goroutine and does no I/O; the only
+// goroutine a Breaker ever starts is its own probe's, which ends with it.
 package breaker

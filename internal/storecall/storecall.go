@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/internal/storeprobe"
 )
 
 // A Store is a checked Redis client and the breaker that guards every call to
@@ -27,8 +28,9 @@ type Store struct {
 
 // New returns the Store of client guarded by brk, or, if brk is nil, by a
 // breaker of its own named name with the default breaker.Config (so the
-// default per-call timeout, breaker.DefaultCallTimeout). pkg prefixes the
-// panic messages.
+// default per-call timeout, breaker.DefaultCallTimeout). A breaker without
+// a Probe gets a PING on client as its probe. pkg prefixes the panic
+// messages.
 //
 // New panics with "<pkg>: nil client" if client is nil or a typed nil (such
 // as (*redis.Client)(nil)), and with "<pkg>: client without
@@ -40,6 +42,11 @@ func New(pkg string, client redis.UniversalClient, brk *breaker.Breaker, name st
 	if brk == nil {
 		brk = breaker.New(name, breaker.Config{})
 	}
+	// A breaker without a probe of its own probes Redis with a PING on this
+	// client, off the callers' path (see breaker.Config.Probe).
+	storeprobe.Install.(func(*breaker.Breaker, func(context.Context) error))(brk, func(ctx context.Context) error {
+		return client.Ping(ctx).Err()
+	})
 	return Store{Client: client, Breaker: brk, Clock: new(Clock)}
 }
 

@@ -3,10 +3,12 @@ package storecall_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/floodgatetest"
 	"github.com/floodgate-go/floodgate/internal/storecall"
 )
 
@@ -78,4 +80,44 @@ func TestDoPassesClientAndDeadline(t *testing.T) {
 	if v != 7 || src != breaker.FromStore || err != nil {
 		t.Fatalf("Do = %v, %v, %v", v, src, err)
 	}
+}
+
+// TestProbeInstalledUnlessSet: a breaker without a Probe gets a PING on the
+// store's client (a probe that reaches the dead address fails), and a
+// breaker with one keeps its own.
+func TestProbeInstalledUnlessSet(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer c.Close()
+	refused := func(context.Context, redis.UniversalClient) (int, error) {
+		return 0, c.Ping(context.Background()).Err() // connection refused: a store failure
+	}
+	trip := func(s *storecall.Store) {
+		storecall.Do(context.Background(), s, breaker.FailOpen, refused, nil)
+		for s.Breaker.State() != breaker.StateHalfOpen && s.Breaker.Stats().Probes == 0 {
+			time.Sleep(time.Millisecond)
+			storecall.Do(context.Background(), s, breaker.FailOpen, refused, nil) // starts the probe once the period is over
+		}
+	}
+	cfg := breaker.Config{ConsecutiveFailures: 1, OpenDuration: time.Millisecond, Jitter: -1, MaxOpenDuration: time.Millisecond}
+
+	s := storecall.New("pkg", c, breaker.New("ping", cfg), "")
+	trip(&s)
+	floodgatetest.Eventually(t, 5*time.Second, "the installed PING probe fails", func() bool { return s.Breaker.Stats().ProbeFailures > 0 })
+
+	mine := make(chan struct{}, 1)
+	cfg.Probe = func(context.Context) error {
+		select {
+		case mine <- struct{}{}:
+		default:
+		}
+		return nil
+	}
+	s = storecall.New("pkg", c, breaker.New("own", cfg), "")
+	trip(&s)
+	select {
+	case <-mine:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the breaker's own Probe was not called")
+	}
+	floodgatetest.Eventually(t, 5*time.Second, "closed by its own probe", func() bool { return s.Breaker.State() == breaker.StateClosed })
 }

@@ -639,3 +639,49 @@ func TestRedisHalfOpenRetryAfter(t *testing.T) {
 	}
 	<-probe
 }
+
+// TestRedisProbeOffCallersPath: once the breaker has opened on a frozen
+// Redis, no decision waits on it, half-open included: the breaker probes
+// Redis itself with a PING the meter gave it (breaker.Config.Probe), and
+// every decision meanwhile is the policy's, in far less than the call
+// timeout. When Redis comes back, a probe closes the breaker and decisions
+// are Redis's again within an open period.
+func TestRedisProbeOffCallersPath(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := floodgatetest.StartProxy(t, srv.Addr)
+	c := redis.NewClient(redistest.Options(proxy.Addr()))
+	defer c.Close()
+	brk := breaker.New("probe", breaker.Config{CallTimeout: 250 * time.Millisecond, OpenDuration: 300 * time.Millisecond})
+	m := shaperredis.NewMeter(c, shaper.Limit{Rate: shaper.PerSecond(1000), Burst: 100}, shaperredis.Config{Breaker: brk, Policy: breaker.FailOpen})
+	ctx := context.Background()
+	if d, err := m.AllowN(ctx, "k", 1); err != nil || d.Degraded {
+		t.Fatalf("healthy: %+v, %v", d, err)
+	}
+	proxy.Freeze()
+	for brk.State() != breaker.StateOpen { // the calls that trip it wait their timeout
+		if _, err := m.AllowN(ctx, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var worst time.Duration
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		start := time.Now()
+		d, err := m.AllowN(ctx, "k", 1)
+		worst = max(worst, time.Since(start))
+		if err != nil || !d.Degraded {
+			t.Fatalf("open, Redis frozen: %+v, %v, want a degraded admission", d, err)
+		}
+	}
+	st := brk.Stats()
+	if st.Probes < 2 || st.ProbeFailures+1 < st.Probes { // the last may be in flight
+		t.Errorf("after 1.5s frozen with a 300ms open period: %d probes, %d failed, want ≥ 2, all but one in flight failed", st.Probes, st.ProbeFailures)
+	}
+	if worst > 50*time.Millisecond {
+		t.Errorf("slowest decision once the breaker had opened: %v, want no wait on Redis (≪ the 250ms call timeout)", worst)
+	}
+	proxy.Heal()
+	floodgatetest.Eventually(t, 5*time.Second, "decisions from Redis after it returned", func() bool {
+		d, err := m.AllowN(ctx, "k", 1)
+		return err == nil && !d.Degraded
+	})
+}
