@@ -262,6 +262,10 @@ type MeterStats struct {
 	Canceled     uint64 // calls whose context ended first
 	Errors       uint64 // any other error (an unexpected reply, a Redis error reply)
 	RefundErrors uint64 // Refunds that could not reach the store (the cost stays spent)
+	// Carried is the cost a store-backed meter under FailLocal charged its
+	// store after an outage for what its local share admitted meanwhile
+	// (shaperredis: the GCRA's and token bucket's debt).
+	Carried uint64
 }
 
 // An algo is one rate algorithm's pure arithmetic over its per-key state S, with the

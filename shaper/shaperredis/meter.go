@@ -65,6 +65,15 @@ type Config struct {
 	// processes: while Redis is down the fleet admits up to LocalShare × the
 	// number of processes. If zero, the meter's own limit (each process then
 	// admits the whole limit: N× over-admission while Redis is down).
+	//
+	// The edges of an outage are kept too: while Redis answers, a key's
+	// share holds at most its part of what Redis says remains, so an outage
+	// starts from what the fleet has left; after one, for a period of the
+	// share (its window, or its burst at its rate) a decision needs the
+	// share's room as well as Redis's, and a GCRA or token bucket carries
+	// what its share spent into Redis (Stats().Carried). A process busier
+	// than its share is held to it for that period. (This is the Meter's; a
+	// Queue's FailLocal pacing does not keep the edges.)
 	LocalShare shaper.Limit
 
 	// Batch, if true, sends the decisions that goroutines of this process ask
@@ -181,6 +190,7 @@ type Meter struct {
 	maxKey int // < 0: no bound
 	policy breaker.Policy
 	local  *shaper.Meter // FailLocal only
+	rec    *recovery     // FailLocal only
 	batch  *batcher      // Batch only
 	lim    atomic.Pointer[redisLimit]
 	stats  meterCounters
@@ -266,6 +276,7 @@ func newMeter(kind algoKind, client redis.UniversalClient, lim shaper.Limit, cfg
 			ll = lim
 		}
 		m.local = newLocal(kind, ll)
+		m.rec = newRecovery(kind, ll)
 	} else if cfg.Policy > breaker.FailLocal {
 		panic("shaperredis: " + k.name + ": invalid Policy")
 	}
@@ -367,6 +378,9 @@ func (m *Meter) allowN(ctx context.Context, key string, n int64) (shaper.Decisio
 	c := call{m: m, rl: rl, key: key, n: n}
 	var fallback func(context.Context) (result, error)
 	if m.local != nil {
+		if n > 0 && m.rec.recovering() {
+			return m.allowRecovering(ctx, c)
+		}
 		fallback = c.fallback
 	}
 	r, src, err := storecall.Do(ctx, &m.st, m.policy, c.run, fallback)
@@ -374,6 +388,7 @@ func (m *Meter) allowN(ctx context.Context, key string, n int64) (shaper.Decisio
 	case breaker.FromFailOpen:
 		return shaper.Decision{Allowed: true, Limit: rl.lim, Degraded: true}, nil
 	case breaker.FromFailLocal:
+		m.rec.outage(key, n)
 		r.d.Degraded = true
 		return r.d, err
 	}
@@ -382,6 +397,9 @@ func (m *Meter) allowN(ctx context.Context, key string, n int64) (shaper.Decisio
 			return shaper.Decision{}, cerr
 		}
 		return shaper.Decision{}, err
+	}
+	if m.local != nil && n > 0 {
+		m.rec.seed(m.local, key, r.d.Remaining, rl.max)
 	}
 	return r.d, nil
 }
@@ -460,6 +478,7 @@ type call struct {
 	rl  *redisLimit
 	key string
 	n   int64
+	pre *shaper.Decision // the local share's admission, when recovering
 }
 
 // result wraps a Decision so that breaker.Do's zero value is distinguishable.
@@ -564,6 +583,9 @@ var (
 )
 
 func (c call) fallback(context.Context) (result, error) {
+	if c.pre != nil { // recovering: the local share has decided already
+		return result{*c.pre}, nil
+	}
 	d, err := c.m.local.AllowN(c.key, c.n)
 	return result{d}, err
 }

@@ -25,6 +25,7 @@ const (
 	mErrors
 	mRefunds
 	mRefundErrors
+	mCarried
 	mCounters
 )
 
@@ -55,6 +56,7 @@ func (m *Meter) Stats() shaper.MeterStats {
 		Canceled:     c[mCanceled].Load(),
 		Errors:       c[mErrors].Load(),
 		RefundErrors: c[mRefundErrors].Load(),
+		Carried:      c[mCarried].Load(),
 	}
 }
 
