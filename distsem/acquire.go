@@ -30,10 +30,30 @@ func (s *Semaphore) acquire(ctx context.Context, n int64, wait bool, queued *boo
 		return nil, ErrClosed
 	}
 	if s.fail.open() && s.fail.policy != breaker.FailClosed {
-		return s.fallback(ctx, n, wait, queued)
+		return s.fallback(ctx, n, wait, queued, false)
 	}
+	if s.fail.recovering() {
+		// Permits the local share granted during an outage are still held,
+		// and Redis does not know them: a grant needs the share's room first,
+		// so that the fleet keeps within its limit until they are released.
+		if err := s.takeLocal(ctx, n, wait, queued); err != nil {
+			return nil, err
+		}
+		p, err := s.acquireStore(ctx, n, wait, queued, true)
+		if err != nil {
+			s.fail.local.Release(n)
+		}
+		return p, err
+	}
+	return s.acquireStore(ctx, n, wait, queued, false)
+}
+
+// acquireStore is acquire's loop of acquire calls. taken is whether n was
+// taken from the local share already (recovering from an outage): the
+// permit is then counted on it, and a fallback uses it.
+func (s *Semaphore) acquireStore(ctx context.Context, n int64, wait bool, queued *bool, taken bool) (*Permit, error) {
 	tok := s.newToken()
-	a := attempt{s: s, n: n, wait: wait, tok: tok, queued: queued}
+	a := attempt{s: s, n: n, wait: wait, tok: tok, queued: queued, taken: taken}
 	if wait {
 		// Registered before the first call, so a hand-off notification that
 		// arrives before that call returns is not lost.
@@ -71,6 +91,9 @@ type attempt struct {
 	wait bool
 	tok  any        // the token, boxed once for every call with it
 	wake chan int64 // hand-off notifications (wait only)
+	// taken is whether n was taken from the local share before the first
+	// call (recovering from an outage; see acquire).
+	taken bool
 	// queued is set once a call left the token queued (or the fallback
 	// queued on the local share).
 	queued *bool
@@ -137,7 +160,7 @@ func (a *attempt) failed(ctx context.Context, err error) (*Permit, error) {
 		return nil, cerr
 	}
 	if errors.Is(err, breaker.ErrUnavailable) && s.fail.policy != breaker.FailClosed {
-		return s.fallback(ctx, a.n, a.wait, a.queued)
+		return s.fallback(ctx, a.n, a.wait, a.queued, a.taken)
 	}
 	return nil, fmt.Errorf("distsem: acquire %q: %w", s.name, err)
 }
@@ -178,7 +201,7 @@ func (a *attempt) granted(fence int64, sent time.Time, lease time.Duration) (*Pe
 		s.cleanup(a.tok)
 		return nil, ErrClosed
 	}
-	return s.newPermit(a.tok, a.n, fence, sent, lease, a.calls > 1), nil
+	return s.newPermit(a.tok, a.n, fence, sent, lease, a.calls > 1, a.taken), nil
 }
 
 // await waits, after a call that left the token queued (reply r), for a

@@ -24,7 +24,15 @@ type failure struct {
 	policy   breaker.Policy
 	local    *semaphore.Weighted // FailLocal only
 	degraded atomic.Int64
+	// outage is the weight of the permits the local share granted without
+	// Redis that are still held (FailLocal): while it is not 0, a grant
+	// from Redis takes room on the share first (see acquire).
+	outage atomic.Int64
 }
+
+// recovering reports whether permits granted on the local share while Redis
+// could not answer are still held.
+func (f *failure) recovering() bool { return f.local != nil && f.outage.Load() > 0 }
 
 func (f *failure) init(st storecall.Store, cfg Config) {
 	f.st = st
@@ -142,24 +150,31 @@ func (f *failure) release(p *Permit) {
 	if p.counted {
 		f.local.Release(p.weight)
 	}
+	if p.kind == permitLocal {
+		f.outage.Add(-p.weight)
+	}
 }
 
 // fallback admits a call without Redis, by policy: FailOpen admits at once
 // with a permit held nowhere; FailLocal takes weight from the local share (or
-// tries to, for TryAcquire), setting *queued if it waits for it. It is only
-// reached with those two policies.
-func (s *Semaphore) fallback(ctx context.Context, w int64, wait bool, queued *bool) (*Permit, error) {
+// tries to, for TryAcquire), setting *queued if it waits for it, unless
+// taken says it was taken already. It is only reached with those two
+// policies.
+func (s *Semaphore) fallback(ctx context.Context, w int64, wait bool, queued *bool, taken bool) (*Permit, error) {
 	switch s.fail.policy {
 	case breaker.FailOpen:
 		s.fail.degraded.Add(1)
 		s.local.failOpen.Add(1)
 		return s.basePermit(w, permitOpen), nil
 	case breaker.FailLocal:
-		if err := s.takeLocal(ctx, w, wait, queued); err != nil {
-			return nil, err
+		if !taken {
+			if err := s.takeLocal(ctx, w, wait, queued); err != nil {
+				return nil, err
+			}
 		}
 		s.fail.degraded.Add(1)
 		s.local.failLocal.Add(1)
+		s.fail.outage.Add(w)
 		p := s.basePermit(w, permitLocal)
 		p.counted = true
 		return p, nil

@@ -206,7 +206,11 @@
 //   - FailLocal while Redis is unavailable: at most LocalShare per process, so
 //     LocalShare × processes in total, plus permits granted by Redis before the
 //     outage that did not fit in the share. Permits granted locally stay held
-//     after Redis recovers until released; they are not reported to Redis.
+//     after Redis recovers until released, and Redis does not know them: until
+//     they are all released, the process takes a grant from Redis only with
+//     room on its share, so a fleet whose every process held some keeps to
+//     LocalShare × processes; a process that held none meanwhile takes what
+//     Redis has, so a single process cut off alone adds its share at most.
 //
 // A waiter that dies after being granted by hand-off, before it claims the
 // grant, holds its permit for at most WaiterTTL (under-admission, not

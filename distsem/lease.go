@@ -74,12 +74,13 @@ const (
 // waiter's claim window (see Config.WaiterTTL) until its first renewal
 // extends it to the full Lease. tomb is whether its release must write a
 // tombstone (see Permit.tomb); it is set here, before the permit is scheduled
-// and the renewal timer can reach it.
-func (s *Semaphore) newPermit(tok any, n, fence int64, sent time.Time, lease time.Duration, tomb bool) *Permit {
+// and the renewal timer can reach it. counted is whether n was taken from
+// the local share for it already.
+func (s *Semaphore) newPermit(tok any, n, fence int64, sent time.Time, lease time.Duration, tomb, counted bool) *Permit {
 	p := s.basePermit(n, permitRedis)
 	p.tokArg, p.fence, p.tomb = tok, fence, tomb
 	p.token, _ = tok.(string)
-	p.counted = s.fail.countRedis(n)
+	p.counted = counted || s.fail.countRedis(n)
 	p.deadline = sent.Add(lease)
 	p.granted = time.Now()
 	s.renewals.add(p, p.granted.Add(min(s.cfg.Lease/3, p.deadline.Sub(p.granted)/2)))
