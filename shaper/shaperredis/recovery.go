@@ -51,8 +51,8 @@ type recovery struct {
 	carry  bool          // GCRA or token bucket: the debt is carried
 
 	mu      sync.Mutex
-	pending map[string]struct{} // keys the share decided during the outage, not yet carried
-	has     atomic.Bool         // pending is not empty
+	pending map[string]int64 // cost the share admitted per key without Redis, not yet carried
+	has     atomic.Bool      // pending is not empty
 }
 
 // maxCarry bounds the keys remembered for a carry: an outage over a huge
@@ -81,39 +81,41 @@ func (r *recovery) now() int64 { return int64(time.Since(r.epoch)) }
 // forget ago.
 func (r *recovery) recovering() bool { return r.until.Load() > r.now() }
 
-// outage records a decision of cost n the local share made for key.
-func (r *recovery) outage(key string, n int64) {
+// outage records a decision the local share made for key without Redis:
+// admitted is its cost if it admitted it, else 0.
+func (r *recovery) outage(key string, admitted int64) {
 	now := r.now()
 	fresh := r.until.Swap(now+int64(r.forget)) <= now
-	if !r.carry || n == 0 {
+	if !r.carry || admitted == 0 {
 		return
 	}
 	r.mu.Lock()
 	if r.pending == nil || fresh && r.has.Load() {
 		// A new outage: keys of an earlier one not decided since were
 		// forgotten by both.
-		r.pending = make(map[string]struct{})
+		r.pending = make(map[string]int64)
 	}
-	if len(r.pending) < maxCarry {
-		r.pending[key] = struct{}{}
+	if _, ok := r.pending[key]; ok || len(r.pending) < maxCarry {
+		r.pending[key] += admitted
 		r.has.Store(true)
 	}
 	r.mu.Unlock()
 }
 
-// take reports whether key's debt is still to be carried, and forgets it.
-func (r *recovery) take(key string) bool {
+// take returns the cost the share admitted for key without Redis since its
+// last carry, and forgets it.
+func (r *recovery) take(key string) int64 {
 	if !r.has.Load() {
-		return false
+		return 0
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	_, ok := r.pending[key]
+	n, ok := r.pending[key]
 	if ok {
 		delete(r.pending, key)
 		r.has.Store(len(r.pending) > 0)
 	}
-	return ok
+	return n
 }
 
 // seed brings key's local share down to its part of what Redis says
@@ -144,7 +146,7 @@ func (m *Meter) allowRecovering(ctx context.Context, c call) (shaper.Decision, e
 	c.pre = &ld
 	r, src, err := storecall.Do(ctx, &m.st, m.policy, c.run, c.fallback)
 	if src == breaker.FromFailLocal {
-		m.rec.outage(c.key, c.n)
+		m.rec.outage(c.key, c.n) // the share's admission above stands
 		r.d.Degraded = true
 		return r.d, err
 	}
@@ -158,21 +160,23 @@ func (m *Meter) allowRecovering(ctx context.Context, c call) (shaper.Decision, e
 		}
 		return r.d, nil
 	}
-	if m.rec.take(c.key) {
-		m.carryDebt(ctx, c, r.d.Remaining)
+	if owed := m.rec.take(c.key); owed > 0 {
+		m.carryDebt(ctx, c, owed, r.d.Remaining)
 	}
 	return r.d, nil
 }
 
-// carryDebt charges Redis, for c's key, with what the local share holds
-// beyond c's own admission (the outage's debt), at most rem, what Redis has
-// left: one more decision, best effort (a failure leaves the debt uncarried).
-func (m *Meter) carryDebt(ctx context.Context, c call, rem int64) {
+// carryDebt charges Redis, for c's key, with owed, the cost the local share
+// admitted without Redis since the last carry, but no more than the share
+// still holds beyond c's own admission (what it has forgotten, Redis would
+// have too) nor than rem, what Redis has left: one more decision, best
+// effort (a failure leaves the debt uncarried).
+func (m *Meter) carryDebt(ctx context.Context, c call, owed, rem int64) {
 	d, err := m.local.AllowN(c.key, 0)
 	if err != nil {
 		return
 	}
-	debt := min(m.rec.local-d.Remaining-c.n, rem)
+	debt := min(owed, m.rec.local-d.Remaining-c.n, rem)
 	if debt <= 0 {
 		return
 	}
@@ -180,4 +184,12 @@ func (m *Meter) carryDebt(ctx context.Context, c call, rem int64) {
 	if _, _, err := storecall.Do(ctx, &m.st, breaker.FailClosed, cc.run, nil); err == nil {
 		m.stats[mCarried].Add(uint64(debt))
 	}
+}
+
+// admittedCost is n if the local share admitted it (d, err), else 0.
+func admittedCost(d shaper.Decision, err error, n int64) int64 {
+	if err == nil && d.Allowed {
+		return n
+	}
+	return 0
 }

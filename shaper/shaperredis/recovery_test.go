@@ -116,6 +116,30 @@ func TestFailLocalRecoveryCarriesTheDebt(t *testing.T) {
 	if rem > 8 {
 		t.Errorf("Redis's remaining for the key after the carry: %d, want the debt charged (≤ 8, not a fresh 20)", rem)
 	}
+
+	// Redis flaps: what is carried next is only what the share admitted in
+	// the new outage, not its whole debt once more. (A second of real time
+	// first, so that Redis has room for a carry too large to go unseen: a
+	// rate refilling, not a synchronisation.)
+	time.Sleep(time.Second)
+	proxy.Drop()
+	got, deg := spend(t, m, "k", 2)
+	if deg != got {
+		t.Fatalf("second outage: %d admitted, %d of them degraded", got, deg)
+	}
+	proxy.Heal()
+	floodgatetest.Eventually(t, 5*time.Second, "the breaker closed again", func() bool {
+		m.AllowN(ctx, "other", 0)
+		return brk.State() == breaker.StateClosed
+	})
+	for range 5 {
+		if _, err := m.AllowN(ctx, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if again := m.Stats().Carried - st.Carried; again > uint64(deg) {
+		t.Errorf("after a second outage in which the share admitted %d: %d more carried, want at most %d (the first outage's debt was carried already)", deg, again, deg)
+	}
 }
 
 // peekRedis returns what Redis says remains for key, through a meter of its
