@@ -2,6 +2,7 @@ package distsem
 
 import (
 	"context"
+	_ "embed"
 	"slices"
 	"strconv"
 	"strings"
@@ -402,16 +403,72 @@ func assembleSource(sc *redisscript.Script) string {
 // aside).
 func TestFastPathsMatchGeneralPaths(t *testing.T) {
 	slow := func(sc *redisscript.Script) *redisscript.Script {
-		src := strings.Replace(assembleSource(sc), "local fast = limit0", "local fast = false and limit0", 1)
+		src := strings.Replace(assembleSource(sc), "local settled = limit0", "local settled = false and limit0", 1)
 		if src == assembleSource(sc) {
 			t.Fatal("no fast flag to disable")
 		}
 		return redisscript.New(src)
 	}
-	scripts := [2][3]*redisscript.Script{
-		{acquireScript, releaseScript, renewScript},
-		{slow(acquireScript), slow(releaseScript), slow(renewScript)},
+	built := [3]*redisscript.Script{acquireScript, releaseScript, renewScript}
+	without := [3]*redisscript.Script{slow(acquireScript), slow(releaseScript), slow(renewScript)}
+	for _, queue := range []bool{false, true} {
+		matchScripts(t, queue, func(int) [2][3]*redisscript.Script { return [2][3]*redisscript.Script{built, without} })
 	}
+}
+
+// The scripts of commit e078012, before the hand-off and queueing calls were
+// cut, with the same key layout.
+var (
+	//go:embed testdata/scripts-e078012/head.lua
+	oldHeadLua string
+	//go:embed testdata/scripts-e078012/common.lua
+	oldCommonLua string
+	//go:embed testdata/scripts-e078012/acquire.lua
+	oldAcquireLua string
+	//go:embed testdata/scripts-e078012/release.lua
+	oldReleaseLua string
+	//go:embed testdata/scripts-e078012/renew.lua
+	oldRenewLua string
+)
+
+// TestScriptsShareStateWithPreviousVersion: during a rolling deploy, processes
+// running the previous scripts (e078012) and these share one semaphore's keys.
+// One random sequence of calls runs against two semaphores: one with these
+// scripts only, one with each call made by the previous scripts or these at
+// random. Both must answer and store the same, so either version reads what
+// the other wrote, and a mixed fleet behaves as one of either.
+func TestScriptsShareStateWithPreviousVersion(t *testing.T) {
+	oldAssemble := func(script string) *redisscript.Script {
+		fast, rest, ok := strings.Cut(script, "\n-- @common\n")
+		if !ok {
+			t.Fatal("old script without a -- @common line")
+		}
+		return redisscript.New(oldHeadLua + fast + "\n" + oldCommonLua + rest)
+	}
+	cur := [3]*redisscript.Script{acquireScript, releaseScript, renewScript}
+	old := [3]*redisscript.Script{oldAssemble(oldAcquireLua), oldAssemble(oldReleaseLua), oldAssemble(oldRenewLua)}
+	if old[0].Hash() == cur[0].Hash() || old[1].Hash() == cur[1].Hash() {
+		t.Fatal("the previous scripts are the current ones: nothing to compare")
+	}
+	rnd := uint64(99)
+	mixed := func(int) [2][3]*redisscript.Script {
+		rnd = rnd*6364136223846793005 + 1442695040888963407
+		if (rnd>>40)&1 == 0 {
+			return [2][3]*redisscript.Script{cur, old}
+		}
+		return [2][3]*redisscript.Script{cur, cur}
+	}
+	for _, queue := range []bool{false, true} {
+		matchScripts(t, queue, mixed)
+	}
+}
+
+// matchScripts runs one random sequence of calls against two semaphores, the
+// calls of step i to semaphore j with scripts(i)[j] (acquire, release, renew),
+// and checks that both answer and store the same (fences and times aside).
+// Acquires mostly only try, unless queue: then they wait as often, and the
+// queue is rarely empty.
+func matchScripts(t *testing.T, queue bool, scripts func(step int) [2][3]*redisscript.Script) {
 	// Long TTLs: nothing may expire between the calls to the two.
 	db := redistest.Connect(t)
 	cfg := Config{Lease: time.Minute, Breaker: breaker.New("test", breaker.Config{CallTimeout: time.Second}), WaiterTTL: time.Minute, TombstoneTTL: time.Minute}
@@ -427,9 +484,14 @@ func TestFastPathsMatchGeneralPaths(t *testing.T) {
 		rnd = rnd*6364136223846793005 + 1442695040888963407
 		return int64((rnd >> 33) % n)
 	}
+	var gens [6]int
 	for step := range 600 {
-		op, tok, w, flag := next(3), "k"+strconv.FormatInt(next(6), 10), 1+next(2), next(2)
-		if op == 0 && next(3) != 0 {
+		sc := scripts(step)
+		// A token tombstoned by a release is not used again (as a client
+		// never reuses one): its slot takes a new token.
+		slot := next(6)
+		op, tok, w, flag := next(3), "k"+strconv.FormatInt(slot, 10)+"."+strconv.Itoa(gens[slot]), 1+next(2), next(2)
+		if op == 0 && !queue && next(3) != 0 {
 			flag = 0 // mostly try: a long queue would keep the fast paths off
 		}
 		// The weight a release passes: the one tok holds (as a Permit knows
@@ -450,7 +512,7 @@ func TestFastPathsMatchGeneralPaths(t *testing.T) {
 			case 2:
 				args = []any{w, s.cfg.Lease.Milliseconds(), fences[i][tok], flag}
 			}
-			v, err := s.eval(ctx, scripts[i][op], tok, args...)
+			v, err := s.eval(ctx, sc[i][op], tok, args...)
 			if err != nil {
 				t.Fatalf("step %d: op %d: %v", step, op, err)
 			}
@@ -466,7 +528,10 @@ func TestFastPathsMatchGeneralPaths(t *testing.T) {
 			got[i] = v
 		}
 		if !slices.Equal(got[0], got[1]) {
-			t.Fatalf("step %d: op %d(%s, %d, %d) = %v with fast paths, %v without", step, op, tok, w, flag, got[0], got[1])
+			t.Fatalf("step %d: op %d(%s, %d, %d) = %v on the first semaphore, %v on the second", step, op, tok, w, flag, got[0], got[1])
+		}
+		if op == 1 && (flag == 1 || got[0][0] != 1) {
+			gens[slot]++
 		}
 		for _, k := range []int{1, 2, 3, 5} {
 			a, _ := db.Client.ZRange(ctx, rs[0].s.keys[k], 0, -1).Result()
@@ -476,7 +541,7 @@ func TestFastPathsMatchGeneralPaths(t *testing.T) {
 				slices.Sort(b)
 			}
 			if !slices.Equal(a, b) {
-				t.Fatalf("step %d: %s = %v with fast paths, %v without", step, rs[0].s.keys[k], a, b)
+				t.Fatalf("step %d: %s = %v on the first semaphore, %v on the second", step, rs[0].s.keys[k], a, b)
 			}
 		}
 		for _, f := range []string{"limit", "used", "nq", "tn"} {
@@ -491,7 +556,7 @@ func TestFastPathsMatchGeneralPaths(t *testing.T) {
 		slices.Sort(a)
 		slices.Sort(b)
 		if !slices.Equal(a, b) {
-			t.Fatalf("step %d: fields of :d = %v with fast paths, %v without", step, a, b)
+			t.Fatalf("step %d: fields of :d = %v on the first semaphore, %v on the second", step, a, b)
 		}
 		ttlsOK(t, db, rs[0].s, "step "+strconv.Itoa(step))
 	}

@@ -21,13 +21,14 @@
 --           done, as its caller was answered with a timeout (the call sat in
 --           the socket of a frozen Redis, say).
 -- A call past its deadline does nothing, before anything else.
+clock()
 local dl = tonumber(ARGV[11])
 if dl and dl > 0 and now_us > dl then
   return {-3, 0, 0, 0, 0, 0, now_us}
 end
 -- Fast path: a new grant with the queue empty (so tok is not queued), no
 -- tombstone for tok, and the weight fits (so it is not too heavy), as below.
-if fast and (tn0 == -1 or not redis.call('ZSCORE', T, tok)) then
+if fast() and (tn0 == -1 or not redis.call('ZSCORE', T, tok)) then
   local w = tonumber(ARGV[6])
   local expiry = now + tonumber(ARGV[7])
   if w <= limit0 and used0 + w <= limit0 and redis.call('ZADD', H, 'NX', int(expiry), tok) == 1 then
@@ -58,7 +59,14 @@ local queue = ARGV[8] == '1'
 local wait_ttl = tonumber(ARGV[9])
 local id = ARGV[10]
 
+-- ms until the earliest lease expires, -1 if none. Every queued reply comes
+-- after a reap that ran (it is forced whenever the call can queue) and set he
+-- to the earliest lease; since then holders were only added (note_lease), so
+-- he is exact.
 local function next_expiry()
+  if reaped then
+    return he == -1 and -1 or math.max(0, he - now)
+  end
   local first = redis.call('ZRANGE', H, '0', '0', 'WITHSCORES')
   if first[2] then
     return math.max(0, tonumber(first[2]) - now)
@@ -107,9 +115,8 @@ if held then
   return {1, fence, limit, used, 0}
 end
 
-local queued = nq > 0 and redis.call('ZSCORE', Q, tok)
 if w > limit then
-  if queued then
+  if nq > 0 and redis.call('ZSCORE', Q, tok) then
     drop_waiter(tok)
     handoff()
   end
@@ -117,7 +124,8 @@ if w > limit then
   return {-2, 0, limit, used, 0}
 end
 
-if queued then
+-- A queued token's heartbeat: its queue entry lives on.
+local function beat()
   redis.call('ZADD', QE, int(now + wait_ttl), tok)
   touched[QE] = true
   local pos = redis.call('ZRANK', Q, tok)
@@ -126,19 +134,30 @@ if queued then
 end
 
 if not queue then
+  if nq > 0 and redis.call('ZSCORE', Q, tok) then
+    return beat()
+  end
   local n = redis.call('ZCARD', Q)
   finish()
   return {2, 0, limit, used, n}
 end
 
-local seq = redis.call('HINCRBY', S, 'seq', '1')
-nq = nq + redis.call('ZADD', Q, int(seq), tok)
+-- Queue tok at the back, unless it is queued already (ZADD NX: then this is
+-- its heartbeat). seq (the last queue number) is written back by finish.
+local next_seq = (seq or 0) + 1
+if redis.call('ZADD', Q, 'NX', int(next_seq), tok) == 0 then
+  return beat()
+end
+seq = next_seq
+nq = nq + 1
 dirty = true
 redis.call('ZADD', QE, int(now + wait_ttl), tok)
 redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'c:' .. tok, id, 'l:' .. tok, ARGV[7])
-touched[Q] = true
 touched[QE] = true
 touched[D] = true
 local pos = redis.call('ZRANK', Q, tok)
+if pos == 0 then
+  touched[Q] = true -- Q may have been created; else it held others before
+end
 finish()
 return {0, 0, limit, used, pos, next_expiry(), now_us}

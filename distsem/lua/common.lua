@@ -1,7 +1,26 @@
 -- common.lua: the functions shared by acquire.lua, renew.lua and release.lua,
 -- inserted into each after its fast path (see head.lua).
+if not now then
+  clock()
+end
 -- Keys this call may have created; finish() gives each a TTL.
 local touched = {}
+-- Fields of D to delete, by finish (one HDEL): those of a released holder and
+-- of waiters granted by hand-off. flush_d() deletes them at once, before a
+-- read that must not see them.
+local d_dead, nd_dead = {}, 0
+local function flush_d()
+  if nd_dead > 0 then
+    redis.call('HDEL', D, unpack(d_dead, 1, nd_dead))
+    d_dead, nd_dead = {}, 0
+  end
+end
+local function del_d(a, b)
+  d_dead[nd_dead + 1], d_dead[nd_dead + 2] = a, b
+  nd_dead = nd_dead + 2
+end
+-- d_tok: a token whose fields are in d_dead (see handoff).
+local d_tok
 
 local function weight_of(t)
   return tonumber(redis.call('HGET', D, 'w:' .. t) or '0')
@@ -16,6 +35,7 @@ if limit < 1 then
   limit = tonumber(ARGV[2])
   dirty = true
 end
+local seq = seq0 -- the last queue number; written back by finish
 local last_fence = fence0 or 0
 local last_fence_s -- int(last_fence) once a grant made it
 local used
@@ -64,14 +84,31 @@ local function drop_waiter(t)
   redis.call('HDEL', D, 'w:' .. t, 'c:' .. t, 'l:' .. t)
 end
 
--- h_exists: H is known to exist (so a write to it keeps its TTL).
+-- h_exists: H is known to exist (so a write to it keeps its TTL): h_seen
+-- holds up to two members that the last read of H found and that are still
+-- in it (see h_gone).
 local h_exists = false
+local h_seen = {}
+local function h_read(first)
+  h_seen = {first[1], first[3]}
+  h_exists = first[1] ~= nil
+end
+-- h_gone: t was removed from H.
+local function h_gone(t)
+  if h_seen[1] == t then
+    h_seen[1] = h_seen[2]
+    h_seen[2] = nil
+  elseif h_seen[2] == t then
+    h_seen[2] = nil
+  end
+  h_exists = h_seen[1] ~= nil
+end
 
 local function drop_holder(t, w)
   used = used - (w or weight_of(t))
   dirty = true
-  h_exists = false
   redis.call('ZREM', H, t)
+  h_gone(t)
   redis.call('HDEL', D, 'w:' .. t, 'f:' .. t)
 end
 
@@ -90,16 +127,16 @@ local function reap(force)
     return
   end
   reaped = true
-  local first = redis.call('ZRANGE', H, '0', '0', 'WITHSCORES')
+  local first = redis.call('ZRANGE', H, '0', '1', 'WITHSCORES')
   if first[2] and tonumber(first[2]) <= now then
     for _, h in ipairs(redis.call('ZRANGEBYSCORE', H, '-inf', int(now), 'LIMIT', '0', BOUND_S)) do
       drop_holder(h)
     end
-    first = redis.call('ZRANGE', H, '0', '0', 'WITHSCORES')
+    first = redis.call('ZRANGE', H, '0', '1', 'WITHSCORES')
   end
   dirty = true
+  h_read(first)
   if first[1] then
-    h_exists = true
     he = tonumber(first[2])
   else
     he = -1
@@ -109,8 +146,9 @@ end
 
 -- Make t a holder of weight w until expiry; returns its fencing number,
 -- max(last + 1, now in µs): monotonic, and seeded from time so that it keeps
--- growing after the state is lost.
-local function grant(t, w, expiry)
+-- growing after the state is lost. w_held: D holds w:<t> = w already (a
+-- waiter's, just read), so D exists and only the fence is written.
+local function grant(t, w, expiry, w_held)
   local fence = last_fence + 1
   if fence < now_us then
     fence = now_us
@@ -118,14 +156,19 @@ local function grant(t, w, expiry)
   last_fence, last_fence_s = fence, int(fence)
   redis.call('ZADD', H, int(expiry), t)
   note_lease(expiry)
-  redis.call('HSET', D, 'w:' .. t, int(w), 'f:' .. t, last_fence_s)
+  if w_held then
+    redis.call('HSET', D, 'f:' .. t, last_fence_s)
+  else
+    redis.call('HSET', D, 'w:' .. t, int(w), 'f:' .. t, last_fence_s)
+    touched[D] = true
+  end
   used = used + w
   dirty = true
   if not h_exists then
     touched[H] = true
     h_exists = true
   end
-  touched[D] = true
+  h_seen[1], h_seen[2] = t, h_seen[1]
   return fence
 end
 
@@ -144,13 +187,22 @@ local function handoff()
     return true
   end
   for _ = 1, BOUND do
+    if used >= limit then
+      -- No waiter fits (every weight is at least 1): nothing to look at.
+      -- Dead waiters ahead are dropped once capacity is free.
+      return false
+    end
     local head = redis.call('ZRANGE', Q, '0', '0')[1]
     if not head then
       nq = 0
       dirty = true
       return true
     end
-    local w = weight_of(head)
+    if head == d_tok then
+      flush_d() -- its fields are deleted: it is corrupt (held and queued)
+    end
+    local m = redis.call('HMGET', D, 'w:' .. head, 'c:' .. head, 'l:' .. head)
+    local w = tonumber(m[1] or '0')
     local beat = tonumber(redis.call('ZSCORE', QE, head) or '0')
     if w < 1 or beat <= now then
       drop_waiter(head) -- dead or corrupt: never block the queue on it
@@ -158,14 +210,21 @@ local function handoff()
       if used + w > limit then
         return false
       end
-      local id = redis.call('HGET', D, 'c:' .. head)
-      local lease = tonumber(redis.call('HGET', D, 'l:' .. head) or '1000')
-      drop_waiter(head)
+      local id = m[2]
+      local lease = tonumber(m[3] or '1000')
+      nq = nq - redis.call('ZREM', Q, head)
+      if nq < 0 then
+        nq = 0
+      end
+      redis.call('ZREM', QE, head)
       -- Granted until the waiter's heartbeat would have expired (its claim
       -- window), not for a whole lease: if its process died, the grant comes
       -- back as soon as its queue entry would have. Claiming it (a renewal,
-      -- or an acquire call that finds it held) extends it to the lease.
-      local fence = grant(head, w, math.min(now + lease, beat))
+      -- or an acquire call that finds it held) extends it to the lease. Its
+      -- weight stays in D (w:<head>, just read: D exists), its waiter fields
+      -- go with finish's HDEL.
+      local fence = grant(head, w, math.min(now + lease, beat), true)
+      del_d('c:' .. head, 'l:' .. head)
       if id then
         redis.call(pub, chan_prefix .. id, head .. ':' .. int(fence))
       end
@@ -181,6 +240,7 @@ end
 -- key_ttl / 4 (or unknown: then the state itself may be new). A key deleted by
 -- this call (an emptied ZSET or hash) is skipped by PEXPIRE.
 local function finish()
+  flush_d()
   if used < 0 then
     used = 0 -- self-heal
     dirty = true
@@ -206,6 +266,7 @@ local function finish()
     put('tn', tn, tn0)
     put('ta', ta, ta0)
     put('he', he, he0)
+    put('seq', seq, seq0)
     if n > 1 then
       redis.call('HSET', unpack(a))
     end

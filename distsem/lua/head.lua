@@ -62,22 +62,32 @@ local function int(x)
   return fmt('%d', x)
 end
 
-local tm = redis.call('TIME')
-local tm_s, tm_us = tonumber(tm[1]), tonumber(tm[2])
-local now = tm_s * 1000 + math.floor(tm_us / 1000)
-local now_us = tm_s * 1000000 + tm_us
+-- now (ms) and now_us (µs): Redis time, read by clock(). Every script reads
+-- it before its first write but release.lua's fast path, which needs no time
+-- (see there); common.lua reads it if the fast path did not.
+local now, now_us
+local function clock()
+  local tm = redis.call('TIME')
+  local tm_s, tm_us = tonumber(tm[1]), tonumber(tm[2])
+  now = tm_s * 1000 + math.floor(tm_us / 1000)
+  now_us = tm_s * 1000000 + tm_us
+end
 local BOUND, BOUND_S = 64, '64' -- at most this many expired entries of each kind reaped per call
 
-local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he')
+local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
 -- The values read (nil when missing), to write back only what changed.
-local limit0, used0, fence0, nq0, tn0, ta0, he0 =
-  tonumber(st[1]), tonumber(st[2]), tonumber(st[3]), tonumber(st[4]), tonumber(st[5]), tonumber(st[6]), tonumber(st[7])
+local limit0, used0, fence0, nq0, tn0, ta0, he0, seq0 =
+  tonumber(st[1]), tonumber(st[2]), tonumber(st[3]), tonumber(st[4]), tonumber(st[5]), tonumber(st[6]), tonumber(st[7]),
+  tonumber(st[8])
 
--- fast: a fast path may run. The state is complete and sane, no waiter is
--- queued (no hand-off), no key needs a TTL refresh (see finish) and no lease
--- can have expired (see reap): the common path then makes exactly the calls
--- and writes that the general path would make, and nothing else. A fast
--- path that finds it does not apply after a call that changed nothing falls
--- through to the general path.
-local fast = limit0 and limit0 >= 1 and used0 and used0 >= 0 and nq0 == 0 and tn0 and he0 and ta0
-  and now >= ta0 and now - ta0 < key_ttl / 4 and (he0 > now or (he0 == -1 and used0 == 0))
+-- settled: the state is complete and sane and no waiter is queued (no
+-- hand-off). fast() (after clock): also no key needs a TTL refresh (see
+-- finish) and no lease can have expired (see reap). A fast path runs only
+-- then, and makes exactly the calls and writes that the general path would
+-- make, and nothing else (release.lua's also skips what only time can tell:
+-- see there). A fast path that finds it does not apply after a call that
+-- changed nothing falls through to the general path.
+local settled = limit0 and limit0 >= 1 and used0 and used0 >= 0 and nq0 == 0 and tn0 and he0 and ta0
+local function fast()
+  return settled and now >= ta0 and now - ta0 < key_ttl / 4 and (he0 > now or (he0 == -1 and used0 == 0))
+end

@@ -16,8 +16,15 @@
 -- held until a reap finds the holders gone.
 -- Returns {was, limit, used}: was = 1 held, 2 queued, 0 neither.
 -- Fast path: the release of a held token with the queue empty, no tombstone
--- to write or reap and the limit kept, as below.
-if fast and tok ~= '' and ARGV[8] ~= '1' and tonumber(ARGV[7]) <= 0 and (tn0 == -1 or tn0 > now)
+-- to write or reap and the limit kept, as below, but without reading the
+-- time: it skips only what the time could call for, and nothing of that is
+-- due for this call's outcome. Reaping expired holders waits for the next
+-- call that needs it (every capacity decision and hand-off forces it), as
+-- does the TTL refresh (this call creates no key; each holder, waiter and
+-- tombstone left keeps the keys alive with calls of its own; without any,
+-- the keys may as well expire). With a tombstone it takes the general path,
+-- which sweeps expired ones.
+if settled and he0 ~= -1 and tn0 == -1 and tok ~= '' and ARGV[8] ~= '1' and tonumber(ARGV[7]) <= 0
   and redis.call('ZREM', H, tok) == 1 then
   local wk = 'w:' .. tok
   local w = tonumber(ARGV[9] or '0') or 0
@@ -57,10 +64,15 @@ local was = 0
 if tok ~= '' then
   if redis.call('ZREM', H, tok) == 1 then
     local wk = 'w:' .. tok
-    used = used - tonumber(redis.call('HGET', D, wk) or '0')
-    redis.call('HDEL', D, wk, 'f:' .. tok)
+    local w = tonumber(ARGV[9] or '0') or 0
+    if w < 1 then
+      w = tonumber(redis.call('HGET', D, wk) or '0')
+    end
+    used = used - w
+    del_d(wk, 'f:' .. tok) -- by finish, with the hand-off's
+    d_tok = tok
     dirty = true
-    h_exists = false
+    h_gone(tok)
     was = 1
   elseif nq > 0 and redis.call('ZSCORE', Q, tok) then
     drop_waiter(tok)

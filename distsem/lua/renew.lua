@@ -6,7 +6,8 @@
 -- Returns {status, limit, used}: 1 renewed, 2 re-adopted (the token was missing and
 -- was inserted again with its old fence), 0 lost (missing, or tombstoned).
 -- Fast path: the renewal of a held token with the queue empty, as below.
-if fast then
+clock()
+if fast() then
   local expiry = now + tonumber(ARGV[7])
   if redis.call('ZADD', H, 'XX', 'CH', int(expiry), tok) == 1 then
     if he0 == -1 or expiry < he0 then
