@@ -28,6 +28,16 @@ func impls(bench string, names ...string) []string {
 	return out
 }
 
+// keyedPeers are the peers of a keyed meter row: the in-process stores a user
+// would pick, then the harness's floor.
+func keyedPeers(order string) []string {
+	var out []string
+	for _, impl := range []string{"sethvargo", "throttled", "floor"} {
+		out = append(out, "BenchmarkKeyedMeter/impl="+impl+"/order="+order)
+	}
+	return out
+}
+
 func conc(bench, impl string, c string) string { return bench + "/impl=" + impl + "/conc=" + c }
 
 var sections = []section{
@@ -41,7 +51,7 @@ var sections = []section{
 			peers:  impls("BenchmarkSemaphoreBlocked", "xsync", "failsafe", "chan"),
 			target: "no slower than x/sync, 0 allocs (a waiting Acquire included)"},
 	}},
-	{"Local rate limits (package shaper) vs x/time/rate, failsafe-go, uber ratelimit", []row{
+	{"Local rate limits (package shaper) vs x/time/rate, failsafe-go, uber ratelimit, sethvargo/go-limiter, throttled", []row{
 		{what: "`Limiter.Allow`, one goroutine", fg: "BenchmarkRateAllow/impl=floodgate-limiter",
 			peers:  impls("BenchmarkRateAllow", "xtime", "failsafe-smooth", "uber"),
 			target: "no slower than the fastest peer, 0 allocs"},
@@ -50,11 +60,11 @@ var sections = []section{
 		{what: "keyed `Meter.Allow`, one key (peers are unkeyed)", fg: "BenchmarkRateAllow/impl=floodgate-gcra",
 			peers: impls("BenchmarkRateAllow", "xtime", "failsafe-smooth", "uber")},
 		{what: "keyed meter over 1M keys, a hot 4k subset", fg: "BenchmarkKeyedMeter/impl=floodgate/order=hot4k",
-			peers: []string{"BenchmarkKeyedMeter/impl=floor/order=hot4k"}, target: "at most 128 B per key"},
+			peers: keyedPeers("hot4k"), target: "at most 128 B per key"},
 		{what: "keyed meter over 1M keys, in creation order", fg: "BenchmarkKeyedMeter/impl=floodgate/order=sequential",
-			peers: []string{"BenchmarkKeyedMeter/impl=floor/order=sequential"}},
-		{what: "keyed meter over 1M keys, scattered", fg: "BenchmarkKeyedMeter/impl=floodgate/order=scattered",
-			peers: []string{"BenchmarkKeyedMeter/impl=floor/order=scattered"}},
+			peers: keyedPeers("sequential")},
+		{what: "keyed meter over 1M keys, in random order (every call a cache miss)", fg: "BenchmarkKeyedMeter/impl=floodgate/order=random",
+			peers: keyedPeers("random")},
 		{what: "`Queue` pacing a loop, 1k/s", fg: "BenchmarkShaperAccuracy/impl=floodgate-queue/rate=1000/burst=10",
 			peers: []string{"BenchmarkShaperAccuracy/impl=uber/rate=1000"}, target: "within 1% of the rate, 1/s to 1M/s", noRatio: true},
 		{what: "`Queue` pacing a loop, 10k/s", fg: "BenchmarkShaperAccuracy/impl=floodgate-queue/rate=10000/burst=100",

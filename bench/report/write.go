@@ -86,15 +86,27 @@ per call); ´Meter´ is keyed (a hash, a shard lock and a clock
 read). The peers are all single limiters, so the keyed row compares more
 work with less. Use ´Limiter´ for one limit.
 
-**Keyed meter over 1M keys.** Each call touches one random slot in about
-100 MB of tables: in the sequential and scattered orders almost every call is a
-cache miss, so its cost is the machine's memory latency, not the meter's
-arithmetic. Two floors are measured in the same run: ´impl=floor´ (the
-harness's own clock read and key hash, itself a miss in the scattered order)
-and ´MemoryLatency´ (one dependent load in a buffer of the given size; beyond
-the L2 cache this is the price of any lookup that misses). A keyed meter cannot
-beat floor plus one miss. The meter stores each key in one 56-byte slot with
-its state; B/key is the heap growth per key, including the 24 key bytes.
+**Keyed meter over 1M keys.** The same 1M keys in three stores a user
+would pick for per-key limits in one process: floodgate's ´Meter´,
+sethvargo/go-limiter's memorystore (a bucket per key behind one map and
+RWMutex) and throttled's GCRA over its memstore. Every implementation and the
+floor visit the keys through the same index slice, read in order. In the
+random order (a fixed random permutation of all 1M keys) each call reads a
+random key (16 MB of string headers, 32 MB of key bytes) and a random slot in
+the store's tables, so almost every call is a cache miss, on the key and on the state:
+its cost is the machine's memory latency more than the limiter's arithmetic.
+In creation order the keys are read in sequence, so only the store's own
+lookup misses; the hot 4k subset fits in the caches. Two floors are measured
+in the same run: ´impl=floor´ (the harness's own index, key read, key hash
+and clock read; in the random order it misses on the key's string header and
+bytes, as every implementation does) and ´MemoryLatency´ (one dependent load
+in a buffer of the given size; beyond the L2 cache this is the price of any
+lookup that misses). A keyed limiter cannot beat floor plus one miss.
+floodgate stores each key in one 56-byte slot with its state. B/key is the
+heap growth per key, each key created from a fresh copy of its string (as a
+server's request keys are), so every store pays for the 24 key bytes once,
+whether it copies the key (floodgate) or keeps the caller's string (the
+others).
 
 **Queue accuracy** is the achieved long-run rate over the configured one for
 one loop pacing itself with ´Queue.Wait´ (1.000 is exact), beside uber's
