@@ -85,9 +85,9 @@ func main() {
 	}
 }
 
-// slowBench are the benchmarks that talk to a server: they get the longer
+// slowBench are the benchmarks that talk to a server or over a socket: they get the longer
 // -benchtime.
-var slowBench = regexp.MustCompile(`Redis|Distsem|Pgx|Workers`)
+var slowBench = regexp.MustCompile(`Redis|Distsem|Pgx|Workers|Loopback`)
 
 // pgxBench need DATABASE_URL.
 var pgxBench = regexp.MustCompile(`(?i)pgx|postgres`)

@@ -77,6 +77,7 @@ var labels = map[string]string{
 	"ops/s":               " decisions/s",
 	"pairs/s":             " pairs/s",
 	"grants/s":            " grants/s",
+	"req/s":               " requests/s",
 	"achieved/target":     " of the rate",
 	"allocs/op":           " allocs",
 	"p50-µs":              " µs p50",

@@ -121,6 +121,8 @@ var sections = []section{
 			target: "less overhead than failsafehttp and throttled"},
 		{what: "all cores", fg: "BenchmarkBulkhead/impl=floodgate/parallel",
 			peers: []string{"BenchmarkBulkhead/impl=failsafehttp/parallel", "BenchmarkBulkhead/impl=throttled/parallel", "BenchmarkBulkhead/impl=bare/parallel"}},
+		{what: "over loopback sockets: net/http server and 32 keep-alive clients on 127.0.0.1", fg: "BenchmarkBulkheadLoopback/impl=floodgate/clients=32",
+			peers: []string{"BenchmarkBulkheadLoopback/impl=failsafehttp/clients=32", "BenchmarkBulkheadLoopback/impl=throttled/clients=32", "BenchmarkBulkheadLoopback/impl=bare/clients=32"}},
 	}},
 	{"gRPC server interceptor (bulkhead/bulkheadgrpc) vs failsafe-go's failsafegrpc", []row{
 		{what: "a unary call over loopback TCP, one at a time", fg: "BenchmarkGRPC/impl=floodgate",
