@@ -47,6 +47,17 @@ round to round. Local benchmarks run ´-benchtime=`+m.localTime+`´, the Redis o
   ratios are shown. For times (ns per operation) below 1× means floodgate is
   faster; for rates (decisions/s, pairs/s, requests/s) above 1× means floodgate is faster.
 - **target** is the number the library is held to, where there is one.
+- **Redis CPU** (´redis-µs/op´) is taken from ´INFO commandstats´ before and
+  after a run, each microsecond counted once. Redis 7 adds the commands a
+  script calls (´redis.call('GET', ...)´) to their own lines as well as to the
+  script's, so the sum of every line counts a GCRA decision's TIME, GET and SET
+  twice. The report's figure is the total minus those inner commands: the
+  script commands (EVAL, EVALSHA, their _RO forms, FCALL) in full, and every
+  other command only in the share of its calls that the benchmark's clients
+  sent themselves, counted by a go-redis hook (throttled's go-redis store sends
+  GET, SETNX and EXPIRE of its own beside its script). ´INFO´ itself is left
+  out. ´redis-proc-µs/op´ is the whole Redis process (´INFO cpu´), which also
+  counts reading requests and writing replies.
 
 ## Summary
 
@@ -121,7 +132,8 @@ it must derive one (´context.WithDeadline´, which allocates).
 **Redis meter.** One decision is one round trip running one script.
 decisions/s is from the client side; p50/p99 is the latency of one call;
 round trips are counted by a go-redis hook. **Redis CPU µs per decision** is
-script execution time from ´INFO commandstats´, divided by the decisions:
+command execution time from ´INFO commandstats´, a script's inner commands
+counted once (see How it is measured), divided by the decisions:
 Redis runs scripts on one core, so 1 000 000 / that figure is the most
 decisions per second one Redis can make for the whole fleet, whatever the
 number of clients. The full tables add the whole Redis process's CPU
