@@ -159,6 +159,11 @@ func run(ctx context.Context, c config) error {
 		return errors.New("no benchmarks to run")
 	}
 
+	res.targets, res.informal, err = docTargets(".")
+	if err != nil {
+		return fmt.Errorf("reading the benchmarks' targets: %w", err)
+	}
+
 	var raw bytes.Buffer
 	for round := range c.rounds {
 		m.loads = append(m.loads, loadAvg())

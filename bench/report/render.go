@@ -201,7 +201,7 @@ func writeSummary(w io.Writer, r *results) {
 			for i, p := range peers {
 				what, fgCell, target := "", "", ""
 				if i == 0 {
-					what, fgCell, target = row.what, cell(r, row.fg), row.target
+					what, fgCell, target = row.what, cell(r, row.fg), targetCell(r, r.targets, row.fg)
 				}
 				peerCell, ratio := "—", "—"
 				if p != "" {

@@ -12,6 +12,10 @@ type results struct {
 	notes  []string
 	// sections are the adaptive concurrency tests' markdown.
 	sections []fragment
+	// targets are the benchmarks' stated targets; informal, the doc
+	// comments that mention one the report cannot check.
+	targets  []target
+	informal []string
 }
 
 func (r *results) add(round int, p parsed) {
