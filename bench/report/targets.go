@@ -37,6 +37,7 @@ import (
 	"go/token"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -393,4 +394,27 @@ allows 1%.
 	if len(informal) > 0 {
 		fmt.Fprintf(w, "Doc comments that mention a target the report cannot check (not a ´Target:´ sentence): %s.\n\n", strings.Join(informal, ", "))
 	}
+}
+
+// cpuOnceWired reports whether a benchmark outside rediscpu_test.go calls
+// redisCPUOnce, that is whether the Redis benchmarks' redis-µs/op counts a
+// script's inner commands once, as the report says.
+func cpuOnceWired(dir string) (bool, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
+	if err != nil {
+		return false, err
+	}
+	for _, f := range files {
+		if strings.HasPrefix(filepath.Base(f), "rediscpu") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return false, err
+		}
+		if strings.Contains(string(b), "redisCPUOnce(") {
+			return true, nil
+		}
+	}
+	return false, nil
 }
