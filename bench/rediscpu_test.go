@@ -160,7 +160,9 @@ type cpuOnceWindow struct {
 // redisCPUOnce starts a window on the Redis rdb talks to: one INFO commandstats
 // call on rdb now and one in usec. clients are the clients whose own commands
 // count (rdb is always one of them); each gets a counting hook the first time
-// it is named. Name every client before it sends the commands to measure.
+// it is named. Name every client before it sends the commands to measure,
+// the first time while no other goroutine uses it (go-redis's AddHook is not
+// safe for concurrent use).
 func redisCPUOnce(tb testing.TB, rdb *redis.Client, clients ...*redis.Client) *cpuOnceWindow {
 	w := &cpuOnceWindow{rdb: rdb}
 	for _, cl := range append([]*redis.Client{rdb}, clients...) {
