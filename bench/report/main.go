@@ -18,6 +18,10 @@
 // own; -adaptive-only runs just those and replaces their sections in the
 // existing report.
 //
+// The targets the benchmarks' doc comments state (Target: sentences, see
+// targets.go) are checked on the results and shown with met or missed, in the
+// summary and in a Targets section.
+//
 // Without REDIS_ADDR it starts its own redis-server (REDIS_SERVER, else
 // /usr/bin/redis-server, else redis-server on PATH) on a free loopback port
 // and stops it on every exit. Benchmarks whose name contains Pgx run only
