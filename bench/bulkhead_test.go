@@ -2,8 +2,11 @@ package bench
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,18 +31,19 @@ func (tenantVary) Key(r *http.Request) string {
 	return id.Tenant
 }
 
-// BenchmarkBulkhead: per-request overhead of HTTP admission middleware with
-// local state, every request admitted, handlers called directly (no network):
-// a bare handler; floodgate's bulkhead with one rate layer (GCRA meter keyed by
-// tenant) and one concurrency layer (a semaphore); failsafe-go's failsafehttp
-// with a rate limiter and a bulkhead; throttled's HTTPRateLimiterCtx (GCRA,
-// memstore, keyed by tenant; it has no concurrency limit).
-func BenchmarkBulkhead(b *testing.B) {
-	var served atomic.Int64 // every request must be admitted, or the comparison is void
-	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		served.Add(1)
-		w.WriteHeader(http.StatusNoContent)
-	})
+// httpImpl is one HTTP admission middleware around a handler.
+type httpImpl struct {
+	name string
+	h    http.Handler
+}
+
+// httpImpls returns the middlewares of the HTTP benchmarks around next, each
+// with its own state, every request admitted: a bare handler; floodgate's
+// bulkhead with one rate layer (GCRA meter keyed by tenant) and one
+// concurrency layer (a semaphore); failsafe-go's failsafehttp with a rate
+// limiter and a bulkhead; throttled's HTTPRateLimiterCtx (GCRA, memstore,
+// keyed by tenant; it has no concurrency limit).
+func httpImpls(b *testing.B, next http.Handler) []httpImpl {
 	// Limits no benchmark run can reach, with a tolerance (burst/rate, 43 s) no
 	// preempted goroutine's stale clock reading can exceed.
 	const rate, burst = 1e8, 1 << 32
@@ -62,15 +66,25 @@ func BenchmarkBulkhead(b *testing.B) {
 	}
 	thl := &throttled.HTTPRateLimiterCtx{RateLimiter: th, VaryBy: tenantVary{}}
 
-	for _, impl := range []struct {
-		name string
-		h    http.Handler
-	}{
-		{"bare", bare},
-		{"floodgate", fg.Handler(bare)},
-		{"failsafehttp", failsafehttp.NewHandler(bare, fsRate, fsBulk)},
-		{"throttled", thl.RateLimit(bare)},
-	} {
+	return []httpImpl{
+		{"bare", next},
+		{"floodgate", fg.Handler(next)},
+		{"failsafehttp", failsafehttp.NewHandler(next, fsRate, fsBulk)},
+		{"throttled", thl.RateLimit(next)},
+	}
+}
+
+// BenchmarkBulkhead: per-request overhead of HTTP admission middleware with
+// local state (httpImpls), every request admitted, handlers called directly (no
+// network). Target: impl=floodgate: ns/op ≤ 1× impl=failsafehttp;
+// impl=floodgate: ns/op ≤ 1× impl=throttled.
+func BenchmarkBulkhead(b *testing.B) {
+	var served atomic.Int64 // every request must be admitted, or the comparison is void
+	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	for _, impl := range httpImpls(b, bare) {
 		r := httptest.NewRequest("GET", "/items", nil)
 		r = r.WithContext(bulkhead.WithIdentity(context.Background(), bulkhead.Identity{Tenant: "acme", Tier: "gold"}))
 		b.Run("impl="+impl.name, func(b *testing.B) {
@@ -108,6 +122,89 @@ func BenchmarkBulkhead(b *testing.B) {
 			b.ReportMetric(float64(denied), "denied")
 			if denied*1000 > n.Load() {
 				b.Fatalf("%s: %d of %d requests admitted", impl.name, served.Load(), n.Load())
+			}
+		})
+	}
+}
+
+// loopbackClients is the number of keep-alive clients of BenchmarkBulkheadLoopback.
+const loopbackClients = 32
+
+// BenchmarkBulkheadLoopback: the middlewares of httpImpls over real loopback
+// sockets, in one run: a net/http server on 127.0.0.1 (httptest.Server) and
+// loopbackClients goroutines, each a keep-alive client (one net/http
+// Transport with that many idle connections) sending GET requests one after
+// the other and reading each response to the end. An authentication
+// middleware in front of every implementation, bare included, puts the
+// tenant's Identity in the request context, as an application's would. Reports
+// req/s; ns/op and allocs/op are per request, client and server together.
+func BenchmarkBulkheadLoopback(b *testing.B) {
+	var served atomic.Int64
+	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	for _, impl := range httpImpls(b, bare) {
+		b.Run("impl="+impl.name+"/clients="+strconv.Itoa(loopbackClients), func(b *testing.B) {
+			auth := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				id := bulkhead.Identity{Tenant: "acme", Tier: "gold"}
+				impl.h.ServeHTTP(w, r.WithContext(bulkhead.WithIdentity(r.Context(), id)))
+			})
+			srv := httptest.NewServer(auth)
+			defer srv.Close()
+			tr := &http.Transport{MaxIdleConnsPerHost: loopbackClients, MaxConnsPerHost: loopbackClients}
+			defer tr.CloseIdleConnections()
+			client := &http.Client{Transport: tr}
+			url := srv.URL + "/items"
+			get := func() (int, error) {
+				resp, err := client.Get(url)
+				if err != nil {
+					return 0, err
+				}
+				_, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				return resp.StatusCode, err
+			}
+			// Open every client's connection before the clock starts.
+			var warm sync.WaitGroup
+			for range loopbackClients {
+				warm.Go(func() {
+					if code, err := get(); err != nil || code != http.StatusNoContent {
+						b.Errorf("%s: status %d, %v; want 204 (admitted)", impl.name, code, err)
+					}
+				})
+			}
+			warm.Wait()
+			if b.Failed() {
+				return
+			}
+			b.ReportAllocs()
+			served.Store(0)
+			var next, denied atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			start := time.Now()
+			for range loopbackClients {
+				wg.Go(func() {
+					for next.Add(1) <= int64(b.N) {
+						code, err := get()
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						if code != http.StatusNoContent {
+							denied.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
+			b.ReportMetric(float64(denied.Load()), "denied")
+			if denied.Load()*1000 > int64(b.N) {
+				b.Fatalf("%s: %d of %d requests denied", impl.name, denied.Load(), b.N)
 			}
 		})
 	}

@@ -13,6 +13,7 @@ require (
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/sethvargo/go-limiter v0.7.1
 	github.com/sony/gobreaker/v2 v2.4.0
 	github.com/throttled/throttled/v2 v2.15.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0

@@ -65,7 +65,8 @@ func grpcCases(b *testing.B) []struct {
 // grpc.Server and a grpc.NewClient with insecure credentials), EmptyCall of
 // grpc.testing.TestService, behind each interceptor chain of grpcCases: the
 // difference to impl=bare is the interceptor's overhead. Allocations are
-// the client's and the server's together.
+// the client's and the server's together. Target: impl=floodgate: ns/op ≤
+// 1.05× impl=bare (within noise of no interceptor).
 func BenchmarkGRPC(b *testing.B) {
 	for _, impl := range grpcCases(b) {
 		ins := []grpc.UnaryServerInterceptor{identify}
@@ -119,6 +120,7 @@ func BenchmarkGRPC(b *testing.B) {
 
 // BenchmarkGRPCInterceptor: the server interceptor alone, called as gRPC
 // calls it, with no network: its own time and allocations per admitted call.
+// Target: impl=floodgate: allocs/op = 0.
 func BenchmarkGRPCInterceptor(b *testing.B) {
 	info := &grpc.UnaryServerInfo{FullMethod: "/grpc.testing.TestService/EmptyCall"}
 	ctx := bulkhead.WithIdentity(context.Background(), bulkhead.Identity{Tenant: "acme", Tier: "gold"})

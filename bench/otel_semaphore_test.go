@@ -7,9 +7,9 @@ import (
 	"github.com/floodgate-go/floodgate/semaphore"
 )
 
-// The admitted path of a semaphore with otelfloodgate's Observer attached
-// and without. Target: metrics ≤ 1.10× none plus BenchmarkOtelObserve, 0
-// extra allocs.
+// BenchmarkOtelSemaphore: the admitted path of a semaphore with
+// otelfloodgate's Observer attached and without. Target: metrics=otel: ns/op ≤
+// 1.10× (metrics=none + BenchmarkOtelObserve); metrics=otel: allocs/op = 0.
 func BenchmarkOtelSemaphore(b *testing.B) {
 	for _, attached := range []bool{false, true} {
 		name := "metrics=none"

@@ -72,6 +72,9 @@ var semImpls = []struct {
 	{"chan", func(n int64) permits { return make(chanSem, n) }},
 }
 
+// BenchmarkSemaphoreAcquireRelease: one Acquire and Release with permits to
+// spare (16), one goroutine. Target: impl=floodgate: ns/op ≤ 1× impl=xsync;
+// impl=floodgate: allocs/op = 0.
 func BenchmarkSemaphoreAcquireRelease(b *testing.B) {
 	ctx := context.Background()
 	for _, impl := range semImpls {
@@ -88,6 +91,8 @@ func BenchmarkSemaphoreAcquireRelease(b *testing.B) {
 	}
 }
 
+// BenchmarkSemaphoreTryAcquireFull: TryAcquire on a semaphore with no permit
+// left (it fails).
 func BenchmarkSemaphoreTryAcquireFull(b *testing.B) {
 	for _, impl := range semImpls {
 		b.Run("impl="+impl.name, func(b *testing.B) {
@@ -107,6 +112,8 @@ func BenchmarkSemaphoreTryAcquireFull(b *testing.B) {
 // The permits are held until every goroutine has started, so the run begins with
 // a queue and keeps it (see semaphore's BenchmarkBlocked: without this the result
 // is bimodal, as the goroutines may run one after another and never wait).
+// Target: impl=floodgate: ns/op ≤ 1× impl=xsync; impl=floodgate: allocs/op = 0
+// (a waiting Acquire included).
 func BenchmarkSemaphoreBlocked(b *testing.B) {
 	for _, impl := range semImpls {
 		b.Run("impl="+impl.name, func(b *testing.B) {

@@ -77,6 +77,7 @@ var labels = map[string]string{
 	"ops/s":               " decisions/s",
 	"pairs/s":             " pairs/s",
 	"grants/s":            " grants/s",
+	"req/s":               " requests/s",
 	"achieved/target":     " of the rate",
 	"allocs/op":           " allocs",
 	"p50-µs":              " µs p50",
@@ -200,7 +201,7 @@ func writeSummary(w io.Writer, r *results) {
 			for i, p := range peers {
 				what, fgCell, target := "", "", ""
 				if i == 0 {
-					what, fgCell, target = row.what, cell(r, row.fg), row.target
+					what, fgCell, target = row.what, cell(r, row.fg), targetCell(r, r.targets, row.fg)
 				}
 				peerCell, ratio := "—", "—"
 				if p != "" {

@@ -12,6 +12,10 @@ type results struct {
 	notes  []string
 	// sections are the adaptive concurrency tests' markdown.
 	sections []fragment
+	// targets are the benchmarks' stated targets; informal, the doc
+	// comments that mention one the report cannot check.
+	targets  []target
+	informal []string
 }
 
 func (r *results) add(round int, p parsed) {
@@ -87,18 +91,18 @@ func (r *results) units(name string) []string {
 // unitOrder: the primary metrics first, then the rest in reading order. B/op
 // is left to the full tables.
 var unitOrder = []string{
-	"ops/s", "pairs/s", "grants/s", "achieved/target", "ns/op",
+	"ops/s", "pairs/s", "grants/s", "req/s", "achieved/target", "ns/op",
 	"allocs/op", "B/op", "p50-µs", "p99-µs", "roundtrips/op", "redis-µs/op", "redis-proc-µs/op",
 	"rtt/acquire", "rtt/release", "acquire-calls/grant", "pairs/redis-cpu-s", "grants/redis-cpu-s",
 	"p50-wait-ms", "p99-wait-ms", "ideal-fifo-wait-ms", "B/key", "rejected/op", "denied",
 }
 
 // primary is the metric a case's ratio is taken on: its throughput if it
-// reports one (decisions, pairs or grants per second), its accuracy, else its
+// reports one (decisions, pairs, grants or requests per second), its accuracy, else its
 // time per operation.
 func (r *results) primary(name string) string {
 	us := r.units(name)
-	for _, u := range []string{"ops/s", "pairs/s", "grants/s", "achieved/target", "ns/op"} {
+	for _, u := range []string{"ops/s", "pairs/s", "grants/s", "req/s", "achieved/target", "ns/op"} {
 		if slices.Contains(us, u) {
 			return u
 		}

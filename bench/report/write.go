@@ -45,13 +45,27 @@ round to round. Local benchmarks run ´-benchtime=`+m.localTime+`´, the Redis o
 - **floodgate/peer** is computed within each round (floodgate's figure over
   the peer's from the same round), then the median and range of those
   ratios are shown. For times (ns per operation) below 1× means floodgate is
-  faster; for rates (decisions/s, pairs/s) above 1× means floodgate is faster.
-- **target** is the number the library is held to, where there is one.
+  faster; for rates (decisions/s, pairs/s, requests/s) above 1× means floodgate is faster.
+- **target** is the number the library is held to, where there is one, as
+  the benchmark's doc comment states it, with **met** or **missed** and the
+  figure it was checked on (the Targets section lists them all).
+- **Redis CPU** (´redis-µs/op´) is taken from ´INFO commandstats´ before and
+  after a run, each microsecond counted once. Redis 7 adds the commands a
+  script calls (´redis.call('GET', ...)´) to their own lines as well as to the
+  script's, so the sum of every line counts a GCRA decision's TIME, GET and SET
+  twice. The report's figure is the total minus those inner commands: the
+  script commands (EVAL, EVALSHA, their _RO forms, FCALL) in full, and every
+  other command only in the share of its calls that the benchmark's clients
+  sent themselves, counted by a go-redis hook (throttled's go-redis store sends
+  GET, SETNX and EXPIRE of its own beside its script). ´INFO´ itself is left
+  out. ´redis-proc-µs/op´ is the whole Redis process (´INFO cpu´), which also
+  counts reading requests and writing replies.
 
 ## Summary
 
 `))
 	writeSummary(w, r)
+	writeTargets(w, r, r.targets, r.informal)
 	fmt.Fprint(w, tick(narrative))
 	var secs strings.Builder
 	for _, s := range r.sections {
@@ -86,15 +100,27 @@ per call); ´Meter´ is keyed (a hash, a shard lock and a clock
 read). The peers are all single limiters, so the keyed row compares more
 work with less. Use ´Limiter´ for one limit.
 
-**Keyed meter over 1M keys.** Each call touches one random slot in about
-100 MB of tables: in the sequential and scattered orders almost every call is a
-cache miss, so its cost is the machine's memory latency, not the meter's
-arithmetic. Two floors are measured in the same run: ´impl=floor´ (the
-harness's own clock read and key hash, itself a miss in the scattered order)
-and ´MemoryLatency´ (one dependent load in a buffer of the given size; beyond
-the L2 cache this is the price of any lookup that misses). A keyed meter cannot
-beat floor plus one miss. The meter stores each key in one 56-byte slot with
-its state; B/key is the heap growth per key, including the 24 key bytes.
+**Keyed meter over 1M keys.** The same 1M keys in three stores a user
+would pick for per-key limits in one process: floodgate's ´Meter´,
+sethvargo/go-limiter's memorystore (a bucket per key behind one map and
+RWMutex) and throttled's GCRA over its memstore. Every implementation and the
+floor visit the keys through the same index slice, read in order. In the
+random order (a fixed random permutation of all 1M keys) each call reads a
+random key (16 MB of string headers, 32 MB of key bytes) and a random slot in
+the store's tables, so almost every call is a cache miss, on the key and on the state:
+its cost is the machine's memory latency more than the limiter's arithmetic.
+In creation order the keys are read in sequence, so only the store's own
+lookup misses; the hot 4k subset fits in the caches. Two floors are measured
+in the same run: ´impl=floor´ (the harness's own index, key read, key hash
+and clock read; in the random order it misses on the key's string header and
+bytes, as every implementation does) and ´MemoryLatency´ (one dependent load
+in a buffer of the given size; beyond the L2 cache this is the price of any
+lookup that misses). A keyed limiter cannot beat floor plus one miss.
+floodgate stores each key in one 56-byte slot with its state. B/key is the
+heap growth per key, each key created from a fresh copy of its string (as a
+server's request keys are), so every store pays for the 24 key bytes once,
+whether it copies the key (floodgate) or keeps the caller's string (the
+others).
 
 **Queue accuracy** is the achieved long-run rate over the configured one for
 one loop pacing itself with ´Queue.Wait´ (1.000 is exact), beside uber's
@@ -109,7 +135,8 @@ it must derive one (´context.WithDeadline´, which allocates).
 **Redis meter.** One decision is one round trip running one script.
 decisions/s is from the client side; p50/p99 is the latency of one call;
 round trips are counted by a go-redis hook. **Redis CPU µs per decision** is
-script execution time from ´INFO commandstats´, divided by the decisions:
+command execution time from ´INFO commandstats´, a script's inner commands
+counted once (see How it is measured), divided by the decisions:
 Redis runs scripts on one core, so 1 000 000 / that figure is the most
 decisions per second one Redis can make for the whole fleet, whatever the
 number of clients. The full tables add the whole Redis process's CPU
@@ -127,10 +154,15 @@ Under contention a waiter is handed its permit and claims it with one call,
 so acquire calls per grant stay near 1; the wait is shown beside the wait of an
 ideal FIFO queue with the same hold times.
 
-**HTTP middleware** is the per-request overhead of admission with local
-state, handlers called directly (no network): floodgate's bulkhead with a
-keyed rate layer and a concurrency layer, failsafehttp with a rate limiter and
-a bulkhead, throttled with a keyed GCRA (no concurrency limit); ´bare´ is the
-handler alone.
+**HTTP middleware** is first the per-request overhead of admission with
+local state, handlers called directly (no network): floodgate's bulkhead with
+a keyed rate layer and a concurrency layer, failsafehttp with a rate limiter
+and a bulkhead, throttled with a keyed GCRA (no concurrency limit); ´bare´ is
+the handler alone. The loopback row runs the same middlewares in a net/http
+server on 127.0.0.1 with 32 keep-alive net/http clients in the same process,
+each sending one request after the other: requests/s there is the whole
+request (client, kernel, server, middleware), so the ratio to ´bare´ is what
+the middleware costs a real server, on a machine whose 2 cores the clients
+share with the server.
 
 `
