@@ -48,14 +48,6 @@ import (
 // pendingTargets: benchmark → its target in the form above, for doc comments
 // (in files this report does not own) whose target is not yet written so.
 var pendingTargets = map[string]string{
-	// distsem_test.go: "Target: 1 each."
-	"BenchmarkDistsemRoundTrips": "rtt/acquire = 1; rtt/release = 1",
-	// distsem_test.go: "Target: pair ≤ 2× EVALSHA."
-	"BenchmarkDistsemPair": "impl=distsem: ns/op ≤ 2× impl=evalsha",
-	// distsem_test.go: "Target: ≥ 55k pairs/s."
-	"BenchmarkDistsemParallel": "impl=distsem: pairs/s ≥ 55k",
-	// distsem_test.go: "(target ≤ 1.2: ...)"
-	"BenchmarkDistsemContended": "acquire-calls/grant ≤ 1.2",
 	// shaper_redis_test.go: "Target: leasing ≥ 10× the per-request throughput."
 	"BenchmarkRedisLease": "impl=lease: ops/s ≥ 10× impl=per-request",
 	// shaper_redis_test.go: no target in the doc comment; the report's rows
