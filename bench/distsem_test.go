@@ -295,7 +295,7 @@ func scriptUsec(b *testing.B, rdb *redis.Client) int64 {
 //
 // The floodgate rows also report their cost in GCRA decisions (x-gcra) and the
 // contended rows in uncontended pairs (x-pair), taken from the same round.
-// Target: impl=floodgate-pair: x-gcra ≤ 3; x-pair ≤ 1.5.
+// Target: impl=floodgate-pair: script-µs/op ≤ 3× impl=gcra; impl=floodgate-contended32: script-µs/op ≤ 1.5× impl=floodgate-pair; impl=floodgate-contended128: script-µs/op ≤ 1.5× impl=floodgate-pair.
 func BenchmarkDistsemScriptCPU(b *testing.B) {
 	_, rdb, rtt := benchServer(b)
 	srv := rdb.Options().Addr
