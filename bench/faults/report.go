@@ -54,7 +54,8 @@ func writeHow(w io.Writer, rep *report) {
   defaults otherwise) that dials a TCP fault proxy of its own (floodgatetest.Proxy) in front of
   Redis, so that one process can be cut off alone; a breaker of its own (breaker.Config{}:
   CallTimeout %[2]s, open after 5 consecutive store failures, open 1 s plus up to 10%% jitter,
-  one half-open probe); and its own limiter. Nothing is shared but the redis-server, which the
+  then one half-open probe: the PING its limiter gives a breaker without a Probe, made by the
+  breaker off the callers' path); and its own limiter. Nothing is shared but the redis-server, which the
   program starts (no persistence) for each scenario alone; separate OS processes would add
   only the kernel's scheduling.
 - **Rates.** L = %[3]d per 1 s window on one key. floodgate's fixed window
@@ -103,10 +104,10 @@ func writeHow(w io.Writer, rep *report) {
   start, the most lenient reading of when Redis decided it.
 - **Latency.** *steady p50*: decisions answered by Redis before the fault. The *open phase* of a
   process runs from the first decision it began with its breaker open until Redis returned; the
-  table gives its decisions' latency p50 and p99 (half-open probes included) and, as *Δ*, each
+  table gives its decisions' latency p50 and p99 (half-open included) and, as *Δ*, each
   minus the steady p50; *open only* is the p99 of those begun while the breaker was open (not
-  half-open); *waited* the share of the phase's decisions that took over CallTimeout/2 (probes
-  and calls that timed out). For a peer, the open phase is the whole fault: how long a call blocks.
+  half-open); *waited* the share of the phase's decisions that took over CallTimeout/2 (calls
+  that timed out, and a caller's decision made a probe, which floodgate's breakers no longer do). For a peer, the open phase is the whole fault: how long a call blocks.
 - **Exact again.** From Redis's return to the last moment accounting was not exact: the end of a
   decision not answered by Redis (degraded, or an error), and for the fixed window the end of a
   window above 1.01·L, for a GCRA the last excess admission (a GCRA with a burst of L may admit
@@ -217,7 +218,7 @@ func writeTargets(w io.Writer, rep *report) {
 			}
 		}
 		if at != "" {
-			add(fmt.Sprintf("%s: ≤ 1 ms added per decision once the breaker has opened (p99, half-open probes included)", s),
+			add(fmt.Sprintf("%s: ≤ 1 ms added per decision once the breaker has opened (p99, half-open included)", s),
 				worst <= time.Millisecond, true, "%s (%s)", fmtDelta(worst), at)
 			add(fmt.Sprintf("%s: the same, decisions begun while the breaker was open (p99)", s),
 				worstOnly <= time.Millisecond, true, "%s (%s)", fmtDelta(worstOnly), atOnly)
@@ -312,62 +313,56 @@ func writeCauses(w io.Writer, rep *report) {
 	if rep.quick || len(rep.results) < len(scenarios()) {
 		return
 	}
-	var waited float64
-	var nw int
 	var lost int64
 	var lostRuns []string
 	for _, r := range rep.results {
 		if r.rate == nil || r.sc.subj.peer() {
 			continue
 		}
-		if r.rate.openN > 0 {
-			waited += r.rate.waitedShare
-			nw++
-		}
 		if r.rate.lost > 0 {
 			lost += r.rate.lost
 			lostRuns = append(lostRuns, fmt.Sprintf("%s (%d; longest stall %s)", r.sc.name(), r.rate.lost, fmtDur(r.stall)))
 		}
 	}
-	fmt.Fprintf(w, `## Where the misses come from
+	fmt.Fprint(w, `## Where the misses come from
 
-- **FailLocal's windows at the edges of an outage** (shaper/shaperredis, meter.go: a call's
-  fallback is the local meter's AllowN, asked only when Redis cannot answer). The local meter and
-  Redis count apart: neither hears of the other's admissions. In the window the outage begins,
-  Redis's admissions before it (the whole L, under a demand of 2·L) are followed by every local
-  share; in the window Redis returns, the shares' admissions before it by Redis's own count, which
-  never saw them (the fixed window's count for that window is new; the GCRA's state has expired,
-  so its whole burst is there). Each edge window can so reach L + N × share = 2·L, while the
-  windows wholly inside an outage keep N × share = 1.00·L (fixed window). A GCRA share is itself
-  a GCRA with a burst (L/N here), full when the outage begins: N × burst = L more in the outage's
-  first second. A process cut off alone (partition) adds only its own share: 1.10·L. Keeping
-  within 1.10·L at the edges would need the local meter charged with the process's Redis
-  admissions too, and the local admissions carried to Redis (or both asked for the rest of the
-  window) when it returns: a change of design, not made here.
-- **distsem under FailLocal after Redis returns** (distsem/call.go, fallback; the package doc
-  says so). The local share also counts the permits a process holds in Redis, so an outage's
-  start stays within C; but permits granted locally stay held after Redis returns and Redis does
-  not know them, so it grants C more meanwhile: up to C + N × share = 2·C until they are released
-  (here within the 200 ms hold).
-- **Latency once the breaker has opened, half-open probes included.** While the breaker is open
-  a decision costs microseconds (the *open only* column). Once OpenDuration (1 s, plus jitter)
-  has passed, the breaker lets one probe through, and that probe is a caller's decision, which
-  waits CallTimeout (250 ms) on a Redis that is still gone before the policy answers it: one
-  decision per process per second or so, %.1f%% of the open phase's decisions on average (the
-  *waited* column), so its p99 is CallTimeout. This is gobreaker's half-open model (a probe is a
-  real call); a probe sent by the breaker itself, off the callers' path, would remove it.
+- **FailLocal at the edges of an outage** (shaper/shaperredis, recovery.go). The local shares and
+  Redis count apart, so each edge of an outage could admit the limit twice in one window. Three
+  rules keep them: while Redis answers, a key's share is kept at its part of what Redis says
+  remains (an outage starts from what the fleet has left, not from full shares); after an outage,
+  for one period of the share (its window, or its burst at its rate) after its last decision, a
+  decision needs the share's room as well as Redis's (each process keeps to its share while Redis
+  has not heard of the outage); and a GCRA carries what its share admitted without Redis into
+  Redis on its first decision there (at most what the share still holds and what Redis has left).
+  The fixed window's windows now stay within 1.00·L at both edges (1.10·L with one process cut
+  off alone, its share). A GCRA's windows are not its measure: a GCRA with a burst of L may admit
+  up to 2·L in a window, exactly, after the fleet was idle, and the seconds in which the breakers
+  open (calls wait CallTimeout, nothing is admitted: the window below L before the one above it)
+  let every share's burst refill by CallTimeout × its rate, as an exact GCRA's would. Its *excess*
+  column (what an exact GCRA fed every admission would have refused) is the measure; a GCRA row
+  above 1.10·L with a small excess is GCRA, not over-admission.
+- **distsem under FailLocal after Redis returns** (distsem/acquire.go). Permits granted on a
+  share without Redis stay held after it returns, and Redis does not know them: while a process
+  holds any, a grant from Redis needs room on its share first. A process whose own outage permits
+  are all released takes from Redis what Redis has, while other processes may still hold theirs:
+  the fleet can briefly hold more than C, up to what the others still hold on their shares.
+  Carrying the outage's permits into Redis (as the GCRA carries its debt) would close that; it is
+  not done.
+- **Latency once the breaker has opened.** While the breaker is open a decision costs
+  microseconds, and since the breaker probes Redis itself (a PING) when its open period ends, no
+  decision is a probe any more: the half-open phase costs callers nothing either. What remains in
+  the p99 of the open phase is calls caught by a scheduling stall of this program (the *stall*
+  column) on a busy machine.
 - **Exact again.** Under FailClosed the first decisions after Redis returns are still refused
-  until the breaker's open period ends and a probe succeeds (up to OpenDuration plus jitter);
-  under FailLocal and FailOpen the policy answers meanwhile, and the window Redis returns in is
-  over L (above). A fixed window is then exact at the end of that window or of the next. A GCRA
-  takes longer: Redis never saw the admissions of the outage and its state has expired, so it
-  has its whole burst when it returns, up to L more than an exact GCRA that counted them, spent
-  over the next second or two (most under FailOpen, which admitted the most).
+  until the breaker's open period ends and its probe succeeds (up to OpenDuration plus jitter).
+  Under FailOpen Redis never saw the outage's admissions and a GCRA has its whole burst again
+  when Redis returns, spent over the next second or two. Under FailLocal the recovery above
+  holds each process to its share for one period of it.
 - **Failover** is no policy's case: the promoted replica never saw the last writes, so the
   window's count (or the GCRA's state) starts again and about L more is admitted around the
   promotion, by floodgate and the peers alike (the *excess* column); distsem's holders are granted
   again up to its documented 2·C until the old ones release.
-`, 100*waited/float64(max(nw, 1)))
+`)
 	if lost == 0 {
 		fmt.Fprint(w, `- **Quota lost** (fixed window) is 0 in every run: floodgate's scripts refuse to spend once
   their call's deadline has passed, so a frozen Redis working through its sockets' backlog, or a
