@@ -69,10 +69,11 @@ type Config struct {
 	// The edges of an outage are kept too: while Redis answers, a key's
 	// share holds at most its part of what Redis says remains, so an outage
 	// starts from what the fleet has left; after one, for a period of the
-	// share (its window, or its burst at its rate) a decision needs the
-	// share's room as well as Redis's, and a GCRA or token bucket carries
-	// what its share spent into Redis (Stats().Carried). A process busier
-	// than its share is held to it for that period. (This is the Meter's; a
+	// share (its window, or its burst at its rate) a decision of a key the
+	// share decided needs the share's room as well as Redis's, and a GCRA or
+	// token bucket carries what its share admitted into Redis
+	// (Stats().Carried). A process busier than its share is held to it for
+	// that period on those keys. (This is the Meter's; a
 	// Queue's FailLocal pacing does not keep the edges.)
 	LocalShare shaper.Limit
 
@@ -378,7 +379,7 @@ func (m *Meter) allowN(ctx context.Context, key string, n int64) (shaper.Decisio
 	c := call{m: m, rl: rl, key: key, n: n}
 	var fallback func(context.Context) (result, error)
 	if m.local != nil {
-		if n > 0 && m.rec.recovering() {
+		if n > 0 && m.rec.recovering(key) {
 			return m.allowRecovering(ctx, c)
 		}
 		fallback = c.fallback

@@ -23,40 +23,47 @@ import (
 //     (seed): after each decision Redis answers, the key's local share holds
 //     at most its part of what Redis says remains (Remaining × share / limit),
 //     so an outage starts from what the fleet has left, not from a full share;
-//   - after an outage, recovers: for as long as the local share takes to
-//     forget what it admitted (one period of the share: its window, or its
-//     burst's worth of its rate; two windows for the sliding counter),
-//     counted from the last decision the share made, a decision must be
-//     admitted by the local share and then by Redis (a Redis refusal gives
+//   - after an outage, recovers each key the share decided without Redis:
+//     for as long as the share takes to forget what it admitted (one period
+//     of the share: its window, or its burst's worth of its rate; two
+//     windows for the sliding counter), counted from the share's last
+//     decision of that key, a decision of the key must be admitted by the
+//     local share and then by Redis (a Redis refusal gives
 //     the share's charge back), so each process keeps to its share while
 //     Redis has not heard of the outage;
 //   - carries the outage's debt into Redis (GCRA and token bucket only,
-//     whose state is not windowed): the first decision Redis answers for a
+//     whose state is not windowed): the first decision Redis admits for a
 //     key the share decided during the outage charges Redis once more with
-//     what the share holds beyond that decision, at most what Redis has left,
+//     what the share admitted without Redis since the last carry, at most
+//     what the share still holds beyond that decision and what Redis has left,
 //     so that Redis does not hand out a whole burst the fleet already spent.
 //     The window algorithms forget the outage with their window, which the
 //     recovery covers.
 //
 // The cost: while Redis answers, two in-process decisions of the share per
 // decision; while recovering, each process is held to its share (a process
-// busier than its share is refused for up to one period after an outage);
+// busier than its share is refused for up to one period after an outage, on
+// the keys it decided without Redis; a key it did not is Redis's alone);
 // one extra round trip per key carried, once per outage; at most maxCarry
-// keys are remembered for it.
+// keys are remembered.
 type recovery struct {
 	epoch  time.Time
 	forget time.Duration // how long the local share remembers an admission
-	until  atomic.Int64  // end of the recovery, ns since epoch
+	until  atomic.Int64  // end of the latest key's recovery, ns since epoch
 	local  int64         // the share's burst or window count
 	carry  bool          // GCRA or token bucket: the debt is carried
 
-	mu      sync.Mutex
-	pending map[string]int64 // cost the share admitted per key without Redis, not yet carried
-	has     atomic.Bool      // pending is not empty
+	mu   sync.Mutex
+	keys map[string]keyRecovery // the keys the share decided without Redis
+	n    atomic.Int64           // len(keys), stored under mu
 }
 
-// maxCarry bounds the keys remembered for a carry: an outage over a huge
-// key space remembers the first maxCarry.
+// keyRecovery is one key's recovery: its end, and the cost the share
+// admitted for it without Redis, not yet carried (GCRA, token bucket).
+type keyRecovery struct{ until, owed int64 }
+
+// maxCarry bounds the keys remembered: an outage over a huge key space
+// keeps the edges of the first maxCarry keys it decided.
 const maxCarry = 1 << 16
 
 func newRecovery(kind algoKind, ll shaper.Limit) *recovery {
@@ -77,44 +84,71 @@ func newRecovery(kind algoKind, ll shaper.Limit) *recovery {
 
 func (r *recovery) now() int64 { return int64(time.Since(r.epoch)) }
 
-// recovering reports whether the local share made a decision less than
-// forget ago.
-func (r *recovery) recovering() bool { return r.until.Load() > r.now() }
+// recovering reports whether the local share decided key without Redis less
+// than forget ago. Once no key is recovering, the keys are forgotten.
+func (r *recovery) recovering(key string) bool {
+	now := r.now()
+	if r.until.Load() <= now { // fast path: no key is recovering
+		if r.n.Load() > 0 {
+			r.mu.Lock()
+			if r.until.Load() <= now {
+				clear(r.keys)
+				r.n.Store(0)
+			}
+			r.mu.Unlock()
+		}
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.keys[key]
+	if ok && e.until <= now {
+		delete(r.keys, key) // forgotten by the share, and paid back to Redis at its rate
+		r.n.Store(int64(len(r.keys)))
+		return false
+	}
+	return ok
+}
 
 // outage records a decision the local share made for key without Redis:
 // admitted is its cost if it admitted it, else 0.
 func (r *recovery) outage(key string, admitted int64) {
-	now := r.now()
-	fresh := r.until.Swap(now+int64(r.forget)) <= now
-	if !r.carry || admitted == 0 {
+	until := r.now() + int64(r.forget)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.keys == nil {
+		r.keys = make(map[string]keyRecovery)
+	}
+	e, ok := r.keys[key]
+	if !ok && len(r.keys) >= maxCarry {
 		return
 	}
-	r.mu.Lock()
-	if r.pending == nil || fresh && r.has.Load() {
-		// A new outage: keys of an earlier one not decided since were
-		// forgotten by both.
-		r.pending = make(map[string]int64)
+	e.until = until
+	if r.carry {
+		e.owed += admitted
 	}
-	if _, ok := r.pending[key]; ok || len(r.pending) < maxCarry {
-		r.pending[key] += admitted
-		r.has.Store(true)
+	r.keys[key] = e
+	r.n.Store(int64(len(r.keys)))
+	if r.until.Load() < until {
+		r.until.Store(until) // under r.mu: never moves back
 	}
-	r.mu.Unlock()
 }
 
 // take returns the cost the share admitted for key without Redis since its
 // last carry, and forgets it.
 func (r *recovery) take(key string) int64 {
-	if !r.has.Load() {
+	if !r.carry {
 		return 0
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n, ok := r.pending[key]
-	if ok {
-		delete(r.pending, key)
-		r.has.Store(len(r.pending) > 0)
+	e, ok := r.keys[key]
+	if !ok || e.owed == 0 {
+		return 0
 	}
+	n := e.owed
+	e.owed = 0
+	r.keys[key] = e
 	return n
 }
 

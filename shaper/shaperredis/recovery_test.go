@@ -90,6 +90,11 @@ func TestFailLocalRecoveryCarriesTheDebt(t *testing.T) {
 		m.AllowN(ctx, "other", 0) // a peek lets the breaker probe
 		return brk.State() == breaker.StateClosed
 	})
+	// A key the share did not decide during the outage is Redis's alone:
+	// its whole burst, from Redis.
+	if got, deg := spend(t, m, "fresh", 40); got < 20 || deg != 0 {
+		t.Errorf("a key untouched by the outage: %d admitted (%d degraded), want Redis's burst of 20, none degraded", got, deg)
+	}
 	// Recovering: the share has earned back a few tokens since; each
 	// admission needs the share and Redis (fresh, its burst whole).
 	admitted := 0
