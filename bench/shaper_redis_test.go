@@ -200,8 +200,11 @@ func BenchmarkRedisMeter(b *testing.B) {
 	rdb, rt := redisClient(b)
 	prefix := fmt.Sprintf("bench:%d:", time.Now().UnixNano())
 	b.Cleanup(func() { deletePrefix(rdb, prefix) })
-	for _, impl := range redisImpls(b, rdb, prefix) {
-		for _, conc := range []int{1, 32, 128} {
+	impls := redisImpls(b, rdb, prefix)
+	// By concurrency, then implementation: the cases compared with each other
+	// run next to each other, on a machine whose load drifts.
+	for _, conc := range []int{1, 32, 128} {
+		for _, impl := range impls {
 			b.Run(fmt.Sprintf("impl=%s/conc=%d", impl.name, conc), func(b *testing.B) {
 				benchDecider(b, rdb, rt, impl.d, conc)
 			})

@@ -10,7 +10,7 @@
 local tau = B * P
 -- arrival
 local dt = tat - now
-if dt >= floor(tau / C) + 1 then
+if dt >= tc + 1 then
   -- d = dt*C + rem > tau, computed without dt*C
   d_allowed, d_remaining, d_retry, d_reset = 0, 0, dt + ceil((rem + n * P - tau) / C), dt + ceil(rem / C)
   break
@@ -25,9 +25,11 @@ if nd > tau then
   break
 end
 if n > 0 then
-  local q = floor(nd / C)
+  local q = nd / C
+  q = q - q % 1
   local ttl = ceil((q + 1) / 1000)
   if not (ttl > ttlfloor) then ttl = ttlfloor end
   redis.call('PSETEX', key, ttl, struct.pack('<ddd', now + q, nd - q * C, now))
 end
-d_allowed, d_remaining, d_retry, d_reset = 1, floor((tau - nd) / P), 0, ceil(nd / C)
+local r = (tau - nd) / P
+d_allowed, d_remaining, d_retry, d_reset = 1, r - r % 1, 0, ceil(nd / C)

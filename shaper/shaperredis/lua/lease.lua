@@ -25,7 +25,7 @@ local key = KEYS[1]
 local tau = B * P
 -- arrival
 local dt = tat - now
-if dt >= math.floor(tau / C) + 1 then
+if dt >= tc + 1 then
   return {0, 0, dt + ceildiv(rem + math.max(least, 1) * P - tau, C), dt + ceildiv(rem, C)}
 end
 local d = 0
