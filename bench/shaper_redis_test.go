@@ -43,9 +43,12 @@ func redisClient(b *testing.B) (*redis.Client, *roundTrips) {
 	return rdb, rt
 }
 
-// meterRedisCPU returns the total usec and calls of every command in INFO
-// commandstats except INFO itself.
-func meterRedisCPU(b *testing.B, rdb *redis.Client) (usec int64) {
+// meterRedisCPU returns the total usec of every command in INFO commandstats
+// except INFO itself (usec), and of the script commands EVALSHA and EVAL only
+// (script). Redis 7 counts each command a script runs (GET, SET, TIME...)
+// under its own name as well as in the script's EVALSHA, so usec counts those
+// twice; script counts a script's whole cost once, inner commands included.
+func meterRedisCPU(b *testing.B, rdb *redis.Client) (usec, script int64) {
 	s, err := rdb.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
@@ -54,14 +57,18 @@ func meterRedisCPU(b *testing.B, rdb *redis.Client) (usec int64) {
 		if !strings.HasPrefix(line, "cmdstat_") || strings.HasPrefix(line, "cmdstat_info:") {
 			continue
 		}
+		isScript := strings.HasPrefix(line, "cmdstat_evalsha:") || strings.HasPrefix(line, "cmdstat_eval:")
 		for _, f := range strings.Split(strings.TrimSpace(line[strings.IndexByte(line, ':')+1:]), ",") {
 			if v, ok := strings.CutPrefix(f, "usec="); ok {
 				n, _ := strconv.ParseInt(v, 10, 64)
 				usec += n
+				if isScript {
+					script += n
+				}
 			}
 		}
 	}
-	return usec
+	return usec, script
 }
 
 // redisProcessCPU returns the Redis process's CPU time (INFO cpu: user + sys),
@@ -182,17 +189,22 @@ func redisImpls(b *testing.B, rdb *redis.Client, prefix string) []struct {
 // and written (see benchRate). conc=1 is one goroutine; conc=32 and conc=128
 // are goroutines calling at once (each on its own key). Metrics: ops/s, p50 and
 // p99 latency, round trips per decision (a go-redis hook), Redis CPU µs per
-// decision (INFO commandstats: script execution only; redis-proc-µs/op is the
-// whole Redis process, INFO cpu, which includes request and reply I/O), and
-// allocs/op (client side).
+// decision (INFO commandstats: redis-µs/op sums every command, so on Redis 7,
+// which counts a script's inner GET, SET and TIME under their own names too,
+// it counts those twice; script-µs/op is EVALSHA and EVAL only, each script's
+// cost once; redis-proc-µs/op is the whole Redis process, INFO cpu, which
+// includes request and reply I/O), and allocs/op (client side).
 //
 //	REDIS_ADDR=127.0.0.1:6379 go test -run='^$' -bench=RedisMeter -benchmem -count=5
 func BenchmarkRedisMeter(b *testing.B) {
 	rdb, rt := redisClient(b)
 	prefix := fmt.Sprintf("bench:%d:", time.Now().UnixNano())
 	b.Cleanup(func() { deletePrefix(rdb, prefix) })
-	for _, impl := range redisImpls(b, rdb, prefix) {
-		for _, conc := range []int{1, 32, 128} {
+	impls := redisImpls(b, rdb, prefix)
+	// By concurrency, then implementation: the cases compared with each other
+	// run next to each other, on a machine whose load drifts.
+	for _, conc := range []int{1, 32, 128} {
+		for _, impl := range impls {
 			b.Run(fmt.Sprintf("impl=%s/conc=%d", impl.name, conc), func(b *testing.B) {
 				benchDecider(b, rdb, rt, impl.d, conc)
 			})
@@ -207,7 +219,8 @@ func benchDecider(b *testing.B, rdb *redis.Client, rt *roundTrips, d decider, co
 	if _, err := d(ctx, "warm"); err != nil {
 		b.Fatal(err)
 	}
-	cpu0, rt0, proc0 := meterRedisCPU(b, rdb), rt.N.Load(), redisProcessCPU(b, rdb)
+	cpu0, script0 := meterRedisCPU(b, rdb)
+	rt0, proc0 := rt.N.Load(), redisProcessCPU(b, rdb)
 	start := time.Now()
 	var ops atomic.Int64
 	if conc == 1 {
@@ -239,12 +252,16 @@ func benchDecider(b *testing.B, rdb *redis.Client, rt *roundTrips, d decider, co
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
-	cpu1, rt1, proc1 := meterRedisCPU(b, rdb), rt.N.Load(), redisProcessCPU(b, rdb)
+	cpu1, script1 := meterRedisCPU(b, rdb)
+	rt1, proc1 := rt.N.Load(), redisProcessCPU(b, rdb)
 	n := float64(ops.Load())
 	b.ReportMetric(n/elapsed.Seconds(), "ops/s")
 	b.ReportMetric(float64(rt1-rt0-2)/n, "roundtrips/op") // -2: the INFO calls
 	b.ReportMetric(float64(proc1-proc0)/1e3/n, "redis-proc-µs/op")
 	b.ReportMetric(float64(cpu1-cpu0)/n, "redis-µs/op")
+	if script1 > script0 {
+		b.ReportMetric(float64(script1-script0)/n, "script-µs/op")
+	}
 	lat.report(b)
 }
 
@@ -260,6 +277,82 @@ func deletePrefix(rdb *redis.Client, prefix string) {
 }
 
 func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
+
+// BenchmarkRedisMeterScript compares the Redis CPU of one decision's script:
+// each of floodgate's meters that reads a fixed amount of state (GCRA, token
+// bucket, fixed window, sliding counter; the sliding log reads its whole list,
+// O(Rate.Count)) beside go-redis/redis_rate v10 and the floor, a script that
+// runs TIME, GET and SET and returns four integers (what a decision cannot do
+// without), all on the same Redis, in rounds that alternate the
+// implementations. The figure to compare is script-µs/op: EVALSHA's usec in
+// INFO commandstats per decision, which holds the script's inner commands
+// once (Redis 7 also counts those under their own names: redis-µs/op).
+// Every call is admitted and written (see benchRate); conc as in
+// BenchmarkRedisMeter. Run it against a Redis of its own: commandstats is
+// Redis-wide.
+//
+//	REDIS_ADDR=127.0.0.1:6379 go test -run='^$' -bench=RedisMeterScript -count=5
+func BenchmarkRedisMeterScript(b *testing.B) {
+	rdb, rt := redisClient(b)
+	prefix := fmt.Sprintf("bench:%d:", time.Now().UnixNano())
+	b.Cleanup(func() { deletePrefix(rdb, prefix) })
+	ctx := context.Background()
+	brk := breaker.New("bench", breaker.Config{CallTimeout: time.Second})
+	lim := shaper.Limit{Rate: shaper.PerSecond(benchRate), Burst: benchBurst}
+	win := shaper.Limit{Rate: shaper.PerSecond(benchRate)}
+	meter := func(name string, m *shaperredis.Meter) struct {
+		name string
+		d    decider
+	} {
+		return struct {
+			name string
+			d    decider
+		}{name, func(ctx context.Context, key string) (bool, error) {
+			d, err := m.AllowN(ctx, key, 1)
+			return d.Allowed, err
+		}}
+	}
+	if err := floorTimeGetSet.Load(ctx, rdb).Err(); err != nil {
+		b.Fatal(err)
+	}
+	rr := redis_rate.NewLimiter(rdb)
+	rrLim := redis_rate.Limit{Rate: benchRate, Period: time.Second, Burst: benchBurst}
+	impls := []struct {
+		name string
+		d    decider
+	}{
+		{"floor", func(ctx context.Context, key string) (bool, error) {
+			err := rdb.EvalSha(ctx, floorTimeGetSet.Hash(), []string{prefix + "floor:{" + key + "}"}, "1000000", "1000000", "1000000", 1).Err()
+			return err == nil, err
+		}},
+		{"redis_rate", func(ctx context.Context, key string) (bool, error) {
+			r, err := rr.Allow(ctx, prefix+"rr:"+key, rrLim)
+			if err != nil {
+				return false, err
+			}
+			return r.Allowed > 0, nil
+		}},
+		meter("gcra", shaperredis.NewMeter(rdb, lim, shaperredis.Config{Prefix: prefix + "gcra:", Breaker: brk})),
+		meter("tokenbucket", shaperredis.NewTokenBucket(rdb, lim, shaperredis.Config{Prefix: prefix + "tb:", Breaker: brk})),
+		meter("fixedwindow", shaperredis.NewFixedWindow(rdb, win, shaperredis.Config{Prefix: prefix + "fw:", Breaker: brk})),
+		meter("slidingcounter", shaperredis.NewSlidingCounter(rdb, win, shaperredis.Config{Prefix: prefix + "sc:", Breaker: brk})),
+	}
+	for _, conc := range []int{1, 32, 128} {
+		for _, impl := range impls {
+			b.Run(fmt.Sprintf("conc=%d/impl=%s", conc, impl.name), func(b *testing.B) {
+				benchDecider(b, rdb, rt, impl.d, conc)
+			})
+		}
+	}
+}
+
+// floorTimeGetSet is the floor of BenchmarkRedisMeterScript: what any
+// decision in Redis runs (the time, the state read, the state written with a
+// TTL) and a four-integer reply, with no arithmetic.
+var floorTimeGetSet = redis.NewScript(`local t = redis.call('TIME')
+local v = redis.call('GET', KEYS[1])
+redis.call('SET', KEYS[1], t[2], 'PX', 60000)
+return {1, 0, 0, 0}`)
 
 // BenchmarkRedisLease compares token leasing with per-request decisions on the
 // same Redis: impl=lease serves calls from a Lease (batches of 1000 tokens,

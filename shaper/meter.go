@@ -300,15 +300,15 @@ type algo[S any] interface {
 // Notes for a Redis store (shaperredis, same decisions): each algo's decide and
 // report are the whole arithmetic, over int64 only, with every intermediate value
 // ≤ 2^54 (Limit.validate bounds Burst·P and Count·P by 2^53), so a Lua script can
-// run the same lines with now = TIME[1]·1e6 + TIME[2] and return {ok, remaining,
-// retry µs, reset µs}; differential tests then compare Decisions field by field.
+// run the same lines with now = TIME[1]·1e6 + TIME[2] and return ok, remaining,
+// retry µs, reset µs; differential tests then compare Decisions field by field.
 // Per-key state and a TTL that never forgets a live key:
 //
-//	GCRA:            SET tat rem last (3 doubles) TTL ⌈reset⌉ (tat ≤ now + τ/C)
-//	token bucket:    SET "tokens last per"        TTL ⌈(K·P − tokens)/C⌉ + 1
-//	fixed window:    SET "start count"            TTL start + P − now
-//	sliding counter: SET "start prev cur"         TTL start + 2P − now
-//	sliding log:     ZSET member=ts:n score=ts    TTL newest + P − now
+//	GCRA:            SET tat rem last (3 doubles)    TTL ⌈reset⌉ (tat ≤ now + τ/C)
+//	token bucket:    SET tokens last per (3 doubles) TTL max(60 s, 2·fill time)
+//	fixed window:    SET start count (2 doubles)     TTL start + P − now
+//	sliding counter: SET start prev cur (3 doubles)  TTL start + 2P − now
+//	sliding log:     LIST of ts n (2 doubles each)   TTL newest + P − now
 //
 // The GCRA and token bucket states carry units (rem in 1/C µs, tokens in 1/P
 // tokens); SetLimit changes them, which decide handles by clamping rem (and the

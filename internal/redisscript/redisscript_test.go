@@ -160,7 +160,7 @@ func TestNoScriptFallsBackToEvalAndCaches(t *testing.T) {
 	}
 	h.take()
 	pipe := c.Pipeline()
-	cmds := []*redis.IntSliceCmd{s.Cmd(ctx, args("{a}", 1)), s.Cmd(ctx, args("{bb}", 2))}
+	cmds := []redis.Cmder{s.Cmd(ctx, args("{a}", 1)), s.Cmd(ctx, args("{bb}", 2))}
 	for _, cmd := range cmds {
 		_ = pipe.Process(ctx, cmd)
 	}
@@ -286,5 +286,40 @@ func TestClusterRoutesByFirstKey(t *testing.T) {
 		if strings.Contains(info, "MOVED") {
 			t.Errorf("node %s answered MOVED:\n%s", n.Addr, info)
 		}
+	}
+}
+
+// packedEcho is echo with its reply packed as little-endian 64-bit integers.
+const packedEcho = "local r = {#KEYS, #KEYS[1]}\nfor _, a in ipairs(ARGV) do r[#r+1] = tonumber(a) end\n" +
+	"return struct.pack('<' .. string.rep('i8', #r), unpack(r))\n"
+
+// TestPackedReply: a packed script's reply (a string of little-endian int64s)
+// reads as the same []int64 as an array, negative and large values included,
+// alone and pipelined, after NOSCRIPT too; a string of another length is an
+// error.
+func TestPackedReply(t *testing.T) {
+	db := redistest.Connect(t)
+	ctx := context.Background()
+	s := redisscript.NewPacked(packedEcho + " -- " + t.Name())
+	want := []int64{1, 3, -2, 0, 1<<53 - 1, -(1 << 40)}
+	for range 2 { // NOSCRIPT then EVAL, then EVALSHA
+		if v, err := s.EvalInts(ctx, db.Client, args("{k}", -2, 0, 1<<53-1, -(1<<40))); err != nil || !slices.Equal(v, want) {
+			t.Errorf("EvalInts = %v, %v; want %v", v, err, want)
+		}
+	}
+	pipe := db.Client.Pipeline()
+	cmds := []redis.Cmder{s.Cmd(ctx, args("{a}", 7)), s.Cmd(ctx, args("{bb}", 8))}
+	for _, cmd := range cmds {
+		_ = pipe.Process(ctx, cmd)
+	}
+	_, _ = pipe.Exec(ctx)
+	for i, cmd := range cmds {
+		if v, err := s.Ints(ctx, db.Client, cmd); err != nil || !slices.Equal(v, []int64{1, int64(3 + i), int64(7 + i)}) {
+			t.Errorf("pipelined command %d: %v, %v", i, v, err)
+		}
+	}
+	bad := redisscript.NewPacked("return 'abc' -- " + t.Name())
+	if _, err := bad.EvalInts(ctx, db.Client, args("{k}")); err == nil || !strings.Contains(err.Error(), "unexpected reply of 3 bytes") {
+		t.Errorf("3-byte reply: err = %v", err)
 	}
 }

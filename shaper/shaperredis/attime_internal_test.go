@@ -53,7 +53,7 @@ func leaseAt(ctx context.Context, l *Lease, now, want, least, giveback int64) ([
 	rl := l.m.lim.Load()
 	want = min(want, rl.max)
 	var out [4]int64
-	err := evalKey(ctx, l.m.st.Client, testScripts.lease, l.m.Key(l.key), out[:], rl.args[0], rl.args[1], rl.args[2], want, giveback, least, 0, now)
+	err := evalKey(ctx, l.m.st.Client, testScripts.lease, l.m.Key(l.key), out[:], rl.arg, want, giveback, least, 0, now)
 	if err == nil && (out[0] < 0 || out[0] > want || out[2] < 0) {
 		err = errors.New("shaperredis: unexpected lease reply")
 	}
@@ -66,6 +66,6 @@ func leaseAt(ctx context.Context, l *Lease, now, want, least, giveback int64) ([
 func refundAt(ctx context.Context, m *Meter, key string, now, n int64, d shaper.Decision) (bool, error) {
 	rl := m.lim.Load()
 	var out [1]int64
-	err := evalKey(ctx, m.st.Client, testScripts.refund[m.kind], m.Key(key), out[:], rl.args[0], rl.args[1], rl.args[2], n, getStamp(&d), now)
+	err := evalKey(ctx, m.st.Client, testScripts.refund[m.kind], m.Key(key), out[:], rl.arg, n, getStamp(&d), now)
 	return out[0] == 1, err
 }

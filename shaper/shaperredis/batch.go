@@ -223,7 +223,7 @@ func (b *batcher) exec(ctx context.Context, batch []*bcall) {
 		return
 	}
 	pipe := b.client.Pipeline()
-	cmds := make([]*redis.IntSliceCmd, len(batch))
+	cmds := make([]redis.Cmder, len(batch))
 	for i, c := range batch {
 		cmds[i] = b.single.Cmd(ctx, c.args)
 		_ = pipe.Process(ctx, cmds[i])
@@ -235,29 +235,29 @@ func (b *batcher) exec(ctx context.Context, batch []*bcall) {
 }
 
 // execMulti decides batch with one call of the batch script (see batch.lua):
-// KEYS are the calls' keys, ARGV the limit's P, C and B, each call's cost,
+// KEYS are the calls' keys, ARGV the limit (packed), each call's cost,
 // each call's deadline [and the first call's test time], and the reply the
 // calls' replies (4 integers each) one after the other. A batch whose calls were made under different
 // limits (SetLimit in between) is sent as a pipeline instead.
 func (b *batcher) execMulti(ctx context.Context, batch []*bcall) bool {
-	first := batch[0].args // ("evalsha", sha,) 1, key, P, C, B, n, deadline [, now]
+	first := batch[0].args // ("evalsha", sha,) 1, key, limit, n, deadline [, now]
 	for _, c := range batch[1:] {
-		if c.args[4] != first[4] || c.args[5] != first[5] || c.args[6] != first[6] {
+		if c.args[4] != first[4] {
 			return false
 		}
 	}
 	k := len(batch)
-	args := make([]any, 3+k+3+2*k+len(first)-9)
+	args := make([]any, 3+k+1+2*k+len(first)-7)
 	args[2] = k // args[0:2] are written by EvalInts
 	keys, argv := args[3:3+k], args[3+k:]
-	copy(argv, first[4:7])
+	argv[0] = first[4]
 	for i, c := range batch {
 		keys[i] = c.args[3]
-		argv[3+i] = c.args[7]
-		argv[3+k+i] = c.args[8]
+		argv[1+i] = c.args[5]
+		argv[1+k+i] = c.args[6]
 	}
-	if len(first) > 9 {
-		argv[3+2*k] = first[9]
+	if len(first) > 7 {
+		argv[1+2*k] = first[7]
 	}
 	v, err := b.multi.EvalInts(ctx, b.client, args)
 	if err != nil && redis.HasErrorPrefix(err, "CROSSSLOT") {

@@ -54,7 +54,7 @@ func TestScriptsSpendNothingPastDeadline(t *testing.T) {
 					t.Errorf("deadline %d: reply %v, %v, want allowed with %d remaining", dl, v, err, want)
 				}
 			}
-			if err := single.Run(ctx, db.Client, []string{key}, rl.args[0], rl.args[1], rl.args[2], 1, "soon").Err(); err == nil {
+			if err := single.Run(ctx, db.Client, []string{key}, rl.arg, 1, "soon").Err(); err == nil {
 				t.Errorf("deadline \"soon\" accepted")
 			}
 
@@ -81,26 +81,26 @@ func TestScriptsSpendNothingPastDeadline(t *testing.T) {
 	t.Run("lease", func(t *testing.T) {
 		key := db.Prefix + "lease{k}"
 		var out [4]int64
-		if err := evalKey(ctx, db.Client, leaseScript, key, out[:], rl.args[0], rl.args[1], rl.args[2], 5, 0, 1, past); err != nil {
+		if err := evalKey(ctx, db.Client, leaseScript, key, out[:], rl.arg, 5, 0, 1, past); err != nil {
 			t.Fatal(err)
 		}
 		if out[0] != expiredReply || exists(t, key) {
 			t.Errorf("past deadline: reply %v, key written %v", out, exists(t, key))
 		}
-		if err := evalKey(ctx, db.Client, leaseScript, key, out[:], rl.args[0], rl.args[1], rl.args[2], 5, 0, 1, future); err != nil || out[0] != 5 {
+		if err := evalKey(ctx, db.Client, leaseScript, key, out[:], rl.arg, 5, 0, 1, future); err != nil || out[0] != 5 {
 			t.Errorf("deadline to come: reply %v, %v, want 5 taken", out, err)
 		}
 	})
 	t.Run("reserve", func(t *testing.T) {
 		key := db.Prefix + "reserve{k}"
 		var out [7]int64
-		if err := evalKey(ctx, db.Client, reserveScript, key, out[:], rl.args[0], rl.args[1], rl.args[2], 1, 0, past); err != nil {
+		if err := evalKey(ctx, db.Client, reserveScript, key, out[:], rl.arg, 1, 0, past); err != nil {
 			t.Fatal(err)
 		}
 		if out[0] != expiredReply || exists(t, key) {
 			t.Errorf("past deadline: reply %v, key written %v", out, exists(t, key))
 		}
-		if err := evalKey(ctx, db.Client, reserveScript, key, out[:], rl.args[0], rl.args[1], rl.args[2], 1, 0, future); err != nil || out[0] != 1 {
+		if err := evalKey(ctx, db.Client, reserveScript, key, out[:], rl.arg, 1, 0, future); err != nil || out[0] != 1 {
 			t.Errorf("deadline to come: reply %v, %v, want taken", out, err)
 		}
 	})

@@ -59,7 +59,8 @@
 // (ErrInvalidKey, default [DefaultMaxKeyLen] bytes; [Meter.CheckKey] tells in
 // advance) are refused before any round trip and are not store failures. Any
 // other byte string is a key, the empty one and braces included: each
-// decision touches the one Redis key Prefix + "{" + key + "}" ([Meter.Key]),
+// decision touches the one Redis key Prefix + "{" + key + "}" (plus a suffix
+// for some algorithms: [Meter.Key]),
 // which is in one slot on Redis Cluster whatever the key holds. Every number passed to a script stays
 // below 2^53 (a Lua number is a float64): a limit that would break this panics
 // in its constructor or SetLimit.

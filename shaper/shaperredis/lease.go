@@ -433,7 +433,7 @@ func (l *Lease) leaseCall(ctx context.Context, want, least, giveback int64) ([4]
 	m := l.m
 	rl := m.lim.Load()
 	want = min(want, rl.max)
-	args := []any{rl.args[0], rl.args[1], rl.args[2], want, giveback, least}
+	args := []any{rl.arg, want, giveback, least}
 	r, _, err := storecall.Do(ctx, &m.st, breaker.FailClosed, func(ctx context.Context, client redis.UniversalClient) ([4]int64, error) {
 		var out [4]int64
 		var err error

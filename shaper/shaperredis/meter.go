@@ -3,7 +3,6 @@ package shaperredis
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,15 +135,23 @@ const (
 	kindSlidingCounter
 )
 
+// kinds: each algorithm's constructor name, default Prefix, whether it is a
+// window, and the suffix of its Redis keys (see Meter.Key). The token bucket
+// and the windows once stored their state as decimal text under keys with
+// no suffix; they store it packed under keys ending in ":p", so that a
+// process of an older version, sharing the Redis during a rolling deploy,
+// never reads a packed state as text (it would take it for a fresh one and
+// overwrite it) nor a new process the old text.
 var kinds = [...]struct {
 	name, prefix string
 	window       bool
+	suffix       string
 }{
-	kindGCRA:           {"NewMeter", "shaper:gcra:", false},
-	kindTokenBucket:    {"NewTokenBucket", "shaper:tb:", false},
-	kindFixedWindow:    {"NewFixedWindow", "shaper:fw:", true},
-	kindSlidingLog:     {"NewSlidingLog", "shaper:sl:", true},
-	kindSlidingCounter: {"NewSlidingCounter", "shaper:sc:", true},
+	kindGCRA:           {"NewMeter", "shaper:gcra:", false, ""},
+	kindTokenBucket:    {"NewTokenBucket", "shaper:tb:", false, ":p"},
+	kindFixedWindow:    {"NewFixedWindow", "shaper:fw:", true, ":p"},
+	kindSlidingLog:     {"NewSlidingLog", "shaper:sl:", true, ":p"},
+	kindSlidingCounter: {"NewSlidingCounter", "shaper:sc:", true, ":p"},
 }
 
 // newLocal returns the in-process meter of kind enforcing lim: the fallback
@@ -203,7 +210,7 @@ type redisLimit struct {
 	lim  shaper.Limit
 	max  int64
 	p, c int64
-	args [3]any // P, C, B as strings
+	arg  any // P, C, B packed, the scripts' first argument (see common.lua)
 }
 
 func newRedisLimit(what string, lim shaper.Limit, window bool) *redisLimit {
@@ -211,7 +218,7 @@ func newRedisLimit(what string, lim shaper.Limit, window bool) *redisLimit {
 	lim.Burst = b // explicit, as the in-process meters report it
 	return &redisLimit{
 		lim: lim, max: b, p: p, c: c,
-		args: [3]any{strconv.FormatInt(p, 10), strconv.FormatInt(c, 10), strconv.FormatInt(b, 10)},
+		arg: packLimit(p, c, b),
 	}
 }
 
@@ -292,11 +299,13 @@ func (cfg Config) store(client redis.UniversalClient, prefix string) storecall.S
 }
 
 // Key returns the Redis key holding the state of key: Prefix + "{" + key +
-// "}". Every decision touches that one key, so any key is safe on Redis
-// Cluster, braces included (a key with a '}' is hashed by a part of it, or
-// whole, but one Redis key is always in one slot), and different keys never
-// share a Redis key.
-func (m *Meter) Key(key string) string { return m.prefix + "{" + key + "}" }
+// "}", followed for the token bucket and the windows by ":p" (their state is
+// packed, and earlier versions kept it as text under the key without the
+// suffix: a fleet in a rolling deploy keeps the two apart). Every decision
+// touches that one key, so any key is safe on Redis Cluster, braces included
+// (a key with a '}' is hashed by a part of it, or whole, but one Redis key is
+// always in one slot), and different keys never share a Redis key.
+func (m *Meter) Key(key string) string { return m.prefix + "{" + key + "}" + kinds[m.kind].suffix }
 
 // CheckKey returns, without I/O, the ErrInvalidKey that AllowN, Allow and
 // Admit return for key, or nil if key is valid: any byte string of at most
@@ -459,7 +468,7 @@ func (m *Meter) Refund(ctx context.Context, key string, n int64, d shaper.Decisi
 	defer cancel()
 	run := func(ctx context.Context, client redis.UniversalClient) (bool, error) {
 		var out [1]int64
-		err := evalKey(ctx, client, sc, m.Key(key), out[:], rl.args[0], rl.args[1], rl.args[2], n, getStamp(&d))
+		err := evalKey(ctx, client, sc, m.Key(key), out[:], rl.arg, n, getStamp(&d))
 		return out[0] == 1, err
 	}
 	gave, _, err := storecall.Do(ctx, &m.st, breaker.FailClosed, run, nil)
@@ -486,16 +495,16 @@ type call struct {
 type result struct{ d shaper.Decision }
 
 // evalBuf holds the command of one script call: "evalsha", the script's SHA-1
-// (both written by redisscript.Script.Cmd), 1 (numkeys), the key, P, C, B, n,
-// the call's deadline (storecall.Clock.Deadline). The constants are boxed once
-// per script and limit (redisLimit.args); the key and n are passed by pointer
+// (both written by redisscript.Script.Cmd), 1 (numkeys), the key, the limit
+// (P, C, B packed), n, the call's deadline (storecall.Clock.Deadline). The
+// constants are boxed once per script and limit (redisLimit.arg); the key and n are passed by pointer
 // (go-redis writes *string and *int64 arguments, and Cluster reads the key
 // through them), so filling the command allocates nothing (the prefixed key
 // itself is one string, built by the caller). A buffer is reused (from
 // evalPool) once its call has returned: go-redis is done with the arguments
 // when Process returns.
 type evalBuf struct {
-	args  [9]any
+	args  [7]any
 	key   string
 	n, dl int64
 }
@@ -511,7 +520,7 @@ func (buf *evalBuf) fill(key string, rl *redisLimit, n, dl int64) []any {
 	buf.key, buf.n, buf.dl = key, n, dl
 	a := &buf.args
 	a[2], a[3] = oneKey, &buf.key
-	a[4], a[5], a[6], a[7], a[8] = rl.args[0], rl.args[1], rl.args[2], &buf.n, &buf.dl
+	a[4], a[5], a[6] = rl.arg, &buf.n, &buf.dl
 	return a[:]
 }
 

@@ -183,7 +183,7 @@ func (q *Queue) budget(ctx context.Context) (int64, error) {
 // reserve asks the store for a slot of weight n at most budget µs away
 // (reserve.lua), through the breaker and the policy.
 func (q *Queue) reserve(ctx context.Context, n, budget int64) ([7]int64, breaker.Source, error) {
-	args := []any{q.rl.args[0], q.rl.args[1], q.rl.args[2], n, budget}
+	args := []any{q.rl.arg, n, budget}
 	var fallback func(context.Context) ([7]int64, error)
 	if q.local != nil {
 		fallback = func(context.Context) ([7]int64, error) { return [7]int64{-1}, nil }
@@ -355,7 +355,7 @@ func (q *Queue) giveBack() {
 func (q *Queue) giveBackOne(r [7]int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	args := []any{q.rl.args[0], q.rl.args[1], q.rl.args[2], 0, r[3], r[4], r[5], r[6]}
+	args := []any{q.rl.arg, 0, r[3], r[4], r[5], r[6]}
 	storecall.Do(ctx, &q.st, breaker.FailClosed, func(ctx context.Context, client redis.UniversalClient) (any, error) {
 		return unreserveScript.Run(ctx, client, []string{q.key}, args...).Result()
 	}, nil)

@@ -2,20 +2,24 @@ package shaperredis
 
 import (
 	_ "embed"
+	"encoding/binary"
+	"math"
 	"strings"
 
 	"github.com/floodgate-go/floodgate/internal/redisscript"
 )
 
 // Each Redis script is assembled from pieces: the prelude lua/common.lua
-// (argument validation, then the clock piece at its line "-- clock", then the
-// helpers), and either one algorithm's file wrapped as the function
-// decide(key, n) (decideFunc) with one call of it (newMeterScript) or with
-// batch.lua, which calls it once per key (newBatchScript), or a script's own
-// file. The token bucket's refill, which its decision and its refund both
-// run, is one piece (lua/tbrefill.lua) put at their line "-- refill". The
-// result is what Redis caches (EVALSHA, then EVAL on NOSCRIPT: redisscript).
-// See the header of each file for its contract.
+// (argument validation, then the clock piece at its line "-- clock", then
+// local names), then either one algorithm's file as a block (meterBlock) with
+// the reply of one decision (newMeterScript), or the same block as the body
+// of the function decide(key, n) with batch.lua, which calls it once per key
+// (newBatchScript); or lua/helpers.lua and a script's own file. Two pieces
+// have one copy each, put at a line of the files that run them: the GCRA state
+// read (lua/arrival.lua, at "-- arrival") and the token bucket's refill
+// (lua/tbrefill.lua, at "-- refill"). The result is what Redis caches
+// (EVALSHA, then EVAL on NOSCRIPT: redisscript). See the header of each file
+// for its contract.
 //
 // The clock piece of the production scripts is Redis TIME. The tests
 // assemble the same scripts with a clock piece that reads a pinned time from
@@ -25,6 +29,12 @@ import (
 
 //go:embed lua/common.lua
 var commonLua string
+
+//go:embed lua/helpers.lua
+var helpersLua string
+
+//go:embed lua/arrival.lua
+var arrivalLua string
 
 //go:embed lua/gcra.lua
 var gcraLua string
@@ -78,7 +88,7 @@ type clockPiece func(nargs string) string
 
 // timeClock is the production clock piece: Redis TIME.
 func timeClock(string) string {
-	return "local t = redis.call('TIME')\nlocal now = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal ttlfloor = 1\n"
+	return "local t = redis.call('TIME')\nlocal now = t[1] * 1000000 + t[2]\nlocal ttlfloor = 1\n"
 }
 
 // A scriptSet is every script of the package, assembled with one clock piece.
@@ -92,50 +102,76 @@ var scripts = newScriptSet(timeClock)
 
 // newScriptSet assembles every script with clock.
 func newScriptSet(clock clockPiece) *scriptSet {
-	args, helpers, ok := strings.Cut(commonLua, "-- clock\n")
+	args, names, ok := strings.Cut(commonLua, "-- clock\n")
 	if !ok {
 		panic("shaperredis: common.lua has no clock line")
 	}
-	script := func(nargs, body string) *redisscript.Script {
-		return redisscript.New(args + clock(nargs) + helpers + body)
-	}
-	refill := func(body string) string {
-		out := strings.Replace(body, "-- refill\n", tbRefillLua, 1)
+	piece := func(body, line, piece string) string {
+		out := strings.Replace(body, line, piece, 1)
 		if out == body {
-			panic("shaperredis: no refill line")
+			panic("shaperredis: no " + strings.TrimSpace(line) + " line")
 		}
 		return out
 	}
-	// The meter script: decide and one call of it, unless the call's
-	// deadline (ARGV[5]) has passed (see the deadline check in common.lua).
-	meter := func(body string) *redisscript.Script { return script("5", decideFunc(body)+meterCall) }
-	batch := func(body string) *redisscript.Script { return script("3 + 2 * #KEYS", decideFunc(body)+batchLua) }
-	s := &scriptSet{
-		reserve:   script("6", reserveLua),
-		unreserve: script("8", unreserveLua),
-		lease:     script("7", leaseLua),
+	script := func(nargs, body string) *redisscript.Script {
+		return redisscript.New(args + clock(nargs) + names + helpersLua + body)
 	}
-	for kind, body := range [len(kinds)]string{gcraLua, refill(tokenBucketLua), fixedWindowLua, slidingLogLua, slidingCounterLua} {
+	// The meter script: unless the call's deadline (ARGV[3]) has passed (see
+	// the deadline check in common.lua), one decision, its reply packed.
+	meter := func(body string) *redisscript.Script {
+		return redisscript.NewPacked(args + clock("3") + names + meterCall + meterBlock(body) + meterReply)
+	}
+	batch := func(body string) *redisscript.Script {
+		return redisscript.NewPacked(args + clock("1 + 2 * #KEYS") + names +
+			"local function decide(key, n)\nlocal now = now\n" + meterBlock(body) + meterResults + "end\n" + batchLua)
+	}
+	s := &scriptSet{
+		reserve:   script("4", reserveLua),
+		unreserve: script("6", unreserveLua),
+		lease:     script("5", piece(leaseLua, "-- arrival\n", arrivalLua)),
+	}
+	refill := func(body string) string { return piece(body, "-- refill\n", tbRefillLua) }
+	gcra := piece(gcraLua, "-- arrival\n", arrivalLua)
+	for kind, body := range [len(kinds)]string{gcra, refill(tokenBucketLua), fixedWindowLua, slidingLogLua, slidingCounterLua} {
 		s.meter[kind], s.batch[kind] = meter(body), batch(body)
 	}
-	// Refund scripts take P, C, B, n, at and no deadline (see Meter.Refund).
-	for kind, body := range [len(kinds)]string{refundGCRALua, refill(refundTokenBucketLua), refundFixedWindowLua, refundSlidingLogLua, refundSlidingCounterLua} {
-		s.refund[kind] = script("5", body)
+	// Refund scripts take the limit, n and at, and no deadline (see Meter.Refund).
+	for kind, body := range [len(kinds)]string{piece(refundGCRALua, "-- arrival\n", arrivalLua), refill(refundTokenBucketLua), refundFixedWindowLua, refundSlidingLogLua, refundSlidingCounterLua} {
+		s.refund[kind] = script("3", body)
 	}
 	return s
 }
 
-// decideFunc wraps a meter script's body as the function decide(key, n) (see
-// common.lua).
-func decideFunc(body string) string {
-	return "local function decide(key, n)\nlocal now = now\n" + body + "\nend\n"
+// packLimit returns P, C and B as the scripts take them: three little-endian
+// doubles (struct.pack('<ddd'), see common.lua), exact as all are below 2^53.
+func packLimit(p, c, b int64) string {
+	var buf [24]byte
+	for i, x := range [3]int64{p, c, b} {
+		binary.LittleEndian.PutUint64(buf[8*i:], math.Float64bits(float64(x)))
+	}
+	return string(buf[:])
 }
 
-const meterCall = `local dl = tonumber(ARGV[5])
+// meterBlock wraps a meter script's file as the block that decides (see
+// common.lua): it sets d_allowed, d_remaining, d_retry and d_reset, and may
+// leave early with break. A block, not a function: a single-key script makes
+// no closure.
+func meterBlock(body string) string {
+	return "local d_allowed, d_remaining, d_retry, d_reset\nrepeat\n" + body + "\nuntil true\n"
+}
+
+// meterCall opens a single-key meter script: its key, and the deadline check.
+const meterCall = `local key = KEYS[1]
+local dl = tonumber(ARGV[3])
 if not dl then return redis.error_reply('ERR shaper: invalid arguments') end
-if dl > 0 and now > dl then return {-2, now, 0, 0} end
-return {decide(KEYS[1], n)}
+if dl > 0 and now > dl then return struct.pack('<i8i8i8i8', -2, now, 0, 0) end
 `
+
+// meterReply ends a single-key meter script: its decision, packed.
+const meterReply = "return struct.pack('<i8i8i8i8', d_allowed, d_remaining, d_retry, d_reset)\n"
+
+// meterResults ends decide in a batch script: its decision.
+const meterResults = "return d_allowed, d_remaining, d_retry, d_reset\n"
 
 // The scripts of a Queue and a Lease.
 var (

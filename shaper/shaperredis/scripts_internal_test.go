@@ -2,18 +2,22 @@ package shaperredis
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
-	"github.com/floodgate-go/floodgate/shaper"
+	"math"
 	"math/rand/v2"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/floodgate-go/floodgate/shaper"
+
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/redisscript"
@@ -152,28 +156,35 @@ func TestScriptsRefuseInvalidArguments(t *testing.T) {
 	db := redistest.Connect(t)
 	ctx := context.Background()
 	key := db.Prefix + "{k}"
+	limit := func(p, c, b float64) string {
+		return string(binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(
+			binary.LittleEndian.AppendUint64(nil, math.Float64bits(p)), math.Float64bits(c)), math.Float64bits(b)))
+	}
 	bad := [][]any{
-		{"0", "1", "1", "1"},          // P < 1
-		{"1000", "0", "1", "1"},       // C < 1
-		{"1000", "1", "0", "0"},       // B < 1
-		{"1000", "1", "2", "3"},       // n > B
-		{"1000", "1", "2", "-1"},      // n < 0
-		{"1000.5", "1", "2", "1"},     // not an integer
-		{"1000", "x", "2", "1"},       // not a number
-		{"1000000", "1", "1e13", "1"}, // B·P > 2^53
+		{limit(0, 1, 1), "1"},          // P < 1
+		{limit(1000, 0, 1), "1"},       // C < 1
+		{limit(1000, 1, 0), "0"},       // B < 1
+		{limit(1000, 1, 2), "3"},       // n > B
+		{limit(1000, 1, 2), "-1"},      // n < 0
+		{limit(1000.5, 1, 2), "1"},     // not an integer
+		{limit(1000, 1, 2), "x"},       // not a number
+		{limit(1e6, 1, 1e13), "1"},     // B·P > 2^53
+		{limit(math.NaN(), 1, 1), "1"}, // not a number
+		{"1000 1 2", "1"},              // not a packed limit
+		{},                             // no arguments
 	}
 	for _, s := range scripts.meter {
 		for _, args := range bad {
 			err := s.Run(ctx, db.Client, []string{key}, args...).Err()
 			if err == nil || !strings.Contains(err.Error(), "shaper: invalid arguments") {
-				t.Errorf("script with ARGV %v: err = %v, want invalid arguments", args, err)
+				t.Errorf("script with ARGV %q: err = %v, want invalid arguments", args, err)
 			}
 		}
 	}
-	if err := reserveScript.Run(ctx, db.Client, []string{key}, "1000", "1", "1", "1", "-5").Err(); err == nil {
+	if err := reserveScript.Run(ctx, db.Client, []string{key}, limit(1000, 1, 1), "1", "-5").Err(); err == nil {
 		t.Errorf("reserve with negative maxwait: no error")
 	}
-	if err := leaseScript.Run(ctx, db.Client, []string{key}, "1000", "1", "5", "2", "0", "3").Err(); err == nil {
+	if err := leaseScript.Run(ctx, db.Client, []string{key}, limit(1000, 1, 5), "2", "0", "3").Err(); err == nil {
 		t.Errorf("lease with least > n: no error")
 	}
 	if n := db.Client.Exists(ctx, key).Val(); n != 0 {
@@ -304,7 +315,7 @@ func TestReserveScriptContract(t *testing.T) {
 	ctx := context.Background()
 	reserve := func(n, maxwait int64) [3]int64 {
 		var out [7]int64
-		if err := evalKey(ctx, db.Client, testScripts.reserve, q.Key(), out[:], q.rl.args[0], q.rl.args[1], q.rl.args[2], n, maxwait, 0, now); err != nil {
+		if err := evalKey(ctx, db.Client, testScripts.reserve, q.Key(), out[:], q.rl.arg, n, maxwait, 0, now); err != nil {
 			t.Fatal(err)
 		}
 		return [3]int64(out[:3])

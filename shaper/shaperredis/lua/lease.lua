@@ -1,7 +1,7 @@
 -- lease.lua: take up to n tokens at once from a GCRA meter's key (the same key and
 -- arithmetic as gcra.lua), after giving back unused ones (shaper.Lease).
--- KEYS[1] = state: tat, rem, last packed by gcra_state, shared with gcra.lua
--- ARGV    = P, C, B, n (most to take, ≤ B), giveback (≥ 0), least (0..n: take
+-- KEYS[1] = state: tat, rem, last packed (arrival.lua), shared with gcra.lua
+-- ARGV    = limit, n (most to take, ≤ B), giveback (≥ 0), least (0..n: take
 --           nothing unless at least this many are available), the call's
 --           deadline (see the deadline check in common.lua; the client sends
 --           0, none, for a give-back only, n = 0, a refund that must run
@@ -12,19 +12,20 @@
 -- Writes only if it took or gave back something. A call that finds a debt above
 -- the burst (a Redis clock that stepped back) takes nothing and writes nothing
 -- (a giveback is then dropped, which never admits more).
-local giveback = tonumber(ARGV[5])
-local least = tonumber(ARGV[6])
+local giveback = tonumber(ARGV[3])
+local least = tonumber(ARGV[4])
 if not giveback or not least or giveback < 0 or giveback % 1 ~= 0 or giveback > B
   or least < 0 or least > n or least % 1 ~= 0 then
   return redis.error_reply('ERR shaper: invalid arguments')
 end
-local dl = tonumber(ARGV[7])
+local dl = tonumber(ARGV[5])
 if not dl then return redis.error_reply('ERR shaper: invalid arguments') end
 if dl > 0 and now > dl then return {-2, now, 0, 0} end
+local key = KEYS[1]
 local tau = B * P
-local tat, rem = gcra_arrival(KEYS[1], tau)
+-- arrival
 local dt = tat - now
-if dt >= math.floor(tau / C) + 1 then
+if dt >= tc + 1 then
   return {0, 0, dt + ceildiv(rem + math.max(least, 1) * P - tau, C), dt + ceildiv(rem, C)}
 end
 local d = 0
@@ -36,7 +37,7 @@ local nd = d + k * P
 if k > 0 or giveback > 0 then
   local q = math.floor(nd / C)
   if nd > 0 then
-    redis.call('SET', KEYS[1], gcra_state(now + q, nd - q * C, now), 'PX', ttlms(q + 1))
+    redis.call('SET', KEYS[1], struct.pack('<ddd', now + q, nd - q * C, now), 'PX', ttlms(q + 1))
   else
     redis.call('DEL', KEYS[1])
   end

@@ -2,7 +2,7 @@
 -- queues (shaper.RedisQueue). Unlike gcra.lua, the debt is not clamped to the
 -- burst: reservations already handed out are in the future, and they are kept.
 -- KEYS[1] = state: the string "tat rem" (schedule end tat + rem/C µs)
--- ARGV    = P, C, B (burst), n (cost), maxwait_us, the call's deadline (see
+-- ARGV    = limit (B the burst), n (cost), maxwait_us, the call's deadline (see
 --           the deadline check in common.lua)
 -- Returns {taken (0|1), wait_us, reset_after_us, end_tat, end_rem, prev_tat,
 -- prev_rem}: when taken, the caller may start after wait_us, and the schedule
@@ -10,11 +10,11 @@
 -- when not taken (the wait would exceed maxwait_us), nothing is written and
 -- wait_us is the wait the slot would have had. Once the deadline has passed
 -- it returns {-2, now, 0, 0, 0, 0, 0} and does nothing.
-local maxwait = tonumber(ARGV[5])
+local maxwait = tonumber(ARGV[3])
 if not maxwait or maxwait < 0 or maxwait % 1 ~= 0 or maxwait > EXACT / C then
   return redis.error_reply('ERR shaper: invalid arguments')
 end
-local dl = tonumber(ARGV[6])
+local dl = tonumber(ARGV[4])
 if not dl then return redis.error_reply('ERR shaper: invalid arguments') end
 if dl > 0 and now > dl then return {-2, now, 0, 0, 0, 0, 0} end
 local tau = B * P

@@ -1,9 +1,11 @@
 -- slidingcounter.lua: one sliding-window-counter decision (shaper.SlidingCounter's
 -- arithmetic, see window.go): counts of the current and previous fixed window,
 -- the previous weighted by the part of it still inside the rolling window.
--- key     = the state key: the string "start prev cur"
--- ARGV    = P, C, B (= C), n  (see common.lua)
--- decide returns allowed, remaining, retry_after_us, reset_after_us;
+-- key     = the state key: start, prev, cur packed as three little-endian
+--           doubles (struct.pack '<ddd'); a missing or malformed state (not
+--           24 bytes) is fresh
+-- ARGV    = limit (B = C), n  (see common.lua)
+-- Decides allowed, remaining, retry_after_us, reset_after_us (common.lua);
 -- an admission of n > 0 returns in place of its retry (always 0) its stamp,
 -- the window's start, which refund_slidingcounter.lua needs (Meter.Refund).
 -- Writes when n > 0 (a peek records nothing); the TTL ends when both windows
@@ -13,9 +15,9 @@ local NP = N * P
 local start, prev, cur
 local fresh = true
 local v = redis.call('GET', key)
-if v then
-  local s = ints(v, 3)
-  if s then start, prev, cur, fresh = s[1], s[2], s[3], false end
+if v and #v == 24 then
+  start, prev, cur = struct.unpack('<ddd', v)
+  fresh = false
 end
 local t0 = now
 if not fresh and now < start then now = start end
@@ -35,20 +37,31 @@ if (cur + n) * P + prev * (P - (now - start)) <= NP then
 end
 -- The answer is computed at the call's time clamped to the (new) window start,
 -- and its waits count from the call's own time.
-now = math.max(t0, start)
+now = t0
+if now < start then now = start end
 local late = now - t0
 local e = now - start
 local weighted = prev * (P - e)
 if allowed == 0 then
   local r = N - cur - n
+  local q
   if r >= 0 then
-    retry = P - e - idiv(r * P, prev)
+    q = r * P / prev -- truncated toward zero, as Go's integer division
+    if q >= 0 then q = floor(q) else q = ceil(q) end
+    retry = P - e - q
   else
-    retry = P - e + math.max(0, P - idiv((N - n) * P, cur))
+    q = (N - n) * P / cur
+    if q >= 0 then q = floor(q) else q = ceil(q) end
+    q = P - q
+    if not (q > 0) then q = 0 end -- math.max(0, q)
+    retry = P - e + q
   end
   retry = retry + late
 end
-local remaining = math.max(0, idiv(NP - weighted, P) - cur)
+local remaining = (NP - weighted) / P
+if remaining >= 0 then remaining = floor(remaining) else remaining = ceil(remaining) end
+remaining = remaining - cur
+if not (remaining > 0) then remaining = 0 end -- math.max(0, remaining)
 local reset = 0
 if cur > 0 then
   reset = late + start + 2 * P - now
@@ -56,7 +69,9 @@ elseif prev > 0 then
   reset = late + start + P - now
 end
 if n > 0 then
-  redis.call('SET', key, string.format('%d %d %d', start, prev, cur), 'PX', ttlms(start + 2 * P - now))
+  local ttl = ceil((start + 2 * P - now) / 1000)
+  if not (ttl > ttlfloor) then ttl = ttlfloor end
+  redis.call('PSETEX', key, ttl, struct.pack('<ddd', start, prev, cur))
   if allowed == 1 then retry = start end -- the stamp (see Meter.Refund)
 end
-return allowed, remaining, retry, reset
+d_allowed, d_remaining, d_retry, d_reset = allowed, remaining, retry, reset

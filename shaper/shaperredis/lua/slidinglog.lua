@@ -1,9 +1,11 @@
 -- slidinglog.lua: one sliding-window-log decision (shaper.SlidingLog's arithmetic,
 -- see slidinglog.go): the admitted events of the last P µs, at most C in total.
--- key     = the state key: a LIST of "ts n" entries, oldest first (events at the same µs
---           share one entry); at most C entries
--- ARGV    = P, C, B (= C), n  (see common.lua)
--- decide returns allowed, remaining, retry_after_us, reset_after_us;
+-- key     = the state key: a LIST of entries ts, n (events at the same µs share
+--           one entry), each packed as two little-endian doubles (struct.pack
+--           '<dd', 16 bytes), oldest first; at most C entries; an entry of
+--           another length is malformed and skipped
+-- ARGV    = limit (B = C), n  (see common.lua)
+-- Decides allowed, remaining, retry_after_us, reset_after_us (common.lua);
 -- an admission of n > 0 returns in place of its retry (always 0) its stamp,
 -- the entry's time, which refund_slidinglog.lua needs (Meter.Refund).
 -- Reads the whole list (O(C)); for n > 0 trims expired entries, appends on
@@ -14,10 +16,10 @@ local N = C
 local raw = redis.call('LRANGE', key, 0, -1)
 local ts, cnt, len = {}, {}, 0
 for i = 1, #raw do
-  local s = ints(raw[i], 2)
-  if s then
+  local e = raw[i]
+  if #e == 16 then
     len = len + 1
-    ts[len], cnt[len] = s[1], s[2]
+    ts[len], cnt[len] = struct.unpack('<dd', e)
   end
 end
 local t0 = now
@@ -42,7 +44,7 @@ local dropped = first - 1
 if n > 0 and (dropped > 0 or #raw ~= len) then
   if dropped >= len or #raw ~= len then
     redis.call('DEL', key)
-    for i = first, len do redis.call('RPUSH', key, string.format('%d %d', ts[i], cnt[i])) end
+    for i = first, len do redis.call('RPUSH', key, struct.pack('<dd', ts[i], cnt[i])) end
   else
     redis.call('LTRIM', key, dropped, -1)
   end
@@ -52,9 +54,9 @@ if first <= len then newest = ts[len] end
 if allowed == 1 and n > 0 then
   if newest == now then
     cnt[len] = cnt[len] + n
-    redis.call('LSET', key, -1, string.format('%d %d', now, cnt[len]))
+    redis.call('LSET', key, -1, struct.pack('<dd', now, cnt[len]))
   else
-    redis.call('RPUSH', key, string.format('%d %d', now, n))
+    redis.call('RPUSH', key, struct.pack('<dd', now, n))
   end
   newest = now
   sum = sum + n
@@ -63,6 +65,12 @@ end
 local reset = 0
 if newest then
   reset = newest + P - t0
-  if n > 0 then redis.call('PEXPIRE', key, ttlms(newest + P - now)) end
+  if n > 0 then
+    local ttl = ceil((newest + P - now) / 1000)
+    if not (ttl > ttlfloor) then ttl = ttlfloor end
+    redis.call('PEXPIRE', key, ttl)
+  end
 end
-return allowed, math.max(N - sum, 0), retry, reset
+local r = N - sum
+if r < 0 then r = 0 end
+d_allowed, d_remaining, d_retry, d_reset = allowed, r, retry, reset

@@ -4,14 +4,16 @@
 -- from a state that is not fresh, up to now under the current P, C and full
 -- (= B·P).
 if per ~= P then
-  tokens = idiv(tokens, per) * P
+  local q = tokens / per -- truncated toward zero, as Go's integer division
+  if q >= 0 then q = floor(q) else q = ceil(q) end
+  tokens = q * P
   per = P
 end
-tokens = math.min(tokens, full)
+if tokens > full then tokens = full end
 local t = now
 if t < last then t = last end
 local e = t - last
-if e >= ceildiv(full - tokens, C) then
+if e >= ceil((full - tokens) / C) then
   tokens = full
 else
   tokens = tokens + e * C

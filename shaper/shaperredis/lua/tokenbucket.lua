@@ -8,42 +8,44 @@
 -- its retry_after said is denied), a cost of 0 is a peek that writes nothing
 -- instead of an error, and a call dated before the last one is told its wait
 -- from its own time.
--- key     = the state key: the string "tokens last per" (tokens scaled by per = P µs)
--- ARGV    = P, C, B (capacity), n  (see common.lua)
--- decide returns allowed, remaining, retry_after_us, reset_after_us.
+-- key     = the state key: tokens, last, per (tokens scaled by per = P µs)
+--           packed as three little-endian doubles (struct.pack '<ddd'); a
+--           missing or malformed state (not 24 bytes, or per ≤ 0) is fresh
+-- ARGV    = limit, n  (see common.lua)
+-- Decides allowed, remaining, retry_after_us, reset_after_us (common.lua).
 local full = B * P
 local tokens, last, per
 local fresh = true
 local v = redis.call('GET', key)
-if v then
-  local s = ints(v, 3)
-  if s and s[3] > 0 then
-    tokens, last, per, fresh = s[1], s[2], s[3], false
-  end
+if v and #v == 24 then
+  tokens, last, per = struct.unpack('<ddd', v)
+  fresh = not (per > 0)
 end
-if not fresh or n > 0 then
-  if fresh then
-    tokens, last, per = full, now, P
-  else
-    -- refill
-  end
+if not fresh then
+  -- refill
+elseif n > 0 then
+  tokens, last, per = full, now, P
 else
   tokens, last = full, now -- a peek at a fresh key
 end
 -- A call dated before last was decided at last: its waits count from its own time.
-local late = math.max(last - now, 0)
+local late = last - now
+if late < 0 then late = 0 end
 local need = n * P
 local allowed = 0
 local retry = 0
 if tokens < need then
-  retry = late + ceildiv(need - tokens, C)
+  retry = late + ceil((need - tokens) / C)
 else
   tokens = tokens - need
   allowed = 1
 end
 if n > 0 then -- a peek (n = 0) writes nothing, not even its time
-  local fill = ceildiv(full, C)
-  redis.call('SET', key, string.format('%d %d %d', tokens, last, per),
-    'PX', math.max(ttlms(0), 60000, 2 * math.ceil(fill / 1000)))
+  local ttl = 2 * ceil(ceil(full / C) / 1000)
+  if ttl < 60000 then ttl = 60000 end
+  if not (ttl > ttlfloor) then ttl = ttlfloor end
+  redis.call('PSETEX', key, ttl, struct.pack('<ddd', tokens, last, per))
 end
-return allowed, idiv(tokens, P), retry, late + ceildiv(full - tokens, C)
+local r = tokens / P -- truncated toward zero, as Go's integer division
+if r >= 0 then r = floor(r) else r = ceil(r) end
+d_allowed, d_remaining, d_retry, d_reset = allowed, r, retry, late + ceil((full - tokens) / C)

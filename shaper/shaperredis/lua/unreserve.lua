@@ -3,10 +3,10 @@
 -- ends where that reservation left it); otherwise the later ones keep their
 -- slots and this one stays used.
 -- KEYS[1] = state: the string "tat rem" (see reserve.lua)
--- ARGV    = P, C, B, 0, end_tat, end_rem, prev_tat (-1: idle), prev_rem
+-- ARGV    = limit, 0, end_tat, end_rem, prev_tat (-1: idle), prev_rem
 -- Returns 1 if the reservation was given back, else 0.
-local et, er = tonumber(ARGV[5]), tonumber(ARGV[6])
-local pt, pr = tonumber(ARGV[7]), tonumber(ARGV[8])
+local et, er = tonumber(ARGV[3]), tonumber(ARGV[4])
+local pt, pr = tonumber(ARGV[5]), tonumber(ARGV[6])
 if not (et and er and pt and pr) then
   return redis.error_reply('ERR shaper: invalid arguments')
 end
