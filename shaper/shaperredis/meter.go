@@ -409,7 +409,7 @@ func (m *Meter) allowN(ctx context.Context, key string, n int64) (shaper.Decisio
 		return shaper.Decision{}, err
 	}
 	if m.local != nil && n > 0 {
-		m.rec.seed(m.local, key, r.d.Remaining, rl.max)
+		m.rec.follow(m.local, key, r.d.Remaining, rl.max)
 	}
 	return r.d, nil
 }

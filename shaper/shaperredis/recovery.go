@@ -20,7 +20,7 @@ import (
 // under FailLocal therefore
 //
 //   - keeps its local share in step with the fleet while Redis answers
-//     (seed): after each decision Redis answers, the key's local share holds
+//     (follow): after each decision Redis answers, the key's local share holds
 //     at most its part of what Redis says remains (Remaining × share / limit),
 //     so an outage starts from what the fleet has left, not from a full share;
 //   - after an outage, recovers each key the share decided without Redis:
@@ -152,10 +152,10 @@ func (r *recovery) take(key string) int64 {
 	return n
 }
 
-// seed brings key's local share down to its part of what Redis says
+// follow brings key's local share down to its part of what Redis says
 // remains (rem of redisMax): the share admits at most rem × local /
 // redisMax if the outage begins now.
-func (r *recovery) seed(local *shaper.Meter, key string, rem, redisMax int64) {
+func (r *recovery) follow(local *shaper.Meter, key string, rem, redisMax int64) {
 	target := rem
 	if redisMax > 0 {
 		target = int64(float64(rem) * float64(r.local) / float64(redisMax))
