@@ -357,7 +357,9 @@ func writeCauses(w io.Writer, rep *report) {
   until the breaker's open period ends and its probe succeeds (up to OpenDuration plus jitter).
   Under FailOpen Redis never saw the outage's admissions and a GCRA has its whole burst again
   when Redis returns, spent over the next second or two. Under FailLocal the recovery above
-  holds each process to its share for one period of it.
+  holds each process to its share for one period of it, and its refusals are the share's, not
+  Redis's: this table counts them as not exact, so FailLocal is exact again up to one period of
+  the share later than the other policies (conservative, not over the limit).
 - **Failover** is no policy's case: the promoted replica never saw the last writes, so the
   window's count (or the GCRA's state) starts again and about L more is admitted around the
   promotion, by floodgate and the peers alike (the *excess* column); distsem's holders are granted
