@@ -75,7 +75,7 @@ func Do[T any](ctx context.Context, b *Breaker, p Policy, call func(context.Cont
 			if src := b.count(p); src != FromFailClosed {
 				return answer(ctx, src, fallback)
 			}
-			return zero, FromFailClosed, b.openError(StateHalfOpen, b.probeDelay())
+			return zero, FromFailClosed, b.openError(StateHalfOpen, b.probeTimeout())
 		}
 	}
 	cctx, deadline := ctx, time.Time{}
@@ -110,7 +110,10 @@ type outcome[T any] struct {
 }
 
 // failed reports whether the outcome is a store failure.
-func (o *outcome[T]) failed() bool { return o.verdict == errFailure || o.verdict == errTimedOut }
+func (o *outcome[T]) failed() bool { return isFailure(o.verdict) }
+
+// isFailure reports whether verdict v is a store failure.
+func isFailure(v error) bool { return v == errFailure || v == errTimedOut }
 
 // execute calls call with cctx (ctx bounded by deadline, zero if Do set
 // none) through gobreaker, and records in o what happened. A failure is
@@ -248,15 +251,6 @@ func (b *Breaker) rejection(gerr error) error {
 	}
 	rem, _ := b.openRemaining()
 	return b.openError(StateOpen, max(rem, 0))
-}
-
-// probeDelay is the Delay of a refusal while the breaker's own probe runs:
-// the longest a probe can take.
-func (b *Breaker) probeDelay() time.Duration {
-	if b.callTimeout > 0 {
-		return b.callTimeout
-	}
-	return DefaultCallTimeout
 }
 
 func (b *Breaker) openError(s State, delay time.Duration) error {

@@ -34,18 +34,23 @@ func (b *Breaker) probeAnswer() bool {
 // it again), or a probe's outcome told gobreaker nothing.
 func (b *Breaker) runProbes(probe func(context.Context) error) {
 	defer b.probing.Store(false)
-	timeout := b.callTimeout
-	if timeout <= 0 {
-		timeout = DefaultCallTimeout
-	}
 	for {
-		counted := b.probeOnce(probe, timeout)
+		counted := b.probeOnce(probe, b.probeTimeout())
 		b.dispatch()
 		if !counted || State(b.cb.State()) != StateHalfOpen {
-			b.dispatch()
 			return
 		}
 	}
+}
+
+// probeTimeout bounds one of the breaker's own probes: CallTimeout, or
+// DefaultCallTimeout when that is off. It is also the Delay of a refusal
+// while a probe runs: the longest the probe can take.
+func (b *Breaker) probeTimeout() time.Duration {
+	if b.callTimeout > 0 {
+		return b.callTimeout
+	}
+	return DefaultCallTimeout
 }
 
 // probeOnce makes one probe through gobreaker and reports whether gobreaker
@@ -60,7 +65,7 @@ func (b *Breaker) probeOnce(probe func(context.Context) error, timeout time.Dura
 		ran = true
 		b.probes.Add(1)
 		v = b.verdict(context.Background(), deadline, probe(ctx))
-		if v == errFailure || v == errTimedOut {
+		if isFailure(v) {
 			b.failures.Add(1)
 			b.probeFailures.Add(1)
 		}

@@ -158,14 +158,18 @@ func TestProbeWithoutCallTimeout(t *testing.T) {
 		s.set(errRefused)
 		do(b, &s)
 		time.Sleep(time.Second + time.Nanosecond)
-		start := time.Now()
 		do(b, &s)
 		synctest.Wait()
-		time.Sleep(breaker.DefaultCallTimeout)
+		time.Sleep(breaker.DefaultCallTimeout - time.Nanosecond)
+		synctest.Wait()
+		if st := b.Stats(); st.ProbeFailures != 0 {
+			t.Fatalf("probe failed before DefaultCallTimeout: %+v", st)
+		}
+		time.Sleep(time.Nanosecond)
 		synctest.Wait()
 		wantState(t, b, breaker.StateOpen)
-		if took := time.Since(start); took != breaker.DefaultCallTimeout {
-			t.Fatalf("probe ended after %v, want DefaultCallTimeout", took)
+		if st := b.Stats(); st.ProbeFailures != 1 {
+			t.Fatalf("after DefaultCallTimeout: %+v, want the probe timed out", st)
 		}
 	})
 }

@@ -398,7 +398,9 @@ func (m *Meter) allowN(ctx context.Context, key string, n int64) (shaper.Decisio
 	case breaker.FromFailOpen:
 		return shaper.Decision{Allowed: true, Limit: rl.lim, Degraded: true}, nil
 	case breaker.FromFailLocal:
-		m.rec.outage(key, admittedCost(r.d, err, n))
+		if n > 0 { // a peek decides nothing
+			m.rec.outage(key, admittedCost(r.d, err, n))
+		}
 		r.d.Degraded = true
 		return r.d, err
 	}
