@@ -15,7 +15,8 @@ import (
 )
 
 // A rolling deploy runs processes of the previous version (whose scripts are
-// kept in testdata/v1_*.lua: ARGV P, C, B, n, deadline as decimal text, the
+// kept in testdata: v1_common.lua, their prelude, and v1_<algorithm>.lua;
+// ARGV P, C, B, n, deadline as decimal text, the
 // token bucket's and the windows' state as decimal text) beside new ones on
 // the same Redis, Prefix and keys. These tests hold a mixed fleet to: no key
 // corrupted or reset by either version.
@@ -23,9 +24,14 @@ import (
 // v1 returns the previous version's meter script of algo, and a call of it:
 // cost n on the Redis key key under a limit of count per period with burst.
 func v1(t *testing.T, db *redistest.DB, algo string, period time.Duration, count, burst int64) func(key string, n int64) []int64 {
-	src, err := os.ReadFile("testdata/v1_" + algo + ".lua")
-	if err != nil {
-		t.Fatal(err)
+	// As the scripts are assembled: the shared prelude, then the algorithm.
+	var src []byte
+	for _, part := range []string{"common", algo} {
+		b, err := os.ReadFile("testdata/v1_" + part + ".lua")
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, b...)
 	}
 	sc := redis.NewScript(string(src))
 	p := strconv.FormatInt(period.Microseconds(), 10)
