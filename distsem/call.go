@@ -146,11 +146,13 @@ func (f *failure) countRedis(w int64) bool {
 	return f.local != nil && f.local.TryAcquire(w)
 }
 
-func (f *failure) release(p *Permit) {
+// release gives back p's weight on the local share. carried is whether p,
+// granted by FailLocal, was carried into Redis (its weight left outage then).
+func (f *failure) release(p *Permit, carried bool) {
 	if p.counted {
 		f.local.Release(p.weight)
 	}
-	if p.kind == permitLocal {
+	if p.kind == permitLocal && !carried {
 		f.outage.Add(-p.weight)
 	}
 }
@@ -177,10 +179,20 @@ func (s *Semaphore) fallback(ctx context.Context, w int64, wait bool, queued *bo
 		s.fail.outage.Add(w)
 		p := s.basePermit(w, permitLocal)
 		p.counted = true
+		// Carried into Redis once it answers again (see Permit.carry).
+		p.token = s.newToken()
+		p.tokArg = p.token
+		s.renewals.add(p, time.Now().Add(s.carryEvery()))
 		return p, nil
 	}
 	panic("distsem: fallback with policy " + s.fail.policy.String())
 }
+
+// carryEvery is how often a FailLocal permit not yet carried into Redis
+// tries again: often enough that Redis counts it soon after it answers
+// again (while the breaker is open a try costs no I/O), and at most every
+// Lease/9, the retry interval of a failed renewal.
+func (s *Semaphore) carryEvery() time.Duration { return min(s.cfg.Lease/9, 250*time.Millisecond) }
 
 // takeLocal takes w from the local share under FailLocal: at once, or, if
 // wait, waiting for it (setting *queued) until ctx is done. It returns

@@ -85,10 +85,10 @@ type Config struct {
 	// breaker.FailLocal, typically limit / number of processes. The share also
 	// counts the permits this process holds in Redis (as far as they fit), so
 	// that while Redis is down the process admits at most LocalShare in total,
-	// including what it already held; after Redis returns, while permits the
-	// share granted without Redis are held, a grant from Redis needs room on
-	// the share too (TryAcquire: ErrLocalBusy; Acquire waits for it). If
-	// zero, 1.
+	// including what it already held. After Redis returns, the permits the
+	// share granted without Redis are carried into Redis, which counts them
+	// from then on; until they all are, a grant from Redis needs room on the
+	// share too (TryAcquire: ErrLocalBusy; Acquire waits for it). If zero, 1.
 	LocalShare int64
 
 	// Observer, if non-nil, is told what the Semaphore does, with Component

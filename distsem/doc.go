@@ -205,12 +205,16 @@
 //   - FailOpen while Redis is unavailable: unbounded (every call is admitted).
 //   - FailLocal while Redis is unavailable: at most LocalShare per process, so
 //     LocalShare × processes in total, plus permits granted by Redis before the
-//     outage that did not fit in the share. Permits granted locally stay held
-//     after Redis recovers until released, and Redis does not know them: until
-//     they are all released, the process takes a grant from Redis only with
-//     room on its share, so a fleet whose every process held some keeps to
-//     LocalShare × processes; a process that held none meanwhile takes what
-//     Redis has, so a single process cut off alone adds its share at most.
+//     outage that did not fit in the share. Redis does not know the permits
+//     granted locally; each is carried into Redis as soon as it answers again
+//     (tried every Lease/9, at most every 250 ms; LocalStats.Carried), counted
+//     there whatever Redis holds already, so that Redis grants nothing more
+//     until the weight in use is back below the limit. From then on a carried
+//     permit is renewed, released and can be lost like any other (it stays
+//     Degraded). Until a process's permits are all carried, it takes a grant
+//     from Redis only with room on its share. So after an outage the fleet is
+//     over its limit only by what its processes granted locally while Redis
+//     already held the rest, until those permits are released.
 //
 // A waiter that dies after being granted by hand-off, before it claims the
 // grant, holds its permit for at most WaiterTTL (under-admission, not

@@ -39,7 +39,10 @@ type Permit struct {
 	// mu guards:
 	released bool
 	isLost   bool
-	cause    error // ErrLeaseLost or ErrReleased once the permit ended
+	// carried: a FailLocal permit that Redis now counts (see carry): from
+	// then on it is renewed, released and can be lost like a Redis permit.
+	carried bool
+	cause   error // ErrLeaseLost or ErrReleased once the permit ended
 	// ctx and lost are made on first use (Context, Lost): most permits never
 	// need them.
 	ctx        context.Context
@@ -157,7 +160,7 @@ func (p *Permit) endLocked(cause error) {
 // background until the lease would have expired, and the error is returned.
 // Release is idempotent: later calls return nil.
 func (p *Permit) Release(ctx context.Context) error {
-	first, wasLost := p.markReleased()
+	first, wasLost, carried := p.markReleased()
 	if !first {
 		return nil
 	}
@@ -168,8 +171,14 @@ func (p *Permit) Release(ctx context.Context) error {
 	if s.cfg.Observer != nil && !wasLost {
 		emit(s.cfg.Observer, floodgate.Event{Kind: floodgate.KindRelease, N: p.weight, Duration: time.Since(p.acquiredAt)})
 	}
-	s.fail.release(p)
-	if p.kind != permitRedis {
+	s.fail.release(p, carried)
+	if p.kind != permitRedis && !carried {
+		if p.tomb {
+			// A carry call was sent and may still run in Redis: the token is
+			// released (tombstoned) in the background so that it cannot be
+			// counted there for a Lease with no one holding it.
+			s.cleanup(p.tokArg)
+		}
 		return nil
 	}
 	// Detached from ctx's cancellation (WithoutCancel allocates: skip it when
@@ -189,22 +198,22 @@ func (p *Permit) Release(ctx context.Context) error {
 }
 
 // markReleased marks p released, once: it takes p off the renewal schedule,
-// cancels a renewal in flight and ends p's context with ErrReleased. It
-// reports whether this was the first call, and whether the lease had been
-// lost.
-func (p *Permit) markReleased() (first, wasLost bool) {
+// cancels a renewal (or carry) call in flight and ends p's context with
+// ErrReleased. It reports whether this was the first call, whether the lease
+// had been lost, and whether p was carried into Redis.
+func (p *Permit) markReleased() (first, wasLost, carried bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.released {
-		return false, false
+		return false, false, false
 	}
 	p.released = true
 	wasLost = p.isLost
 	if !wasLost {
 		p.s.local.held.Add(-p.weight)
 	}
-	if p.kind == permitRedis {
-		if !p.isLost {
+	if p.kind != permitOpen { // a FailLocal permit is on the schedule to be carried
+		if p.kind == permitRedis && !p.isLost {
 			p.s.observeHold(time.Since(p.granted))
 		}
 		p.s.renewals.remove(p)
@@ -234,7 +243,7 @@ func (p *Permit) markReleased() (first, wasLost bool) {
 		}
 	}
 	p.endLocked(ErrReleased)
-	return true, wasLost
+	return true, wasLost, p.carried
 }
 
 // renewDue runs when the permit's renewal is due (from the schedule): it loses
@@ -259,6 +268,16 @@ func (p *Permit) renewDue() {
 		// new deadline). Renewing now would be a spurious call.
 		return
 	}
+	if p.kind == permitLocal && !p.carried {
+		// Not carried into Redis yet: it has no lease and no local deadline.
+		// A carry call in flight puts it back on the schedule when it returns.
+		if p.stopCall == nil {
+			ctx, cancel := context.WithCancel(context.Background())
+			p.stopCall = cancel
+			go p.renew(ctx, cancel, carryArg)
+		}
+		return
+	}
 	if !time.Now().Before(p.deadline) {
 		p.loseLocked()
 		lost = true
@@ -274,18 +293,23 @@ func (p *Permit) renewDue() {
 	// though its context ends there, has not returned (a hook or client that
 	// ignores the context, a slow breaker Observer).
 	p.s.renewals.add(p, p.deadline)
-	go p.renew(ctx, cancel)
+	go p.renew(ctx, cancel, b2i(p.s.cfg.Readopt))
 }
 
-// renew makes one renewal call (see renewed for what follows). The call's
-// context ends at the local deadline, so that a hung call cannot delay the
-// loss past it.
-func (p *Permit) renew(ctx context.Context, cancel context.CancelFunc) {
+// carryArg is renew.lua's ARGV[9] for a carry call (see Permit.carry).
+const carryArg = 2
+
+// renew makes one renewal call, or a carry call (mode carryArg; otherwise
+// whether to re-adopt: see renew.lua's ARGV[9]); see renewed for what
+// follows. A renewal's context ends at the local deadline, so that a hung
+// call cannot delay the loss past it; a carry call's is bounded by the
+// breaker's CallTimeout.
+func (p *Permit) renew(ctx context.Context, cancel context.CancelFunc, mode int) {
 	s := p.s
 	sent := time.Now()
-	r, _, _, err := s.call(ctx, breaker.FailClosed, renewScript, p.tokArg, p.weight, s.leaseArg, p.fence, b2i(s.cfg.Readopt))
+	r, _, ran, err := s.call(ctx, breaker.FailClosed, renewScript, p.tokArg, p.weight, s.leaseArg, p.fence, mode)
 	cancel()
-	releaseAgain, tracked := p.renewed(r, err, sent)
+	releaseAgain, tracked := p.renewed(r, err, sent, ran)
 	if releaseAgain {
 		s.cleanup(p.tokArg) // after p.mu: it may call Redis at once
 	}
@@ -302,7 +326,7 @@ func (p *Permit) renew(ctx context.Context, cancel context.CancelFunc) {
 // token, perhaps after the release ran in Redis), and whether Release counted
 // the call's goroutine in the Semaphore's background work (tracked: the caller
 // must call s.bg.Done).
-func (p *Permit) renewed(r []int64, err error, sent time.Time) (releaseAgain, tracked bool) {
+func (p *Permit) renewed(r []int64, err error, sent time.Time, ran bool) (releaseAgain, tracked bool) {
 	lost, report := false, false
 	defer func() { // after the unlock below
 		if lost {
@@ -320,6 +344,10 @@ func (p *Permit) renewed(r []int64, err error, sent time.Time) (releaseAgain, tr
 		return err == nil && r[0] == stReadopted, tracked
 	}
 	if p.isLost {
+		return false, false
+	}
+	if p.kind == permitLocal && !p.carried {
+		p.carryLocked(r, err, sent, ran)
 		return false, false
 	}
 	report = true // a renewal of a held permit returned
@@ -357,6 +385,29 @@ func (p *Permit) renewed(r []int64, err error, sent time.Time) (releaseAgain, tr
 		lost = true
 	}
 	return false, false
+}
+
+// carryLocked takes the answer of a carry call of p sent at sent (ran: it
+// was sent to Redis, which may know the token from then on, so the release
+// must tombstone it). A FailLocal permit is granted while Redis cannot answer
+// and Redis does not count it; each carry call (renew.lua with ARGV[9] = 2)
+// tells Redis of it, whatever its capacity, so that Redis grants nothing
+// more until the weight is back below the limit. Once Redis answers, p is a
+// Redis permit, renewed from then on, counted on the local share still and
+// no longer in the share's outage weight; until then it tries again every
+// carryEvery.
+func (p *Permit) carryLocked(r []int64, err error, sent time.Time, ran bool) {
+	s := p.s
+	p.tomb = p.tomb || ran
+	if err != nil || r[0] != stReadopted {
+		s.renewals.add(p, time.Now().Add(s.carryEvery()))
+		return
+	}
+	p.carried = true
+	s.fail.outage.Add(-p.weight)
+	s.local.carried.Add(1)
+	p.deadline = sent.Add(s.cfg.Lease)
+	s.renewals.add(p, time.Now().Add(s.cfg.Lease/3))
 }
 
 func (p *Permit) loseLocked() {

@@ -73,74 +73,140 @@ func TestSetLocalShare(t *testing.T) {
 }
 
 // TestFailLocalRecoveryKeepsTheFleetLimit: permits granted on the local
-// shares during an outage stay held after Redis returns, and Redis never
-// heard of them. Until they are released, a process that holds any takes a
-// Redis grant only with room on its share, so the fleet holds at most its
-// limit; once they are released, grants are Redis's alone again.
+// shares during an outage stay held after Redis returns. Each is carried
+// into Redis once it answers, so Redis counts them: the fleet holds at most
+// its limit, and each release gives its weight back to the whole fleet.
 func TestFailLocalRecoveryKeepsTheFleetLimit(t *testing.T) {
 	srv := redistest.Start(t)
 	proxy := floodgatetest.StartProxy(t, srv.Addr)
 	ctx := t.Context()
-	var sems []*distsem.Semaphore
-	var brks []*breaker.Breaker
-	for range 2 { // two processes, C = 4, a share of 2 each
-		brk := breaker.New("recovery", breaker.Config{ConsecutiveFailures: 1, OpenDuration: 100 * time.Millisecond, Jitter: -1, CallTimeout: 200 * time.Millisecond})
-		c := redis.NewClient(redistest.Options(proxy.Addr()))
-		t.Cleanup(func() { c.Close() })
-		sems = append(sems, newSem(t, c, "recover", 4, distsem.Config{Breaker: brk, Policy: breaker.FailLocal, LocalShare: 2}))
-		brks = append(brks, brk)
-	}
+	sems := recoveryFleet(t, proxy.Addr(), "recover", 2)
 	proxy.Drop()
 	var outage []*distsem.Permit
 	for _, s := range sems {
-		for range 2 {
-			p, err := s.TryAcquire(ctx, 1)
-			if err != nil || !p.Degraded() {
-				t.Fatalf("TryAcquire with Redis gone: %v, %v, want a degraded grant", permitString(p), err)
-			}
-			outage = append(outage, p)
-		}
+		outage = append(outage, takeDegraded(t, s, 2)...)
 	}
 	proxy.Heal()
-	floodgatetest.Eventually(t, 5*time.Second, "both breakers closed", func() bool {
-		for _, s := range sems {
-			s.Stats(ctx) // lets the breaker probe
-		}
-		return brks[0].State() == breaker.StateClosed && brks[1].State() == breaker.StateClosed
-	})
-	// The fleet holds 4 on its shares; Redis holds none and would grant 4.
+	waitCarried(t, sems, 2)
+	if st, err := sems[0].Stats(ctx); err != nil || st.InUse != 4 {
+		t.Fatalf("Redis's Stats once the outage's permits are carried = %+v, %v, want 4 held", st, err)
+	}
 	for i, s := range sems {
-		if p, err := s.TryAcquire(ctx, 1); !errors.Is(err, distsem.ErrLocalBusy) {
-			t.Fatalf("process %d, Redis back, its share full of the outage's permits: TryAcquire = %v, %v, want ErrLocalBusy (the fleet holds its limit already)", i, permitString(p), err)
+		if p, err := s.TryAcquire(ctx, 1); !errors.Is(err, distsem.ErrNoCapacity) {
+			t.Fatalf("process %d, Redis back and counting the outage's permits: TryAcquire = %v, %v, want ErrNoCapacity (the fleet holds its limit already)", i, permitString(p), err)
 		}
 	}
-	// One outage permit released: that process may take one, from Redis.
+	// One outage permit released: Redis has 1 free, for any process.
 	outage[0].Release(ctx)
-	p, err := sems[0].TryAcquire(ctx, 1)
+	p, err := sems[1].TryAcquire(ctx, 1)
 	if err != nil || p.Degraded() {
-		t.Fatalf("after a release: TryAcquire = %v, %v, want a grant from Redis", permitString(p), err)
+		t.Fatalf("after a release by process 0: process 1's TryAcquire = %v, %v, want a grant from Redis", permitString(p), err)
 	}
-	if st, err := sems[0].Stats(ctx); err != nil || st.InUse != 1 {
-		t.Fatalf("Redis's Stats = %+v, %v, want 1 held", st, err)
-	}
-	// Every outage permit of process 1 released: it is Redis's alone again,
-	// and takes what Redis has left: 4 - 1 (process 0's Redis grant) - 1
-	// (process 0's outage permit still held is not Redis's, and process 1
-	// does not know it: that is the share's to bound, not Redis's).
+	// Process 1's outage permits released: the fleet has 2 free, no more
+	// (process 0 still holds outage[1], which Redis counts).
 	outage[2].Release(ctx)
 	outage[3].Release(ctx)
-	var got []*distsem.Permit
-	for {
-		q, err := sems[1].TryAcquire(ctx, 1)
-		if err != nil {
-			break
-		}
-		got = append(got, q)
-	}
-	if len(got) != 3 {
-		t.Errorf("process 1 with no outage permit left: %d granted by Redis, want 3 (4 less process 0's one)", len(got))
+	got := takeAll(t, sems[1])
+	if len(got) != 2 {
+		t.Errorf("process 1 after its outage permits were released: %d granted by Redis, want 2 (4 less outage[1] and its own grant)", len(got))
 	}
 	for _, q := range append(got, p, outage[1]) {
 		q.Release(ctx)
 	}
+	if st, err := sems[0].Stats(ctx); err != nil || st.InUse != 0 {
+		t.Errorf("Redis's Stats after every release = %+v, %v, want none held (nothing leaked)", st, err)
+	}
+}
+
+// TestFailLocalCarryOverTheLimit: a process cut off alone grants on its
+// share while the rest of the fleet takes the whole limit from Redis. Once
+// it can reach Redis, its permits are carried whatever Redis holds, so Redis
+// grants nothing more until the weight is back below the limit.
+func TestFailLocalCarryOverTheLimit(t *testing.T) {
+	srv := redistest.Start(t)
+	cut := floodgatetest.StartProxy(t, srv.Addr)
+	ctx := t.Context()
+	alone := recoveryFleet(t, cut.Addr(), "over", 1)[0]
+	rest := recoveryFleet(t, srv.Addr, "over", 1)[0]
+	cut.Drop()
+	outage := takeDegraded(t, alone, 2)
+	held := takeAll(t, rest)
+	if len(held) != 4 {
+		t.Fatalf("the rest of the fleet took %d from Redis, want 4", len(held))
+	}
+	cut.Heal()
+	waitCarried(t, []*distsem.Semaphore{alone}, 2)
+	if st, err := rest.Stats(ctx); err != nil || st.InUse != 6 {
+		t.Fatalf("Redis's Stats once the cut-off process's permits are carried = %+v, %v, want 6 held (over the limit of 4)", st, err)
+	}
+	held[0].Release(ctx)
+	held[1].Release(ctx)
+	if p, err := rest.TryAcquire(ctx, 1); !errors.Is(err, distsem.ErrNoCapacity) {
+		t.Fatalf("4 held of 4: TryAcquire = %v, %v, want ErrNoCapacity", permitString(p), err)
+	}
+	held[2].Release(ctx)
+	p, err := rest.TryAcquire(ctx, 1)
+	if err != nil {
+		t.Fatalf("3 held of 4: TryAcquire = %v, want a grant", err)
+	}
+	for _, q := range append(outage, p, held[3]) {
+		q.Release(ctx)
+	}
+	if st, err := rest.Stats(ctx); err != nil || st.InUse != 0 {
+		t.Errorf("Redis's Stats after every release = %+v, %v, want none held (nothing leaked)", st, err)
+	}
+}
+
+// recoveryFleet returns n processes' Semaphores of limit 4, FailLocal with a
+// share of 2 each, through addr, with breakers that open at the first failure
+// and probe every 100 ms.
+func recoveryFleet(t *testing.T, addr, name string, n int) []*distsem.Semaphore {
+	var sems []*distsem.Semaphore
+	for range n {
+		brk := breaker.New(name, breaker.Config{ConsecutiveFailures: 1, OpenDuration: 100 * time.Millisecond, Jitter: -1, CallTimeout: 200 * time.Millisecond})
+		c := redis.NewClient(redistest.Options(addr))
+		t.Cleanup(func() { c.Close() })
+		sems = append(sems, newSem(t, c, name, 4, distsem.Config{Breaker: brk, Policy: breaker.FailLocal, LocalShare: 2}))
+	}
+	return sems
+}
+
+// takeDegraded takes n permits of s with Redis out of reach: each must be a
+// degraded (FailLocal) grant.
+func takeDegraded(t *testing.T, s *distsem.Semaphore, n int) []*distsem.Permit {
+	t.Helper()
+	var got []*distsem.Permit
+	for range n {
+		p, err := s.TryAcquire(t.Context(), 1)
+		if err != nil || !p.Degraded() {
+			t.Fatalf("TryAcquire with Redis gone: %v, %v, want a degraded grant", permitString(p), err)
+		}
+		got = append(got, p)
+	}
+	return got
+}
+
+// takeAll takes permits of 1 from s until it refuses.
+func takeAll(t *testing.T, s *distsem.Semaphore) []*distsem.Permit {
+	var got []*distsem.Permit
+	for {
+		p, err := s.TryAcquire(t.Context(), 1)
+		if err != nil {
+			return got
+		}
+		got = append(got, p)
+	}
+}
+
+// waitCarried waits until each of sems has carried n permits into Redis.
+func waitCarried(t *testing.T, sems []*distsem.Semaphore, n int64) {
+	t.Helper()
+	floodgatetest.Eventually(t, 5*time.Second, "the outage's permits carried into Redis", func() bool {
+		for _, s := range sems {
+			if s.LocalStats().Carried != n {
+				return false
+			}
+		}
+		return true
+	})
 }

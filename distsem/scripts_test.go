@@ -66,8 +66,19 @@ func (r *raw) release(tok string) []int64 {
 
 func (r *raw) renew(tok string, w, fence int64, readopt bool) []int64 {
 	r.t.Helper()
+	return r.renewMode(tok, w, fence, b2i(readopt))
+}
+
+// carry is the carry call of a FailLocal permit (renew.lua, ARGV[9] = 2).
+func (r *raw) carry(tok string, w int64) []int64 {
+	r.t.Helper()
+	return r.renewMode(tok, w, 0, carryArg)
+}
+
+func (r *raw) renewMode(tok string, w, fence int64, mode int) []int64 {
+	r.t.Helper()
 	s := r.s
-	v, err := s.eval(context.Background(), renewScript, tok, w, s.cfg.Lease.Milliseconds(), fence, b2i(readopt))
+	v, err := s.eval(context.Background(), renewScript, tok, w, s.cfg.Lease.Milliseconds(), fence, mode)
 	if err != nil {
 		r.t.Fatalf("renew(%s): %v", tok, err)
 	}
@@ -264,6 +275,32 @@ func TestRenewScript(t *testing.T) {
 	r.release("a")
 	if got := r.renew("a", 1, g[1], true); got[0] != stLost {
 		t.Fatalf("renew(a, readopt) after release = %v, want lost (tombstoned)", got)
+	}
+}
+
+// TestCarryScript: a carry call counts a missing token whatever the
+// capacity and the queue (its weight is in use already), before the queue is
+// served, so no waiter is handed that weight; a tombstoned token is not
+// carried; a carried token renews and releases like any holder.
+func TestCarryScript(t *testing.T) {
+	r, _ := newRaw(t, 2)
+	r.acquire("a", 2, false)
+	if got := r.acquire("w", 1, true); got[0] != stQueued {
+		t.Fatalf("acquire(w) with the limit held = %v, want queued", got)
+	}
+	if got := r.carry("c", 1); got[0] != stReadopted || got[2] != 3 {
+		t.Fatalf("carry(c) over a full limit and a waiter = %v, want carried, used 3", got)
+	}
+	r.release("a")
+	if got := r.used(); got != 2 {
+		t.Fatalf("used after a's release = %d, want 2 (c, and the waiter handed the 1 left)", got)
+	}
+	if got := r.renew("c", 1, 0, false); got[0] != stRenewed {
+		t.Fatalf("renew(c) once carried = %v, want renewed", got)
+	}
+	r.release("c")
+	if got := r.carry("c", 1); got[0] != stLost {
+		t.Fatalf("carry(c) after its release = %v, want lost (tombstoned)", got)
 	}
 }
 

@@ -18,6 +18,7 @@ type localCounters struct {
 	renewals, renewalErrors                   atomic.Int64
 	held                                      atomic.Int64
 	failOpen, failLocal, localBusy            atomic.Int64
+	carried                                   atomic.Int64
 }
 
 // LocalStats counts what this Semaphore (this process) did, without I/O: use
@@ -44,6 +45,10 @@ type LocalStats struct {
 	Renewals, RenewalErrors int64
 	// Readopted, Lost and Degraded are as in Stats.
 	Readopted, Lost, Degraded int64
+	// Carried counts FailLocal permits that Redis was told of once it
+	// answered again, so that it counts them until they are released (see
+	// the package doc's over-admission bounds).
+	Carried int64
 }
 
 // LocalStats returns this process's counters for the semaphore. It does no
@@ -68,6 +73,7 @@ func (s *Semaphore) LocalStats() LocalStats {
 		Readopted:           s.readopts.Load(),
 		Lost:                s.lost.Load(),
 		Degraded:            s.fail.degraded.Load(),
+		Carried:             c.carried.Load(),
 	}
 }
 

@@ -2,7 +2,10 @@
 -- KEYS, ARGV[1..5]: see head.lua.
 -- ARGV[6] = weight, ARGV[7] = lease ms, ARGV[8] = fence of the permit,
 -- ARGV[9] = 1 to re-adopt a missing token when capacity is free and no waiter is
--- left queued after the queue was served, else 0.
+-- left queued after the queue was served, 2 to carry it (insert a missing token
+-- whatever the capacity and the queue: its weight is already in use, granted
+-- by FailLocal while Redis could not answer, so Redis must count it before it
+-- grants anything more), else 0.
 -- Returns {status, limit, used}: 1 renewed, 2 re-adopted (the token was missing and
 -- was inserted again with its old fence), 0 lost (missing, or tombstoned).
 -- Fast path: the renewal of a held token with the queue empty, as below.
@@ -22,6 +25,20 @@ local w = tonumber(ARGV[6])
 local lease = tonumber(ARGV[7])
 local fence = ARGV[8]
 local readopt = ARGV[9] == '1'
+local carry = ARGV[9] == '2'
+
+-- adopt inserts the missing tok as a holder of w, with its old fence.
+local function adopt()
+  redis.call('ZADD', H, int(now + lease), tok)
+  note_lease(now + lease)
+  redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, fence)
+  used = used + w
+  dirty = true
+  if not h_exists then
+    touched[H] = true
+  end
+  touched[D] = true
+end
 
 reap(nq > 0)
 -- XX CH: 1 when tok is held (and its lease moved); 0 also when the lease did
@@ -34,6 +51,15 @@ if r == 1 or redis.call('ZSCORE', H, tok) then
   return {1, limit, used}
 end
 reap(true)
+if carry and (tn == -1 or not redis.call('ZSCORE', T, tok)) then
+  -- Counted before the queue is served, so that no waiter is handed the
+  -- weight this holder already uses. used may exceed limit: nothing more is
+  -- granted until it is back below.
+  adopt()
+  handoff()
+  finish()
+  return {2, limit, used}
+end
 local served = handoff() -- true when no waiter is left queued
 if redis.call('ZSCORE', H, tok) then
   -- The hand-off just granted tok's own queue entry (possible only if tok was
@@ -45,15 +71,7 @@ end
 -- Re-adopt only when no waiter is left queued: a waiter blocked at the head
 -- must not be overtaken (FIFO, no starvation of heavy waiters).
 if readopt and served and (tn == -1 or not redis.call('ZSCORE', T, tok)) and used + w <= limit then
-  redis.call('ZADD', H, int(now + lease), tok)
-  note_lease(now + lease)
-  redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, fence)
-  used = used + w
-  dirty = true
-  if not h_exists then
-    touched[H] = true
-  end
-  touched[D] = true
+  adopt()
   finish()
   return {2, limit, used}
 end
