@@ -203,6 +203,17 @@ func (b *Breaker) Stats() Stats {
 	return st
 }
 
+// LongestOpen returns the longest one open period of the breaker can last:
+// MaxOpenDuration (OpenDuration if the open time does not grow) lengthened
+// by the whole of Jitter. Breakers of one configuration that tripped on the
+// same outage have all ended their open periods within it of the store's
+// return (distsem holds a process to its local share that long after an
+// outage, while the rest of the fleet finds Redis again).
+func (b *Breaker) LongestOpen() time.Duration {
+	b.init()
+	return b.openMax + time.Duration(b.jitter*float64(b.openMax))
+}
+
 // CallTimeout returns the per-call timeout [Do] applies ([Config.CallTimeout]
 // after defaults), or 0 if calls are not bounded.
 func (b *Breaker) CallTimeout() time.Duration {

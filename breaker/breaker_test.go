@@ -877,3 +877,19 @@ func TestStragglerDoesNotShortenGrownOpenPeriod(t *testing.T) {
 		}
 	})
 }
+
+func TestLongestOpen(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  breaker.Config
+		want time.Duration
+	}{
+		{breaker.Config{}, 1100 * time.Millisecond}, // DefaultOpenDuration, DefaultJitter
+		{breaker.Config{OpenDuration: 100 * time.Millisecond, Jitter: -1}, 100 * time.Millisecond},
+		{breaker.Config{OpenDuration: time.Second, MaxOpenDuration: 8 * time.Second, Jitter: 0.5}, 12 * time.Second},
+		{breaker.Config{OpenDuration: 2 * time.Second, MaxOpenDuration: time.Second, Jitter: -1}, 2 * time.Second},
+	} {
+		if got := breaker.New("x", tc.cfg).LongestOpen(); got != tc.want {
+			t.Errorf("LongestOpen with %+v = %v, want %v", tc.cfg, got, tc.want)
+		}
+	}
+}

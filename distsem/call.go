@@ -28,11 +28,31 @@ type failure struct {
 	// Redis that are still held (FailLocal): while it is not 0, a grant
 	// from Redis takes room on the share first (see acquire).
 	outage atomic.Int64
+	// calm is when the process stops holding Redis's grants to its share
+	// after its last decision without Redis (Unix ns; 0: never decided
+	// without Redis): hold after it. See recovering.
+	calm atomic.Int64
+	hold time.Duration
 }
 
-// recovering reports whether permits granted on the local share while Redis
-// could not answer are still held.
-func (f *failure) recovering() bool { return f.local != nil && f.outage.Load() > 0 }
+// recovering reports whether a grant from Redis needs room on the local
+// share first: while permits the share granted without Redis are held and
+// not yet carried into Redis, and for hold after the process last decided
+// without Redis. The other processes of the fleet find Redis again at
+// different times (each when its breaker's open period ends), and until
+// they have carried their permits, Redis does not know them: holding each
+// process to its share meanwhile keeps the fleet within LocalShare ×
+// processes.
+func (f *failure) recovering() bool {
+	if f.local == nil {
+		return false
+	}
+	if f.outage.Load() > 0 {
+		return true
+	}
+	c := f.calm.Load()
+	return c != 0 && time.Now().UnixNano() < c
+}
 
 func (f *failure) init(st storecall.Store, cfg Config) {
 	f.st = st
@@ -43,6 +63,10 @@ func (f *failure) init(st storecall.Store, cfg Config) {
 			share = 1
 		}
 		f.local = semaphore.New(share, semaphore.Config{})
+		// Every breaker of the fleet's configuration has ended its open
+		// period within LongestOpen of Redis's return; its permits are
+		// carried within carryEvery after that. At most a Lease.
+		f.hold = min(st.Breaker.LongestOpen()+min(cfg.Lease/9, maxCarryEvery), cfg.Lease)
 	}
 }
 
@@ -169,11 +193,15 @@ func (s *Semaphore) fallback(ctx context.Context, w int64, wait bool, queued *bo
 		s.local.failOpen.Add(1)
 		return s.basePermit(w, permitOpen), nil
 	case breaker.FailLocal:
+		s.fail.calm.Store(time.Now().Add(s.fail.hold).UnixNano())
 		if !taken {
 			if err := s.takeLocal(ctx, w, wait, queued); err != nil {
 				return nil, err
 			}
 		}
+		// A grant that waited on the share: its own time is the last
+		// decision without Redis.
+		s.fail.calm.Store(time.Now().Add(s.fail.hold).UnixNano())
 		s.fail.degraded.Add(1)
 		s.local.failLocal.Add(1)
 		s.fail.outage.Add(w)
@@ -192,7 +220,9 @@ func (s *Semaphore) fallback(ctx context.Context, w int64, wait bool, queued *bo
 // tries again: often enough that Redis counts it soon after it answers
 // again (while the breaker is open a try costs no I/O), and at most every
 // Lease/9, the retry interval of a failed renewal.
-func (s *Semaphore) carryEvery() time.Duration { return min(s.cfg.Lease/9, 250*time.Millisecond) }
+func (s *Semaphore) carryEvery() time.Duration { return min(s.cfg.Lease/9, maxCarryEvery) }
+
+const maxCarryEvery = 250 * time.Millisecond
 
 // takeLocal takes w from the local share under FailLocal: at once, or, if
 // wait, waiting for it (setting *queued) until ctx is done. It returns

@@ -211,10 +211,16 @@
 //     there whatever Redis holds already, so that Redis grants nothing more
 //     until the weight in use is back below the limit. From then on a carried
 //     permit is renewed, released and can be lost like any other (it stays
-//     Degraded). Until a process's permits are all carried, it takes a grant
-//     from Redis only with room on its share. So after an outage the fleet is
-//     over its limit only by what its processes granted locally while Redis
-//     already held the rest, until those permits are released.
+//     Degraded). Until a process's permits are all carried, and for the
+//     breaker's longest open period (Breaker.LongestOpen, plus a carry's
+//     interval, at most a Lease) after its last decision without Redis, it
+//     takes a grant from Redis only with room on its share
+//     (LocalStats.Recovering): the other processes find Redis again when
+//     their own open periods end, and Redis knows their permits only once
+//     they are carried. So after an outage the fleet is over its limit only
+//     by what a process granted locally while Redis already held the rest (a
+//     process cut off alone adds its share at most), until those permits are
+//     released.
 //
 // A waiter that dies after being granted by hand-off, before it claims the
 // grant, holds its permit for at most WaiterTTL (under-admission, not

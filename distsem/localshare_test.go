@@ -88,6 +88,7 @@ func TestFailLocalRecoveryKeepsTheFleetLimit(t *testing.T) {
 	}
 	proxy.Heal()
 	waitCarried(t, sems, 2)
+	waitRecovered(t, sems)
 	if st, err := sems[0].Stats(ctx); err != nil || st.InUse != 4 {
 		t.Fatalf("Redis's Stats once the outage's permits are carried = %+v, %v, want 4 held", st, err)
 	}
@@ -136,6 +137,7 @@ func TestFailLocalCarryOverTheLimit(t *testing.T) {
 	}
 	cut.Heal()
 	waitCarried(t, []*distsem.Semaphore{alone}, 2)
+	waitRecovered(t, []*distsem.Semaphore{alone})
 	if st, err := rest.Stats(ctx); err != nil || st.InUse != 6 {
 		t.Fatalf("Redis's Stats once the cut-off process's permits are carried = %+v, %v, want 6 held (over the limit of 4)", st, err)
 	}
@@ -209,4 +211,68 @@ func waitCarried(t *testing.T, sems []*distsem.Semaphore, n int64) {
 		}
 		return true
 	})
+}
+
+// waitRecovered waits until none of sems holds Redis's grants to its share.
+func waitRecovered(t *testing.T, sems []*distsem.Semaphore) {
+	t.Helper()
+	floodgatetest.Eventually(t, 5*time.Second, "the recovery over", func() bool {
+		for _, s := range sems {
+			if s.LocalStats().Recovering {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestFailLocalHoldsTheShareAfterAnOutage: after its last decision without
+// Redis, a process takes grants from Redis only with room on its share for
+// the breaker's longest open period (and a carry's interval), though it holds
+// nothing from the outage: the rest of the fleet may not have found Redis
+// again, nor carried what its shares granted. Then grants are Redis's alone.
+func TestFailLocalHoldsTheShareAfterAnOutage(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := floodgatetest.StartProxy(t, srv.Addr)
+	ctx := t.Context()
+	brk := breaker.New("hold", breaker.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, Jitter: -1, CallTimeout: 200 * time.Millisecond})
+	c := redis.NewClient(redistest.Options(proxy.Addr()))
+	t.Cleanup(func() { c.Close() })
+	s := newSem(t, c, "hold", 4, distsem.Config{Breaker: brk, Policy: breaker.FailLocal, LocalShare: 2})
+	proxy.Drop()
+	for _, p := range takeDegraded(t, s, 1) {
+		p.Release(ctx)
+	}
+	proxy.Heal()
+	// Decisions without Redis until the breaker closes: the last of them
+	// starts the hold (1 s + 250 ms), which outlasts what follows.
+	floodgatetest.Eventually(t, 5*time.Second, "the breaker closed", func() bool {
+		if p, err := s.TryAcquire(ctx, 1); err == nil {
+			p.Release(ctx)
+		}
+		return brk.State() == breaker.StateClosed
+	})
+	if !s.LocalStats().Recovering {
+		t.Fatal("LocalStats().Recovering = false just after the outage, want true")
+	}
+	held := takeAll(t, s)
+	for _, p := range held {
+		if p.Degraded() {
+			t.Fatalf("a grant after the breaker closed is degraded: %v", permitString(p))
+		}
+	}
+	if len(held) != 2 {
+		t.Fatalf("just after the outage: %d granted, want 2 (the share's, though Redis has 4 free)", len(held))
+	}
+	if _, err := s.TryAcquire(ctx, 1); !errors.Is(err, distsem.ErrLocalBusy) {
+		t.Fatalf("the share full just after the outage: TryAcquire = %v, want ErrLocalBusy", err)
+	}
+	waitRecovered(t, []*distsem.Semaphore{s})
+	more := takeAll(t, s)
+	if len(more) != 2 {
+		t.Errorf("once recovered: %d more granted, want 2 (Redis's 4 less the 2 held)", len(more))
+	}
+	for _, p := range append(held, more...) {
+		p.Release(ctx)
+	}
 }

@@ -49,6 +49,10 @@ type LocalStats struct {
 	// answered again, so that it counts them until they are released (see
 	// the package doc's over-admission bounds).
 	Carried int64
+	// Recovering is whether a grant from Redis needs room on the local share
+	// first (FailLocal, after an outage: see the package doc's over-admission
+	// bounds).
+	Recovering bool
 }
 
 // LocalStats returns this process's counters for the semaphore. It does no
@@ -74,6 +78,7 @@ func (s *Semaphore) LocalStats() LocalStats {
 		Lost:                s.lost.Load(),
 		Degraded:            s.fail.degraded.Load(),
 		Carried:             c.carried.Load(),
+		Recovering:          s.fail.recovering(),
 	}
 }
 
