@@ -341,13 +341,15 @@ func writeCauses(w io.Writer, rep *report) {
   let every share's burst refill by CallTimeout × its rate, as an exact GCRA's would. Its *excess*
   column (what an exact GCRA fed every admission would have refused) is the measure; a GCRA row
   above 1.10·L with a small excess is GCRA, not over-admission.
-- **distsem under FailLocal after Redis returns** (distsem/acquire.go). Permits granted on a
-  share without Redis stay held after it returns, and Redis does not know them: while a process
-  holds any, a grant from Redis needs room on its share first. A process whose own outage permits
-  are all released takes from Redis what Redis has, while other processes may still hold theirs:
-  the fleet can briefly hold more than C, up to what the others still hold on their shares.
-  Carrying the outage's permits into Redis (as the GCRA carries its debt) would close that; it is
-  not done.
+- **distsem under FailLocal after Redis returns** (distsem/call.go, lease.go). Permits granted on
+  a share without Redis stay held after it returns; each is carried into Redis (counted there
+  whatever Redis holds) within 250 ms of its process reaching Redis again. Until a process's
+  permits are all carried, and for its breaker's longest open period after its last decision
+  without Redis (the other processes find Redis again when their own open periods end), a grant
+  from Redis needs room on its share first. What is left over C is the moments when a process
+  granted on its share while Redis had already given the rest away (a process cut off alone: its
+  share); *exact again* includes the hold, since the fleet is within C only once every share's
+  permits are carried.
 - **Latency once the breaker has opened.** While the breaker is open a decision costs
   microseconds, and since the breaker probes Redis itself (a PING) when its open period ends, no
   decision is a probe any more: the half-open phase costs callers nothing either. What remains in
