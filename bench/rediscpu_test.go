@@ -155,6 +155,9 @@ type cpuOnceWindow struct {
 	stats   map[string]cmdStat
 	direct  []map[string]int64
 	done    atomic.Bool
+	// script is, once usec has returned, the window's µs in the script
+	// commands alone (each script's whole cost, inner commands included).
+	script float64
 }
 
 // redisCPUOnce starts a window on the Redis rdb talks to: one INFO commandstats
@@ -185,6 +188,11 @@ func (w *cpuOnceWindow) usec(tb testing.TB) float64 {
 	for i, c := range w.clients {
 		for k, v := range c.snapshot() {
 			direct[k] += v - w.direct[i][k]
+		}
+	}
+	for name, a := range after {
+		if base, _, _ := strings.Cut(name, "|"); scriptCommands[base] {
+			w.script += float64(max(0, a.usec-w.stats[name].usec))
 		}
 	}
 	return usecOnce(w.stats, after, direct)
