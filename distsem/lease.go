@@ -104,7 +104,8 @@ func (p *Permit) Fence() int64 { return p.fence }
 func (p *Permit) Weight() int64 { return p.weight }
 
 // Degraded reports whether the permit was granted without Redis by the failure
-// policy (FailOpen or FailLocal).
+// policy (FailOpen or FailLocal). A FailLocal permit stays Degraded once it is
+// carried into Redis (see the package doc's over-admission bounds).
 func (p *Permit) Degraded() bool { return p.kind != permitRedis }
 
 // Lost returns a channel closed when the lease is lost: Redis no longer held the
