@@ -264,7 +264,7 @@ type MeterStats struct {
 	RefundErrors uint64 // Refunds that could not reach the store (the cost stays spent)
 	// Carried is the cost a store-backed meter under FailLocal charged its
 	// store after an outage for what its local share admitted meanwhile
-	// (shaperredis: the GCRA's and token bucket's debt).
+	// (shaperredis: the GCRA's, token bucket's and fixed window's debt).
 	Carried uint64
 }
 

@@ -69,9 +69,9 @@ type Config struct {
 	// share holds at most its part of what Redis says remains, so an outage
 	// starts from what the fleet has left; after one, for a period of the
 	// share (its window, or its burst at its rate) a decision of a key the
-	// share decided needs the share's room as well as Redis's, and a GCRA or
-	// token bucket carries what its share admitted into Redis
-	// (Stats().Carried). A process busier than its share is held to it for
+	// share decided needs the share's room as well as Redis's, and a GCRA,
+	// token bucket or fixed window carries what its share admitted into
+	// Redis (Stats().Carried). A process busier than its share is held to it for
 	// that period on those keys. (This is the Meter's; a
 	// Queue's FailLocal pacing does not keep the edges.)
 	LocalShare shaper.Limit

@@ -31,14 +31,16 @@ import (
 //     local share and then by Redis (a Redis refusal gives
 //     the share's charge back), so each process keeps to its share while
 //     Redis has not heard of the outage;
-//   - carries the outage's debt into Redis (GCRA and token bucket only,
-//     whose state is not windowed): the first decision Redis admits for a
-//     key the share decided during the outage charges Redis once more with
-//     what the share admitted without Redis since the last carry, at most
-//     what the share still holds beyond that decision and what Redis has left,
-//     so that Redis does not hand out a whole burst the fleet already spent.
-//     The window algorithms forget the outage with their window, which the
-//     recovery covers.
+//   - carries the outage's debt into Redis (GCRA, token bucket and fixed
+//     window): the first decision Redis admits for a key the share decided
+//     during the outage charges Redis once more with what the share admitted
+//     without Redis since the last carry, at most what the share still holds
+//     beyond that decision (a fixed window's share: what it admitted in the
+//     current window, both windows being aligned to the Unix epoch) and what
+//     Redis has left, so that Redis counts what the fleet already spent
+//     instead of handing it out again. The sliding algorithms, whose
+//     previous window weighs on the current one, are not carried: they
+//     forget the outage with their windows, which the recovery covers.
 //
 // The cost: while Redis answers, two in-process decisions of the share per
 // decision; while recovering, each process is held to its share (a process
@@ -74,6 +76,9 @@ func newRecovery(kind algoKind, ll shaper.Limit) *recovery {
 		// The time to earn the whole burst back at the share's rate.
 		r.forget = time.Duration(float64(ll.Rate.Period) * float64(b) / float64(ll.Rate.Count))
 		r.carry = true
+	case kindFixedWindow:
+		r.forget = ll.Rate.Period
+		r.carry = true // the share's window is Redis's: its count is this window's debt
 	case kindSlidingCounter:
 		r.forget = 2 * ll.Rate.Period // the previous window weighs on the current one
 	default:
@@ -203,7 +208,8 @@ func (m *Meter) allowRecovering(ctx context.Context, c call) (shaper.Decision, e
 // carryDebt charges Redis, for c's key, with owed, the cost the local share
 // admitted without Redis since the last carry, but no more than the share
 // still holds beyond c's own admission (what it has forgotten, Redis would
-// have too) nor than rem, what Redis has left: one more decision, best
+// have too; a fixed window's share holds this window's admissions only)
+// nor than rem, what Redis has left: one more decision, best
 // effort (a failure leaves the debt uncarried).
 func (m *Meter) carryDebt(ctx context.Context, c call, owed, rem int64) {
 	d, err := m.local.AllowN(c.key, 0)

@@ -18,10 +18,18 @@ import (
 // Redis through proxy, with a breaker that opens on the first failure and
 // probes again after 100ms.
 func failLocalMeter(t *testing.T, proxy *floodgatetest.Proxy, prefix string, lim, share shaper.Limit) (*shaperredis.Meter, *breaker.Breaker) {
+	return failLocalMeterOf(t, shaperredis.NewMeter, proxy, prefix, lim, share)
+}
+
+// newMeterFunc is a meter constructor: shaperredis.NewMeter, NewFixedWindow...
+type newMeterFunc func(redis.UniversalClient, shaper.Limit, shaperredis.Config) *shaperredis.Meter
+
+// failLocalMeterOf is failLocalMeter for the algorithm newMeter makes.
+func failLocalMeterOf(t *testing.T, newMeter newMeterFunc, proxy *floodgatetest.Proxy, prefix string, lim, share shaper.Limit) (*shaperredis.Meter, *breaker.Breaker) {
 	c := redis.NewClient(redistest.Options(proxy.Addr()))
 	t.Cleanup(func() { c.Close() })
 	brk := breaker.New("recovery", breaker.Config{ConsecutiveFailures: 1, OpenDuration: 100 * time.Millisecond, Jitter: -1, CallTimeout: 250 * time.Millisecond})
-	return shaperredis.NewMeter(c, lim, shaperredis.Config{Prefix: prefix, Breaker: brk, Policy: breaker.FailLocal, LocalShare: share}), brk
+	return newMeter(c, lim, shaperredis.Config{Prefix: prefix, Breaker: brk, Policy: breaker.FailLocal, LocalShare: share}), brk
 }
 
 // spend makes decisions of 1 for key until one is refused (at most max) and
@@ -147,12 +155,63 @@ func TestFailLocalRecoveryCarriesTheDebt(t *testing.T) {
 	}
 }
 
+// TestFailLocalRecoveryCarriesTheFixedWindowDebt: a fixed window's share
+// and Redis count the same window (both aligned to the Unix epoch), so what
+// the share admitted in it without Redis is carried into Redis's count by
+// the first decision Redis answers after the outage: Redis then knows every
+// admission of the window, instead of learning of them only when the
+// window ends.
+func TestFailLocalRecoveryCarriesTheFixedWindowDebt(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := floodgatetest.StartProxy(t, srv.Addr)
+	// A day's window, so that the test runs inside one (it waits out the
+	// last seconds of a day rather than straddle two windows).
+	lim := shaper.Limit{Rate: shaper.Rate{Count: 20, Period: 24 * time.Hour}}
+	if left := time.Until(time.Now().Truncate(24 * time.Hour).Add(24 * time.Hour)); left < 10*time.Second {
+		time.Sleep(left + 100*time.Millisecond)
+	}
+	m, brk := failLocalMeterOf(t, shaperredis.NewFixedWindow, proxy, "fwcarry:", lim, lim) // one process: its share is the limit
+	ctx := context.Background()
+	if got, deg := spend(t, m, "k", 3); got != 3 || deg != 0 {
+		t.Fatalf("healthy: %d admitted (%d degraded), want 3 from Redis", got, deg)
+	}
+	proxy.Drop()
+	if got, deg := spend(t, m, "k", 12); got != 12 || deg != 12 {
+		t.Fatalf("outage: the local share admitted %d (%d degraded), want 12 of the 17 left", got, deg)
+	}
+	proxy.Heal()
+	floodgatetest.Eventually(t, 5*time.Second, "the breaker closed by its probe", func() bool {
+		m.AllowN(ctx, "other", 0) // a peek lets the breaker probe
+		return brk.State() == breaker.StateClosed
+	})
+	d, err := m.AllowN(ctx, "k", 1)
+	if err != nil || !d.Allowed || d.Degraded {
+		t.Fatalf("first decision after the outage: %+v, %v; want admitted by Redis", d, err)
+	}
+	if st := m.Stats(); st.Carried != 12 {
+		t.Errorf("Stats().Carried = %d, want the 12 the share admitted in this window", st.Carried)
+	}
+	// Redis counts the window's 3 + 12 + 1: 4 left (16 without the carry).
+	if rem := peekRedisOf(t, shaperredis.NewFixedWindow, srv.Addr, lim, "fwcarry:", "k"); rem != 4 {
+		t.Errorf("Redis's remaining for the window after the carry: %d, want 4 (20 - 3 - 12 carried - 1)", rem)
+	}
+	// The share and Redis agree: 4 more are admitted, by both, then none.
+	if got, deg := spend(t, m, "k", 10); got != 4 || deg != 0 {
+		t.Errorf("after the carry: %d admitted (%d degraded), want the 4 Redis has left", got, deg)
+	}
+}
+
 // peekRedis returns what Redis says remains for key, through a meter of its
 // own on a direct client (no proxy, no local share).
 func peekRedis(t *testing.T, addr string, lim shaper.Limit, prefix, key string) int64 {
+	return peekRedisOf(t, shaperredis.NewMeter, addr, lim, prefix, key)
+}
+
+// peekRedisOf is peekRedis for the algorithm newMeter makes.
+func peekRedisOf(t *testing.T, newMeter newMeterFunc, addr string, lim shaper.Limit, prefix, key string) int64 {
 	c := redis.NewClient(redistest.Options(addr))
 	defer c.Close()
-	m := shaperredis.NewMeter(c, lim, shaperredis.Config{Prefix: prefix})
+	m := newMeter(c, lim, shaperredis.Config{Prefix: prefix})
 	d, err := m.AllowN(context.Background(), key, 0)
 	if err != nil || d.Degraded {
 		t.Fatalf("peek: %+v, %v", d, err)
