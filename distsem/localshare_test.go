@@ -86,8 +86,18 @@ func TestFailLocalRecoveryKeepsTheFleetLimit(t *testing.T) {
 	for _, s := range sems {
 		outage = append(outage, takeDegraded(t, s, 2)...)
 	}
+	for i, s := range sems {
+		if ls := s.LocalStats(); ls.Uncarried != 2 || ls.Carried != 0 {
+			t.Fatalf("process %d during the outage: LocalStats Uncarried %d, Carried %d; want 2 held that Redis does not count, 0 carried", i, ls.Uncarried, ls.Carried)
+		}
+	}
 	proxy.Heal()
 	waitCarried(t, sems, 2)
+	for i, s := range sems {
+		if u := s.LocalStats().Uncarried; u != 0 {
+			t.Fatalf("process %d, its permits carried: LocalStats().Uncarried = %d, want 0", i, u)
+		}
+	}
 	waitRecovered(t, sems)
 	if st, err := sems[0].Stats(ctx); err != nil || st.InUse != 4 {
 		t.Fatalf("Redis's Stats once the outage's permits are carried = %+v, %v, want 4 held", st, err)

@@ -49,6 +49,11 @@ type LocalStats struct {
 	// answered again, so that it counts them until they are released (see
 	// the package doc's over-admission bounds).
 	Carried int64
+	// Uncarried is the weight of this process's FailLocal permits that Redis
+	// does not count yet: granted on the local share without Redis, held,
+	// and not carried into Redis (yet). While it is above 0 the fleet may
+	// hold more than Redis's InUse says.
+	Uncarried int64
 	// Recovering is whether a grant from Redis needs room on the local share
 	// first (FailLocal, after an outage: see the package doc's over-admission
 	// bounds).
@@ -78,6 +83,7 @@ func (s *Semaphore) LocalStats() LocalStats {
 		Lost:                s.lost.Load(),
 		Degraded:            s.fail.degraded.Load(),
 		Carried:             c.carried.Load(),
+		Uncarried:           s.fail.outage.Load(),
 		Recovering:          s.fail.recovering(),
 	}
 }
