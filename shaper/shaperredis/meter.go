@@ -411,6 +411,7 @@ func (m *Meter) allowN(ctx context.Context, key string, n int64) (shaper.Decisio
 		return shaper.Decision{}, err
 	}
 	if m.local != nil && n > 0 {
+		m.rec.failing.Store(false)
 		m.rec.follow(m.local, key, r.d.Remaining, rl.max)
 	}
 	return r.d, nil
@@ -490,7 +491,7 @@ type call struct {
 	rl  *redisLimit
 	key string
 	n   int64
-	pre *shaper.Decision // the local share's admission, when recovering
+	pre *shaper.Decision // the local share's admission before the call, when recovering
 }
 
 // result wraps a Decision so that breaker.Do's zero value is distinguishable.
@@ -594,9 +595,16 @@ var (
 	getStamp = stamp.Get.(func(*shaper.Decision) int64)
 )
 
-func (c call) fallback(context.Context) (result, error) {
-	if c.pre != nil { // recovering: the local share has decided already
-		return result{*c.pre}, nil
+// fallback decides c on the local share when Redis could not, at the moment
+// the caller is answered: a call that waited on Redis for its CallTimeout is
+// admitted then, not when it began. So while recovering, the share's
+// admission made before the call (c.pre, a hold on its room while the call
+// waits) is given back and c decided again now: the share admits no more in
+// any stretch of time, as its callers see it, than its limit (a call that
+// began before others but was answered after them is counted after them).
+func (c call) fallback(ctx context.Context) (result, error) {
+	if c.pre != nil {
+		c.m.local.Refund(ctx, c.key, c.n, *c.pre)
 	}
 	d, err := c.m.local.AllowN(c.key, c.n)
 	return result{d}, err

@@ -34,13 +34,14 @@ import (
 //   - carries the outage's debt into Redis (GCRA, token bucket and fixed
 //     window): the first decision Redis admits for a key the share decided
 //     during the outage charges Redis once more with what the share admitted
-//     without Redis since the last carry, at most what the share still holds
-//     beyond that decision (a fixed window's share: what it admitted in the
-//     current window, both windows being aligned to the Unix epoch) and what
-//     Redis has left, so that Redis counts what the fleet already spent
-//     instead of handing it out again. The sliding algorithms, whose
-//     previous window weighs on the current one, are not carried: they
-//     forget the outage with their windows, which the recovery covers.
+//     without Redis since the last carry, as far as Redis does not count it
+//     (a fixed window: what the share admitted in the current window, both
+//     windows being aligned to the Unix epoch; a GCRA or token bucket: down
+//     to the share's part of the fleet, see carryDebt), so that Redis counts
+//     what the fleet already spent instead of handing it out again. The
+//     sliding algorithms, whose previous window weighs on the current one,
+//     are not carried: they forget the outage with their windows, which the
+//     recovery covers.
 //
 // The cost: while Redis answers, two in-process decisions of the share per
 // decision; while recovering, each process is held to its share (a process
@@ -53,7 +54,13 @@ type recovery struct {
 	forget time.Duration // how long the local share remembers an admission
 	until  atomic.Int64  // end of the latest key's recovery, ns since epoch
 	local  int64         // the share's burst or window count
-	carry  bool          // GCRA or token bucket: the debt is carried
+	carry  bool          // the debt is carried (GCRA, token bucket, fixed window)
+	window bool          // fixed window: the debt is this window's
+
+	// failing is whether the share decided the latest decision Redis did
+	// not answer, and Redis has not answered one since: the outage may not
+	// be over, and a decision may wait its CallTimeout on Redis.
+	failing atomic.Bool
 
 	mu   sync.Mutex
 	keys map[string]keyRecovery // the keys the share decided without Redis
@@ -78,7 +85,7 @@ func newRecovery(kind algoKind, ll shaper.Limit) *recovery {
 		r.carry = true
 	case kindFixedWindow:
 		r.forget = ll.Rate.Period
-		r.carry = true // the share's window is Redis's: its count is this window's debt
+		r.carry, r.window = true, true // the share's window is Redis's: its count is this window's debt
 	case kindSlidingCounter:
 		r.forget = 2 * ll.Rate.Period // the previous window weighs on the current one
 	default:
@@ -118,6 +125,7 @@ func (r *recovery) recovering(key string) bool {
 // outage records a decision the local share made for key without Redis:
 // admitted is its cost if it admitted it, else 0.
 func (r *recovery) outage(key string, admitted int64) {
+	r.failing.Store(true)
 	until := r.now() + int64(r.forget)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -175,22 +183,46 @@ func (r *recovery) follow(local *shaper.Meter, key string, rem, redisMax int64) 
 // allowRecovering decides c while recovering from an outage: the local
 // share first (its refusal is the answer, Degraded, with no round trip),
 // then Redis, whose refusal gives the share's charge back. If Redis cannot
-// answer, the share's admission stands, as under the outage.
+// answer, the share decides c again when it is answered, as under the
+// outage (see call.fallback).
+//
+// The share's room is taken before the call while Redis answers, so that
+// concurrent calls cannot all find it. While Redis's latest call failed
+// (the outage's first seconds, before the breaker opens, when every call
+// waits its CallTimeout), the share is only looked at, and its room taken
+// once Redis has admitted c: a call waiting on a frozen Redis then holds
+// nothing on the share, which would refuse the calls the open breaker
+// answers at once meanwhile and admit them all later, when the waiting
+// calls give their room back (admissions moved from one window into the
+// next, as the callers see them).
 func (m *Meter) allowRecovering(ctx context.Context, c call) (shaper.Decision, error) {
-	ld, err := m.local.AllowN(c.key, c.n)
-	if err != nil || !ld.Allowed {
-		ld.Degraded = true
-		return ld, err
+	hold := true
+	if m.rec.failing.Load() {
+		if pd, err := m.local.AllowN(c.key, 0); err == nil && pd.Remaining >= c.n {
+			hold = false // room on the share: looked at, taken once Redis admits
+		}
 	}
-	c.pre = &ld
+	if hold { // (with no room, this is the share's refusal)
+		ld, err := m.local.AllowN(c.key, c.n)
+		if err != nil || !ld.Allowed {
+			ld.Degraded = true
+			return ld, err
+		}
+		c.pre = &ld
+	}
 	r, src, err := storecall.Do(ctx, &m.st, m.policy, c.run, c.fallback)
 	if src == breaker.FromFailLocal {
-		m.rec.outage(c.key, c.n) // the share's admission above stands
+		m.rec.outage(c.key, admittedCost(r.d, err, c.n))
 		r.d.Degraded = true
 		return r.d, err
 	}
+	if err == nil {
+		m.rec.failing.Store(false) // Redis answered
+	}
 	if err != nil || !r.d.Allowed {
-		m.local.Refund(ctx, c.key, c.n, ld)
+		if c.pre != nil {
+			m.local.Refund(ctx, c.key, c.n, *c.pre)
+		}
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
 				return shaper.Decision{}, cerr
@@ -199,24 +231,45 @@ func (m *Meter) allowRecovering(ctx context.Context, c call) (shaper.Decision, e
 		}
 		return r.d, nil
 	}
+	if c.pre == nil {
+		m.local.AllowN(c.key, c.n) // the room found before the call
+	}
 	if owed := m.rec.take(c.key); owed > 0 {
 		m.carryDebt(ctx, c, owed, r.d.Remaining)
 	}
 	return r.d, nil
 }
 
-// carryDebt charges Redis, for c's key, with owed, the cost the local share
-// admitted without Redis since the last carry, but no more than the share
-// still holds beyond c's own admission (what it has forgotten, Redis would
-// have too; a fixed window's share holds this window's admissions only)
-// nor than rem, what Redis has left: one more decision, best
-// effort (a failure leaves the debt uncarried).
+// carryDebt charges Redis, for c's key, with what the local share admitted
+// without Redis (owed, since the last carry), as far as Redis does not
+// count it yet: one more decision, best effort (a failure leaves the debt
+// uncarried). rem is what Redis has left after c.
+//
+//   - A fixed window: what the share admitted in the current window (both
+//     windows are aligned to the Unix epoch), beyond c's own admission.
+//   - A GCRA or token bucket: Redis is brought down to the share's part of
+//     the fleet, as follow does the other way: at most the share's
+//     remaining × Redis's burst / the share's, what Redis would have left
+//     if every process had spent as this one did. After an outage of the
+//     whole fleet, Redis, idle meanwhile, has its whole burst, while an
+//     exact limiter fed every admission has none; the share alone knows only
+//     its own part of what the fleet spent, and forgets what is older than
+//     its burst, but every process spent alike. A process cut off alone
+//     finds Redis spent already by the others, and carries little.
+//     Charging a Redis the rest of the fleet left idle errs the safe way:
+//     fewer admissions, for at most one burst's time.
 func (m *Meter) carryDebt(ctx context.Context, c call, owed, rem int64) {
 	d, err := m.local.AllowN(c.key, 0)
 	if err != nil {
 		return
 	}
-	debt := min(owed, m.rec.local-d.Remaining-c.n, rem)
+	var debt int64
+	if m.rec.window {
+		debt = min(owed, m.rec.local-d.Remaining-c.n, rem)
+	} else {
+		target := int64(float64(d.Remaining) * float64(c.rl.max) / float64(m.rec.local))
+		debt = min(owed, rem-target)
+	}
 	if debt <= 0 {
 		return
 	}
