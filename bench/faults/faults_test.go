@@ -14,23 +14,40 @@ import (
 	"github.com/floodgate-go/floodgate/shaper"
 )
 
-// TestFaultsQuick runs -quick's scenario end to end (floodgate's fixed
-// window, ten processes, Redis frozen 3 s under FailLocal: about 15 s) and
-// checks what the harness measured and wrote. make test runs it.
+// TestFaultsQuick runs -quick's phases end to end for floodgate's fixed
+// window and GCRA at once (ten processes each, Redis frozen 3 s under
+// FailLocal: about 15 s) and checks what the harness measured and wrote,
+// and that the GCRA fleet kept to its limit at both edges of the outage
+// against an exact GCRA fed its every admission. make test runs it.
 func TestFaultsQuick(t *testing.T) {
 	if redisproc.Binary() == "" {
 		floodgatetest.Missing(t, "no redis-server: set REDIS_SERVER")
 	}
 	var log bytes.Buffer
-	rep, err := measure(t.Context(), config{quick: true, parallel: 1, filter: regexp.MustCompile("")}, &log)
+	rep, err := measure(t.Context(), config{quick: true, parallel: 2, filter: regexp.MustCompile(`^floodgate (fixed window|GCRA)/frozen/fail_local$`)}, &log)
 	if err != nil {
 		t.Fatalf("measure: %v\n%s", err, log.String())
 	}
-	if len(rep.results) != 1 || rep.results[0].rate == nil {
-		t.Fatalf("measure returned %d results, want the one rate scenario", len(rep.results))
+	if len(rep.results) != 2 || rep.results[0].rate == nil || rep.results[1].rate == nil {
+		t.Fatalf("measure returned %d results, want the two rate scenarios", len(rep.results))
+	}
+	g := rep.results[1].rate
+	if rep.results[1].sc.subj != fgGCRA {
+		t.Fatalf("second result %s, want floodgate GCRA's", rep.results[1].sc.name())
+	}
+	// At the outage's start (calls wait CallTimeout, then the shares decide)
+	// and after it (Redis, idle meanwhile, has its whole burst unless the
+	// shares' debt is carried into it), the fleet admits what an exact
+	// GCRA would, within a tenth of L in all.
+	if g.max > 1.10 || g.excess > rep.p.limit/10 || !g.exactOK {
+		t.Errorf("GCRA through a frozen Redis under FailLocal: windows up to %.2f·L, %d admissions an exact GCRA refuses, exact again after %v (ok %v); want ≤ 1.10·L, ≤ %d, within the run",
+			g.max, g.excess, g.exact, g.exactOK, rep.p.limit/10)
 	}
 	s := rep.results[0].rate
 	L := rep.p.limit
+	if rep.results[0].sc.subj != fgWindow {
+		t.Fatalf("first result %s, want floodgate fixed window's", rep.results[0].sc.name())
+	}
 	if s.decisions < 1000 || s.degradedN == 0 {
 		t.Errorf("%d decisions, %d degraded: want the fleet's load, and FailLocal deciding while Redis was frozen", s.decisions, s.degradedN)
 	}
@@ -44,8 +61,8 @@ func TestFaultsQuick(t *testing.T) {
 	if s.maxBefore > 1.0 || s.maxBefore < 0.9 {
 		t.Errorf("windows before the fault admitted up to %.2f·L, want L (the fixed window is exact)", s.maxBefore)
 	}
-	if !s.recovered || s.lost != 0 {
-		t.Errorf("exact again after %v (recovered %v), quota lost %d: want recovery within the run and nothing lost", s.recovery, s.recovered, s.lost)
+	if !s.recovered || !s.exactOK || s.lost != 0 {
+		t.Errorf("exact again after %v (ok %v), every decision Redis's after %v (ok %v), quota lost %d: want both within the run and nothing lost", s.exact, s.exactOK, s.recovery, s.recovered, s.lost)
 	}
 	if s.calPre != L || s.calPost != L || s.calOther != 0 {
 		t.Errorf("calibration %d → %d (%d not by Redis), want %d → %d", s.calPre, s.calPost, s.calOther, L, L)

@@ -181,7 +181,7 @@ func measure(ctx context.Context, c config, log io.Writer) (*report, error) {
 	return rep, nil
 }
 
-// quickScenario is -quick's and the smoke test's.
+// quickScenario is -quick's without -run.
 var quickScenario = scenario{subj: fgWindow, fault: frozen, policy: breaker.FailLocal}
 
 // niceness returns this process's nice value (field 19 of /proc/self/stat),

@@ -77,11 +77,23 @@ type rateStats struct {
 	openN                         int
 	openP50, openP99, onlyOpenP99 time.Duration
 	waitedShare                   float64
-	// recovery is from Redis's return to the last inexact moment (a
-	// decision not made by Redis, or the end of a window above 1.01·L);
-	// recovered false if that was within the run's last second.
+	// exact is from Redis's return until its accounting was whole again
+	// (see exactAccounting); exactOK false if that was within the run's
+	// last second.
+	exact   time.Duration
+	exactOK bool
+	// closedExact is exact for a peer's caller that fails closed.
+	closedExact time.Duration
+	// recovery, the stricter reading, is from Redis's return to the last
+	// decision not made by Redis (a refusal too), or the end of a window
+	// above 1.01·L, or the last excess admission; recovered false if that
+	// was within the run's last second.
 	recovery  time.Duration
 	recovered bool
+	// floorMax (a GCRA) is the largest measured window, as a multiple of
+	// L, of an exact GCRA of the run's limit deciding the same calls at
+	// the moments they were decided (see gcraFloor).
+	floorMax float64
 	// lost (fixed window): quota Redis charged that no caller was admitted
 	// by: Σ over windows of Redis's count less the admissions by Redis seen.
 	lost int64
@@ -105,7 +117,7 @@ type rateStats struct {
 	faultWin, returnWin int
 }
 
-func measureRate(recs, pre, post []rateRec, tl timeline, p params, subj subject) rateStats {
+func measureRate(recs, pre, post []rateRec, carried ledger, tl timeline, p params, subj subject, pol breaker.Policy) rateStats {
 	var s rateStats
 	L := float64(p.limit)
 	byWin := map[int64]*rateWindow{}
@@ -192,11 +204,15 @@ func measureRate(recs, pre, post []rateRec, tl timeline, p params, subj subject)
 		s.closedExcess = s.excess
 	} else {
 		s.excess, lastExcess = gcraExcess(recs, tl, p, subj.peer())
-		s.closedExcess, _ = gcraExcess(recs, tl, p, false)
+		var closedLast time.Time
+		s.closedExcess, closedLast = gcraExcess(recs, tl, p, false)
+		s.closedExact = max(0, closedLast.Sub(tl.returnAt)) // nothing owed: an error is a refusal
+		s.floorMax = gcraFloor(recs, tl, p)
 	}
 	if tl.faulty() {
 		s.openPhase(recs, tl, p, subj)
-		s.recover(recs, byWin, tl, p, subj, lastExcess)
+		lastOver := s.recover(recs, byWin, tl, p, subj, lastExcess)
+		s.exactAccounting(recs, carried, tl, p, subj, pol, lastOver)
 	}
 	s.calPre, s.calOther = calibration(pre)
 	var other int64
@@ -243,20 +259,23 @@ func (s *rateStats) openPhase(recs []rateRec, tl timeline, p params, subj subjec
 	}
 }
 
-// recover finds when accounting was exact again after Redis returned: the
-// last decision not answered by Redis, and for the fixed window the end of
-// the last window over 1.01·L, for a GCRA the last admission an exact GCRA
-// refuses (lastExcess): a GCRA may admit its burst on top of its rate in a
-// window after an idle second, so its windows are not the measure.
-func (s *rateStats) recover(recs []rateRec, byWin map[int64]*rateWindow, tl timeline, p params, subj subject, lastExcess time.Time) {
+// recover finds when every decision was Redis's again after Redis
+// returned (the stricter reading): the last decision not answered by Redis,
+// and for the fixed window the end of the last window over 1.01·L, for a
+// GCRA the last admission an exact GCRA refuses (lastExcess): a GCRA may
+// admit its burst on top of its rate in a window after an idle second, so
+// its windows are not the measure. It returns the last over-admission
+// after Redis returned (the window's end, or lastExcess; returnAt if none).
+func (s *rateStats) recover(recs []rateRec, byWin map[int64]*rateWindow, tl timeline, p params, subj subject, lastExcess time.Time) time.Time {
 	last := tl.returnAt
 	for _, r := range recs {
 		if !r.start.Before(tl.returnAt) && r.d.src != srcStore && r.end.After(last) {
 			last = r.end
 		}
 	}
-	if lastExcess.After(last) {
-		last = lastExcess
+	over := tl.returnAt
+	if lastExcess.After(over) {
+		over = lastExcess
 	}
 	L := float64(p.limit)
 	for sec, w := range byWin {
@@ -268,12 +287,73 @@ func (s *rateStats) recover(recs []rateRec, byWin map[int64]*rateWindow, tl time
 			continue
 		}
 		n := w.store + w.degraded + w.errs*b2i(subj.peer())
-		if float64(n) > 1.01*L && end.After(last) {
-			last = end
+		if float64(n) > 1.01*L && end.After(over) {
+			over = end
 		}
+	}
+	if over.After(last) {
+		last = over
 	}
 	s.recovery = last.Sub(tl.returnAt)
 	s.recovered = last.Before(tl.end.Add(-time.Second))
+	return over
+}
+
+// exactAccounting finds when Redis's accounting was whole again after it
+// returned: when Redis had been told of, or had forgotten, every admission
+// made without it, and the fleet was over its limit no more (lastOver,
+// from recover). An admission made without Redis (a degraded one; a
+// peer's error that its fail-open caller admits) is owed to Redis until
+// the process carries it there (its meter's Stats().Carried rises after
+// it: carried, or the first decision Redis admits for the process after
+// it, which carries what Redis lacks of it first) or Redis would have
+// forgotten it anyway: a fixed window's at the end of its window, a GCRA's
+// one second later (a burst of L at L a second; what Redis missed of it
+// until then shows as excess admissions, in lastOver). Refusals made
+// without Redis (the share's while recovering, FailClosed's) owe nothing:
+// they are the stricter reading's (recover), not this one's.
+func (s *rateStats) exactAccounting(recs []rateRec, carried ledger, tl timeline, p params, subj subject, pol breaker.Policy, lastOver time.Time) {
+	lastOwed := map[int]time.Time{}
+	for _, r := range recs {
+		if r.d.allowed && r.d.src == srcDegraded || subj.peer() && r.d.src == srcError {
+			if r.end.After(lastOwed[r.proc]) {
+				lastOwed[r.proc] = r.end
+			}
+		}
+	}
+	settled := map[int]time.Time{}
+	for proc, a := range lastOwed {
+		t := a.Add(time.Second)
+		if subj == fgWindow {
+			t = time.Unix(a.Unix()+1, 0)
+		}
+		if proc < len(carried) {
+			if c, ok := carried.rose(proc, a); ok && c.Before(t) {
+				t = c
+			}
+		}
+		settled[proc] = t
+	}
+	if !subj.peer() && pol == breaker.FailLocal {
+		// floodgate under FailLocal carries on the first decision Redis admits after an
+		// admission made without it, before answering it: what is carried
+		// then (nothing, if Redis is as spent as the share says the fleet
+		// is) leaves Redis counting the debt.
+		for _, r := range recs {
+			a, owed := lastOwed[r.proc]
+			if owed && r.d.src == srcStore && r.d.allowed && r.start.After(a) && r.end.Before(settled[r.proc]) {
+				settled[r.proc] = r.end
+			}
+		}
+	}
+	last := lastOver
+	for _, t := range settled {
+		if t.After(last) {
+			last = t
+		}
+	}
+	s.exact = max(0, last.Sub(tl.returnAt))
+	s.exactOK = last.Before(tl.end.Add(-time.Second))
 }
 
 // gcraExcess feeds every admission of the run (for a peer's fail-open
@@ -322,6 +402,51 @@ func gcraExcess(recs []rateRec, tl timeline, p params, errsAdmit bool) (int64, t
 	return n, last
 }
 
+// gcraFloor decides every call of the run from its first window on, at the
+// moment it was decided (an answer from Redis at the middle of its call,
+// one made in the process at its end), with an exact GCRA of the run's
+// limit (L/s, burst L), and returns the largest number it admits in a
+// measured window, as a multiple of L: what a limiter that is never wrong
+// admits in a window given the same calls when they came to be decided.
+// A GCRA with a burst of L admits up to 2·L in a window after the fleet
+// was idle (the seconds in which breakers open and callers wait are such),
+// so this, not L, is the floor of a GCRA's largest window.
+func gcraFloor(recs []rateRec, tl timeline, p params) float64 {
+	var at []time.Time
+	for _, r := range recs {
+		if r.end.Before(tl.t0) {
+			continue
+		}
+		t := r.end
+		if r.d.src == srcStore {
+			t = r.start.Add(r.end.Sub(r.start) / 2)
+		}
+		at = append(at, t)
+	}
+	slices.SortFunc(at, time.Time.Compare)
+	T := time.Second / time.Duration(p.limit)
+	tau := time.Duration(p.limit-1) * T
+	var tat time.Time
+	byWin := map[int64]int64{}
+	for _, t := range at {
+		if tat.Sub(t) > tau {
+			continue
+		}
+		if tat.Before(t) {
+			tat = t
+		}
+		tat = tat.Add(T)
+		if tl.measured(t.Unix()) {
+			byWin[t.Unix()]++
+		}
+	}
+	var m int64
+	for _, n := range byWin {
+		m = max(m, n)
+	}
+	return float64(m) / float64(p.limit)
+}
+
 // calibration counts the admissions by Redis in the calibration window (the
 // only whole window of recs), and the calls not answered by Redis.
 func calibration(recs []rateRec) (admitted, other int64) {
@@ -352,12 +477,20 @@ type gateStats struct {
 	steadyP50                      time.Duration
 	openN                          int
 	openP50, openP99               time.Duration
-	recovery                       time.Duration
-	recovered                      bool
-	check                          gateCheck
+	// exact, recovery and their oks: as rateStats' (see measureGate).
+	exact, recovery    time.Duration
+	exactOK, recovered bool
+	check              gateCheck
 }
 
-func measureGate(recs []gateRec, tl timeline, p params, check gateCheck) gateStats {
+// measureGate measures a gate run. uncarried is each process's
+// LocalStats().Uncarried over the run. Exact accounting is back when no
+// process holds a permit Redis does not count (uncarried FailLocal weight;
+// a FailOpen permit, never counted, until released), no grant is made
+// without Redis, and the fleet holds C at most. The stricter reading
+// (recovery) is the last decision not made by Redis, a refusal too (the
+// share's while recovering), and a degraded permit's release.
+func measureGate(recs []gateRec, uncarried ledger, tl timeline, p params, policy breaker.Policy, check gateCheck) gateStats {
 	s := gateStats{check: check}
 	C := float64(gateLimit)
 	type ev struct {
@@ -367,7 +500,7 @@ func measureGate(recs []gateRec, tl timeline, p params, check gateCheck) gateSta
 	var evs []ev
 	var steady []time.Duration
 	var inFault, inSteady int64
-	last := tl.returnAt
+	last, exactLast := tl.returnAt, tl.returnAt
 	firstOpen := map[int]time.Time{}
 	for _, r := range recs {
 		if tl.faulty() && r.state == breaker.StateOpen && !r.start.Before(tl.faultAt) && r.start.Before(tl.returnAt) {
@@ -415,7 +548,21 @@ func measureGate(recs []gateRec, tl timeline, p params, check gateCheck) gateSta
 			last = r.end // a grant or refusal made without Redis, or an error
 		}
 		if tl.faulty() && r.granted && r.src == srcDegraded && r.done.After(tl.returnAt) && r.done.After(last) {
-			last = r.done // a permit Redis does not know of, still held
+			last = r.done // a permit granted without Redis, still held
+		}
+		if tl.faulty() && r.granted && r.src == srcDegraded {
+			exactLast = later(exactLast, r.end) // a grant made without Redis
+			if policy == breaker.FailOpen {
+				exactLast = later(exactLast, r.done) // a FailOpen permit: never counted by Redis
+			}
+		}
+	}
+	stillUp := false
+	for i := range uncarried {
+		back, up := uncarried.backToZero(i)
+		stillUp = stillUp || up
+		if back.After(exactLast) {
+			exactLast = back // the last of the process's FailLocal weight counted (carried or released)
 		}
 	}
 	s.steadyP50 = pct(steady, 50)
@@ -463,9 +610,7 @@ func measureGate(recs []gateRec, tl timeline, p params, check gateCheck) gateSta
 				over = true
 			} else if over {
 				over = false
-				if e.t.After(last) {
-					last = e.t // back within C
-				}
+				last, exactLast = later(last, e.t), later(exactLast, e.t) // back within C
 			}
 		}
 	}
@@ -473,8 +618,17 @@ func measureGate(recs []gateRec, tl timeline, p params, check gateCheck) gateSta
 	if tl.faulty() {
 		s.recovery = last.Sub(tl.returnAt)
 		s.recovered = !over && last.Before(tl.end.Add(-time.Second))
+		s.exact = exactLast.Sub(tl.returnAt)
+		s.exactOK = !over && !stillUp && exactLast.Before(tl.end.Add(-time.Second))
 	}
 	return s
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func b2i(b bool) int64 {

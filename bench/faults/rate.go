@@ -46,6 +46,9 @@ type rateProc struct {
 	decide func(ctx context.Context) decision
 	br     *breaker.Breaker // nil for a peer
 	budget time.Duration    // the deadline of each call's context
+	// carried reads the meter's Stats().Carried (nil for a peer: it
+	// carries nothing).
+	carried func() int64
 }
 
 // newRateProcs makes each process's limiter for e's subject: every
@@ -69,7 +72,7 @@ func newRateProcs(e *env) []rateProc {
 				m = shaperredis.NewMeter(client, shaper.Limit{Rate: shaper.PerSecond(L), Burst: L}, cfg)
 			}
 			window := e.sc.subj == fgWindow
-			procs[i] = rateProc{br: e.brs[i], budget: time.Second, decide: func(ctx context.Context) decision {
+			procs[i] = rateProc{br: e.brs[i], budget: time.Second, carried: func() int64 { return int64(m.Stats().Carried) }, decide: func(ctx context.Context) decision {
 				d, err := m.AllowN(ctx, "fleet", 1)
 				switch {
 				case err != nil:

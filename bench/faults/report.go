@@ -108,11 +108,24 @@ func writeHow(w io.Writer, rep *report) {
   minus the steady p50; *open only* is the p99 of those begun while the breaker was open (not
   half-open); *waited* the share of the phase's decisions that took over CallTimeout/2 (calls
   that timed out, and a caller's decision made a probe, which floodgate's breakers no longer do). For a peer, the open phase is the whole fault: how long a call blocks.
-- **Exact again.** From Redis's return to the last moment accounting was not exact: the end of a
-  decision not answered by Redis (degraded, or an error), and for the fixed window the end of a
-  window above 1.01·L, for a GCRA the last excess admission (a GCRA with a burst of L may admit
-  up to 2·L in a window after an idle second, exactly, so its windows are not the measure).
-  "never" if that was in the run's last second.
+- **Exact again.** From Redis's return until Redis's accounting was whole again: Redis had been
+  told of (or would have forgotten) every admission made without it, and the fleet was over its
+  limit no more. An admission made without Redis (degraded; for a peer, an error its fail-open
+  caller admits) is owed to Redis until its process carries it there (the harness samples each
+  meter's Stats().Carried every 5 ms and takes the first rise after the admission) or Redis
+  would have forgotten it anyway: a fixed window's at the end of its window, a GCRA's one second
+  later (what Redis missed until then shows as excess admissions). Over the limit: for the fixed
+  window the end of a window above 1.01·L, for a GCRA the last excess admission (a GCRA with a
+  burst of L may admit up to 2·L in a window after an idle second, exactly, so its windows are
+  not the measure). For distsem: the last grant made without Redis, the last moment a process
+  held FailLocal weight Redis did not count (LocalStats().Uncarried, sampled every 5 ms: until
+  carried or released), a FailOpen permit's release (Redis never counts it), and the end of the
+  last moment the fleet held more than C. A refusal made without Redis owes nothing.
+  *Redis alone* is the stricter reading: the end of the last decision not answered by Redis, a
+  refusal too (FailClosed's; under FailLocal the share's while it recovers, which holds each
+  process to its share), and for distsem the release of a degraded permit even once it was
+  carried, with the same over-the-limit moments. "never" if the moment was in the run's last
+  second.
 - **Quota lost.** Fixed window only: in each window, Redis's own count (L minus the least
   Remaining it answered) less the admissions by Redis that callers saw, summed: quota charged for
   calls whose callers were told something else (they timed out). *Calibration*: before the run
@@ -193,8 +206,11 @@ func writeTargets(w io.Writer, rep *report) {
 	for _, s := range []subject{fgWindow, fgGCRA} {
 		for _, f := range []fault{frozen, partition, slow} {
 			if r := find(s, f, breaker.FailLocal); r != nil {
-				add(fmt.Sprintf("%s, %s %s, FailLocal (LocalShare L/N): ≤ 1.10·L per window", s, f, rep.p.outage), r.rate.max <= 1.10, true,
-					"max %.2f·L (windows wholly inside the fault: %.2f·L)", r.rate.max, r.rate.maxInside)
+				m := fmt.Sprintf("max %.2f·L (windows wholly inside the fault: %.2f·L)", r.rate.max, r.rate.maxInside)
+				if s == fgGCRA {
+					m += fmt.Sprintf("; floor (an exact GCRA deciding the same calls when they were decided): max %.2f·L; excess %d", r.rate.floorMax, r.rate.excess)
+				}
+				add(fmt.Sprintf("%s, %s %s, FailLocal (LocalShare L/N): ≤ 1.10·L per window", s, f, rep.p.outage), r.rate.max <= 1.10, true, "%s", m)
 			}
 		}
 	}
@@ -224,15 +240,15 @@ func writeTargets(w io.Writer, rep *report) {
 				worstOnly <= time.Millisecond, true, "%s (%s)", fmtDelta(worstOnly), atOnly)
 		}
 	}
-	// Exact again.
-	for _, s := range []subject{fgWindow, fgGCRA, fgDistsem} {
+	// Exact again, and the stricter reading: every decision Redis's again.
+	worst := func(s subject, of func(*result) (time.Duration, bool)) (m, at string, ok bool) {
 		var worst time.Duration
-		at, never := "", false
+		never := false
 		for _, r := range rep.results {
 			if r.sc.subj != s || r.sc.fault == steady {
 				continue
 			}
-			rec, ok := r.recovery()
+			rec, ok := of(r)
 			if !ok && !never {
 				never, worst, at = true, rec, r.sc.name()
 			}
@@ -240,13 +256,19 @@ func writeTargets(w io.Writer, rep *report) {
 				worst, at = rec, r.sc.name()
 			}
 		}
-		if at != "" {
-			m := fmtDur(worst)
-			if never {
-				m = "never within the run"
-			}
-			add(fmt.Sprintf("%s: exact accounting back within 2 s of Redis returning (worst run)", s),
-				!never && worst <= 2*time.Second, true, "%s (%s)", m, at)
+		if never {
+			return "never within the run", at, false
+		}
+		return fmtDur(worst), at, worst <= 2*time.Second
+	}
+	for _, s := range []subject{fgWindow, fgGCRA, fgDistsem} {
+		if m, at, ok := worst(s, (*result).exactAgain); at != "" {
+			add(fmt.Sprintf("%s: exact accounting back within 2 s of Redis returning (worst run)", s), ok, true, "%s (%s)", m, at)
+		}
+	}
+	for _, s := range []subject{fgWindow, fgGCRA, fgDistsem} {
+		if m, at, ok := worst(s, (*result).recovery); at != "" {
+			add(fmt.Sprintf("%s, the stricter reading: every decision made by Redis again within 2 s (refusals without Redis counted: see *Redis alone*)", s), ok, true, "%s (%s)", m, at)
 		}
 	}
 	// Lost or leaked.
@@ -327,20 +349,20 @@ func writeCauses(w io.Writer, rep *report) {
 	fmt.Fprint(w, `## Where the misses come from
 
 - **FailLocal at the edges of an outage** (shaper/shaperredis, recovery.go). The local shares and
-  Redis count apart, so each edge of an outage could admit the limit twice in one window. Three
+  Redis count apart, so each edge of an outage could admit the limit twice in one window. Four
   rules keep them: while Redis answers, a key's share is kept at its part of what Redis says
-  remains (an outage starts from what the fleet has left, not from full shares); after an outage,
+  remains (an outage starts from what the fleet has left, not from full shares); a share decides
+  a call when its caller is answered (a call that waits its CallTimeout on a failing Redis holds
+  nothing on the share meanwhile, so the calls the opened breaker answers at once are not refused
+  for room that the waiting calls then hand out together in the next window); after an outage,
   for one period of the share (its window, or its burst at its rate) after its last decision, a
   decision needs the share's room as well as Redis's (each process keeps to its share while Redis
-  has not heard of the outage); and a GCRA carries what its share admitted without Redis into
-  Redis on its first decision there (at most what the share still holds and what Redis has left).
-  The fixed window's windows now stay within 1.00·L at both edges (1.10·L with one process cut
-  off alone, its share). A GCRA's windows are not its measure: a GCRA with a burst of L may admit
-  up to 2·L in a window, exactly, after the fleet was idle, and the seconds in which the breakers
-  open (calls wait CallTimeout, nothing is admitted: the window below L before the one above it)
-  let every share's burst refill by CallTimeout × its rate, as an exact GCRA's would. Its *excess*
-  column (what an exact GCRA fed every admission would have refused) is the measure; a GCRA row
-  above 1.10·L with a small excess is GCRA, not over-admission.
+  has not heard of the outage); and the first decision Redis admits for a key the share decided
+  carries the share's debt into Redis: a fixed window's admissions of the current window, and for
+  a GCRA, Redis brought down to the share's part of what the fleet has left (Redis, idle through
+  the outage, has its whole burst back, which an exact GCRA fed every admission would not). The
+  *floor* in the targets is an exact GCRA deciding the same calls at the moments the fleet decided
+  them: its largest window, against which a GCRA row above L is over-admission, not the burst.
 - **distsem under FailLocal after Redis returns** (distsem/call.go, lease.go). Permits granted on
   a share without Redis stay held after it returns; each is carried into Redis (counted there
   whatever Redis holds) within 250 ms of its process reaching Redis again. Until a process's
@@ -348,20 +370,22 @@ func writeCauses(w io.Writer, rep *report) {
   without Redis (the other processes find Redis again when their own open periods end), a grant
   from Redis needs room on its share first. What is left over C is the moments when a process
   granted on its share while Redis had already given the rest away (a process cut off alone: its
-  share); *exact again* includes the hold, since the fleet is within C only once every share's
-  permits are carried.
+  share). *Exact again* ends once every share's permits are carried (or released); *Redis alone*
+  also waits for the hold and for the release of every permit granted without Redis.
 - **Latency once the breaker has opened.** While the breaker is open a decision costs
   microseconds, and since the breaker probes Redis itself (a PING) when its open period ends, no
   decision is a probe any more: the half-open phase costs callers nothing either. What remains in
   the p99 of the open phase is calls caught by a scheduling stall of this program (the *stall*
   column) on a busy machine.
-- **Exact again.** Under FailClosed the first decisions after Redis returns are still refused
-  until the breaker's open period ends and its probe succeeds (up to OpenDuration plus jitter).
-  Under FailOpen Redis never saw the outage's admissions and a GCRA has its whole burst again
-  when Redis returns, spent over the next second or two. Under FailLocal the recovery above
-  holds each process to its share for one period of it, and its refusals are the share's, not
-  Redis's: this table counts them as not exact, so FailLocal is exact again up to one period of
-  the share later than the other policies (conservative, not over the limit).
+- **Exact again.** A process learns that Redis is back when its breaker's open period ends and
+  its probe succeeds (up to OpenDuration plus jitter, 1.1 s here, after Redis returned); until
+  then it decides without Redis. Under FailClosed those decisions are refusals, which leave
+  Redis's accounting whole. Under FailOpen Redis never hears of the outage's admissions, and a
+  GCRA has its whole burst again when Redis returns, spent over the next second or two. Under
+  FailLocal each process carries its debt on its first decision by Redis, so accounting is whole
+  once the last process has found Redis and carried; the recovery then still holds each process
+  to its share for one period of it, whose refusals (conservative, never over the limit) the
+  stricter *Redis alone* reading counts.
 - **Failover** is no policy's case: the promoted replica never saw the last writes, so the
   window's count (or the GCRA's state) starts again and about L more is admitted around the
   promotion, by floodgate and the peers alike (the *excess* column); distsem's holders are granted
@@ -383,8 +407,17 @@ func writeCauses(w io.Writer, rep *report) {
 	}
 }
 
-// recovery returns the run's "exact again" time and whether it came
+// exactAgain returns the run's "exact again" time and whether it came
 // within the run.
+func (r *result) exactAgain() (time.Duration, bool) {
+	if r.rate != nil {
+		return r.rate.exact, r.rate.exactOK
+	}
+	return r.gate.exact, r.gate.exactOK
+}
+
+// recovery returns the run's "Redis alone" time (the stricter reading)
+// and whether it came within the run.
 func (r *result) recovery() (time.Duration, bool) {
 	if r.rate != nil {
 		return r.rate.recovery, r.rate.recovered
@@ -408,24 +441,24 @@ func writeRates(w io.Writer, rep *report) {
 			continue
 		}
 		fmt.Fprintf(w, "### %s\n\n", f)
-		fmt.Fprintln(w, "| subject | policy | max /L | p99 /L | inside /L | before /L | excess | steady p50 | open phase p50 / p99 (Δ p99) | open only p99 | waited | exact again | quota lost | calibration | errors / degraded / decisions | slow before | load; stall |")
-		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+		fmt.Fprintln(w, "| subject | policy | max /L | p99 /L | inside /L | before /L | excess | steady p50 | open phase p50 / p99 (Δ p99) | open only p99 | waited | exact again | Redis alone | quota lost | calibration | errors / degraded / decisions | slow before | load; stall |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 		for _, r := range rows {
 			s := r.rate
 			pol := r.sc.policy.String()
 			if r.sc.subj.peer() {
 				pol = "caller fails open"
 			}
-			writeRateRow(w, r, pol, s.max, s.p99, s.maxInside, s.maxBefore, s.excess)
+			writeRateRow(w, r, pol, s.max, s.p99, s.maxInside, s.maxBefore, s.excess, s.exact)
 			if r.sc.subj.peer() {
-				writeRateRow(w, r, "caller fails closed", s.closedMax, s.closedP99, s.closedInside, s.maxBefore, s.closedExcess)
+				writeRateRow(w, r, "caller fails closed", s.closedMax, s.closedP99, s.closedInside, s.maxBefore, s.closedExcess, s.closedExact)
 			}
 		}
 		fmt.Fprintln(w)
 	}
 }
 
-func writeRateRow(w io.Writer, r *result, pol string, mx, p99, inside, before float64, excess int64) {
+func writeRateRow(w io.Writer, r *result, pol string, mx, p99, inside, before float64, excess int64, exactD time.Duration) {
 	s := r.rate
 	open, only, waited := "–", "–", "–"
 	if s.openN > 0 {
@@ -435,12 +468,15 @@ func writeRateRow(w io.Writer, r *result, pol string, mx, p99, inside, before fl
 		}
 		waited = fmt.Sprintf("%.1f%%", 100*s.waitedShare)
 	}
-	insideS, exact := "–", "–"
+	insideS, exact, alone := "–", "–", "–"
 	if r.tl.faulty() {
 		insideS = fmt.Sprintf("%.2f", inside)
-		exact = fmtDur(s.recovery)
-		if !s.recovered {
+		exact, alone = fmtDur(exactD), fmtDur(s.recovery)
+		if !s.exactOK {
 			exact = "never"
+		}
+		if !s.recovered {
+			alone = "never"
 		}
 	}
 	lost := "–"
@@ -451,8 +487,8 @@ func writeRateRow(w io.Writer, r *result, pol string, mx, p99, inside, before fl
 	if s.calOther > 0 {
 		cal += fmt.Sprintf(" (%d not by Redis)", s.calOther)
 	}
-	fmt.Fprintf(w, "| %s | %s | %.2f | %.2f | %s | %.2f | %d | %s | %s | %s | %s | %s | %s | %s | %d / %d / %d | %d | %s–%s; %s |\n",
-		r.sc.subj, pol, mx, p99, insideS, before, excess, fmtDur(s.steadyP50), open, only, waited, exact, lost, cal,
+	fmt.Fprintf(w, "| %s | %s | %.2f | %.2f | %s | %.2f | %d | %s | %s | %s | %s | %s | %s | %s | %s | %d / %d / %d | %d | %s–%s; %s |\n",
+		r.sc.subj, pol, mx, p99, insideS, before, excess, fmtDur(s.steadyP50), open, only, waited, exact, alone, lost, cal,
 		s.errors, s.degradedN, s.decisions, s.slowBefore, r.loadStart, r.loadEnd, fmtDur(r.stall))
 }
 
@@ -500,17 +536,20 @@ func writeGates(w io.Writer, rep *report) {
 		return
 	}
 	fmt.Fprintf(w, "## Gates: distsem, C = %d, %d processes offering 2·C\n\n", gateLimit, rep.p.procs)
-	fmt.Fprintln(w, "| fault | policy | max held /C | p99 /C | during the fault /C | before /C | grants/s before / during | Acquire p50 before | open phase p50 / p99 | exact again | leases lost | errors / acquires | lost or leaked (check after release) | load; stall |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| fault | policy | max held /C | p99 /C | during the fault /C | before /C | grants/s before / during | Acquire p50 before | open phase p50 / p99 | exact again | Redis alone | leases lost | errors / acquires | lost or leaked (check after release) | load; stall |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		s := r.gate
-		inside, during, exact := "–", "–", "–"
+		inside, during, exact, alone := "–", "–", "–", "–"
 		if r.tl.faulty() {
 			inside = fmt.Sprintf("%.2f", s.maxInside)
 			during = fmt.Sprintf("%.0f", s.grantsFault)
-			exact = fmtDur(s.recovery)
-			if !s.recovered {
+			exact, alone = fmtDur(s.exact), fmtDur(s.recovery)
+			if !s.exactOK {
 				exact = "never"
+			}
+			if !s.recovered {
+				alone = "never"
 			}
 		}
 		open := "–"
@@ -524,9 +563,9 @@ func writeGates(w io.Writer, rep *report) {
 		} else {
 			check = fmt.Sprintf("none: Redis 0 held, the fleet held %d/%d, local 0", c.canHold, gateLimit)
 		}
-		fmt.Fprintf(w, "| %s | %s | %.2f | %.2f | %s | %.2f | %.0f / %s | %s | %s | %s | %d | %d / %d | %s | %s–%s; %s |\n",
+		fmt.Fprintf(w, "| %s | %s | %.2f | %.2f | %s | %.2f | %.0f / %s | %s | %s | %s | %s | %d | %d / %d | %s | %s–%s; %s |\n",
 			faultKeys[r.sc.fault], r.sc.policy, s.max, s.p99, inside, s.maxBefore, s.grantsSteady, during, fmtDur(s.steadyP50),
-			open, exact, s.lostLeases, s.errors, s.acquires, check, r.loadStart, r.loadEnd, fmtDur(r.stall))
+			open, exact, alone, s.lostLeases, s.errors, s.acquires, check, r.loadStart, r.loadEnd, fmtDur(r.stall))
 	}
 	fmt.Fprintln(w)
 }

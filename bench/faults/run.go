@@ -100,6 +100,14 @@ func runRate(ctx context.Context, e *env, res *result) error {
 		}
 	}
 	pre := calibrate("before the run")
+	lctx, stopLedger := context.WithCancel(ctx)
+	carried := watchLedger(lctx, len(load.procs), func(i int) int64 {
+		if c := load.procs[i].carried; c != nil {
+			return c()
+		}
+		return 0
+	})
+	defer func() { stopLedger(); carried() }() // (an early return's: the sampler stops with its owner)
 	tl, err := drive(ctx, e, func(lctx context.Context, t0 time.Time) {
 		load.run(lctx, t0, t0.Add(far), e.p.rate)
 	})
@@ -107,10 +115,12 @@ func runRate(ctx context.Context, e *env, res *result) error {
 		return err
 	}
 	recs := load.wait()
+	stopLedger()
+	led := carried()
 	// A second idle refills a GCRA burst, as before the first calibration.
 	sleepCtx(ctx, 1100*time.Millisecond)
 	post := calibrate("after the run")
-	st := measureRate(recs, pre, post, tl, e.p, e.sc.subj)
+	st := measureRate(recs, pre, post, led, tl, e.p, e.sc.subj, e.sc.policy)
 	res.tl, res.rate = tl, &st
 	return ctx.Err()
 }
@@ -124,6 +134,9 @@ func runGate(ctx context.Context, e *env, res *result) error {
 	}()
 	load := &gateLoad{sems: sems, brs: e.brs, p: e.p}
 	e.connect(ctx)
+	lctx, stopLedger := context.WithCancel(ctx)
+	uncarried := watchLedger(lctx, len(sems), func(i int) int64 { return sems[i].LocalStats().Uncarried })
+	defer func() { stopLedger(); uncarried() }()
 	tl, err := drive(ctx, e, func(lctx context.Context, t0 time.Time) {
 		load.run(lctx, t0, t0.Add(far))
 	})
@@ -131,8 +144,10 @@ func runGate(ctx context.Context, e *env, res *result) error {
 		return err
 	}
 	recs := load.wait()
+	stopLedger()
+	led := uncarried()
 	check := load.check(ctx)
-	st := measureGate(recs, tl, e.p, check)
+	st := measureGate(recs, led, tl, e.p, e.sc.policy, check)
 	res.tl, res.gate = tl, &st
 	return ctx.Err()
 }
