@@ -89,3 +89,18 @@ func (l ledger) backToZero(i int) (back time.Time, stillUp bool) {
 	}
 	return back, stillUp
 }
+
+// byWindow sums, over every process, each rise of its value by the whole
+// Unix second it was seen in, less half a sampling interval (the middle of
+// when it happened): a carry's cost by the window Redis charged it in.
+func (l ledger) byWindow() map[int64]int64 {
+	m := map[int64]int64{}
+	for _, ss := range l {
+		for k := 1; k < len(ss); k++ {
+			if d := ss[k].v - ss[k-1].v; d > 0 {
+				m[ss[k].t.Add(-ledgerEvery/2).Unix()] += d
+			}
+		}
+	}
+	return m
+}

@@ -48,6 +48,9 @@ func TestWatchLedger(t *testing.T) {
 		if back, up := l.backToZero(0); up || !back.Equal(t0.Add(35*time.Millisecond)) {
 			t.Errorf("backToZero = +%v, still up %v; want +35ms, false", back.Sub(t0), up)
 		}
+		if w := l.byWindow(); len(w) != 1 || w[t0.Add(15*time.Millisecond).Unix()] != 3 {
+			t.Errorf("byWindow = %v, want the one rise of 3 in its second", w)
+		}
 	})
 }
 

@@ -95,7 +95,9 @@ type rateStats struct {
 	// the moments they were decided (see gcraFloor).
 	floorMax float64
 	// lost (fixed window): quota Redis charged that no caller was admitted
-	// by: Σ over windows of Redis's count less the admissions by Redis seen.
+	// by: Σ over windows of Redis's count less the admissions by Redis seen
+	// and the cost carried into the window after an outage (admissions made
+	// without Redis, which it then counts).
 	lost int64
 	// calPre and calPost: admissions by Redis in one window when the fleet
 	// offers 3·L in it, before the run and after it (the key's state intact
@@ -159,6 +161,7 @@ func measureRate(recs, pre, post []rateRec, carried ledger, tl timeline, p param
 	}
 	s.steadyP50, s.steadyP99 = pct(steady, 50), pct(steady, 99)
 
+	carriedIn := carried.byWindow()
 	var open, closed []float64
 	for sec, w := range byWin {
 		if !tl.measured(sec) {
@@ -174,8 +177,8 @@ func measureRate(recs, pre, post []rateRec, carried ledger, tl timeline, p param
 		if tl.before(sec) {
 			s.maxBefore = max(s.maxBefore, o)
 		}
-		if w.charged >= 0 && w.charged > w.store {
-			s.lost += w.charged - w.store
+		if c := w.store + carriedIn[sec]; w.charged >= 0 && w.charged > c {
+			s.lost += w.charged - c
 		}
 	}
 	s.max, s.p99 = maxF(open), pctF(open, 99)

@@ -127,8 +127,10 @@ func writeHow(w io.Writer, rep *report) {
   carried, with the same over-the-limit moments. "never" if the moment was in the run's last
   second.
 - **Quota lost.** Fixed window only: in each window, Redis's own count (L minus the least
-  Remaining it answered) less the admissions by Redis that callers saw, summed: quota charged for
-  calls whose callers were told something else (they timed out). *Calibration*: before the run
+  Remaining it answered) less the admissions by Redis that callers saw and the cost carried into
+  it after an outage (each meter's Stats().Carried, sampled: admissions made without Redis that
+  it then counts), summed: quota charged for calls whose callers were told something else (they
+  timed out). *Calibration*: before the run
   and again after it (after a second idle), the fleet offers 3·L evenly in one window and the
   admissions by Redis are counted: equal numbers mean the key's state came through intact (a
   fixed window admits L; a GCRA meter idle for a second its burst plus its rate, about 2·L).
