@@ -26,7 +26,6 @@ if limit < 1 then
   limit = tonumber(ARGV[2])
   dirty = true
 end
-local seq = seq0 -- the last queue number; written back by finish
 local last_fence = fence0 or 0
 local last_fence_s -- int(last_fence) once a grant made it
 local used
@@ -43,6 +42,13 @@ local nq = nq0
 if not nq then
   nq = redis.call('ZCARD', Q)
   dirty = true
+end
+-- seq: the last queue number, written back by finish; when it is missing, the
+-- highest in the queue, so that a new waiter still queues behind every one
+-- left after the state was lost.
+local seq = seq0
+if not seq and nq > 0 then
+  seq = tonumber(redis.call('ZRANGE', Q, '-1', '-1', 'WITHSCORES')[2] or '0')
 end
 -- The tombstone bound, when missing, is the earliest tombstone expiry (-1: none).
 local tn = tn0
