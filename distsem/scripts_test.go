@@ -461,7 +461,7 @@ func assembleSource(sc *redisscript.Script) string {
 // aside).
 func TestFastPathsMatchGeneralPaths(t *testing.T) {
 	slow := func(sc *redisscript.Script) *redisscript.Script {
-		src := strings.Replace(assembleSource(sc), "local settled = limit0", "local settled = false and limit0", 1)
+		src := strings.Replace(assembleSource(sc), "local whole = limit0", "local whole = false and limit0", 1)
 		if src == assembleSource(sc) {
 			t.Fatal("no fast flag to disable")
 		}

@@ -52,6 +52,51 @@ if fast() and (tn0 == -1 or not redis.call('ZSCORE', T, tok)) then
     return {1, fence, limit0, used, 0}
   end
 end
+-- Fast path: a call that waits in the queue (queued now, or the heartbeat of
+-- a queued token) when no waiter can be granted (the queue is empty and the
+-- weight does not fit, or waiters are queued and no weight is free), nothing
+-- can have expired or be healed (he, and H is not empty), tok is neither
+-- tombstoned nor held and no key needs a TTL refresh, as below (see beat).
+-- The common contended acquire, without the shared functions.
+local wq = tonumber(ARGV[6])
+if whole and ARGV[8] == '1' and he0 > now and now >= ta0 and now - ta0 < key_ttl / 4 and wq <= limit0
+  and (seq0 or nq0 == 0)
+  and (nq0 > 0 and used0 >= limit0 or nq0 <= 0 and used0 + wq > limit0)
+  and redis.call('ZCARD', H) > 0 and (tn0 == -1 or not redis.call('ZSCORE', T, tok))
+  and not redis.call('ZSCORE', H, tok) then
+  local next_seq = (seq0 or 0) + 1
+  local fresh = redis.call('ZADD', Q, 'NX', int(next_seq), tok) == 1
+  local a, n = {S}, 1 -- the fields of S to write, after S
+  if fresh then
+    redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'c:' .. tok, ARGV[10], 'l:' .. tok, ARGV[7])
+    a[2], a[3], n = 'nq', int(nq0 + 1), 3
+  end
+  redis.call('ZADD', QE, int(now + tonumber(ARGV[9])), tok)
+  local pos = redis.call('ZRANK', Q, tok)
+  local he = he0
+  if pos == 0 then
+    he = tonumber(redis.call('ZRANGE', H, '0', '0', 'WITHSCORES')[2] or '-1')
+    if he ~= he0 then
+      a[n + 1], a[n + 2] = 'he', int(he)
+      n = n + 2
+    end
+  end
+  if fresh then
+    a[n + 1], a[n + 2] = 'seq', int(next_seq)
+    n = n + 2
+  end
+  if n > 1 then
+    redis.call('HSET', unpack(a))
+  end
+  redis.call('PEXPIRE', QE, key_ttl_s)
+  if fresh then
+    redis.call('PEXPIRE', D, key_ttl_s)
+    if pos == 0 then
+      redis.call('PEXPIRE', Q, key_ttl_s)
+    end
+  end
+  return {0, 0, limit0, used0, pos, he == -1 and -1 or math.max(0, he - now), now_us}
+end
 
 -- @common
 local w = tonumber(ARGV[6])
