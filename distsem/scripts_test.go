@@ -403,6 +403,27 @@ func TestStateLossKeepsQueueAndTombstones(t *testing.T) {
 	}
 }
 
+// A waiter queued after the state (the :s hash) was lost queues behind the
+// waiters left, and its reply says so: the lost last queue number is taken
+// from the queue, not started again at 1.
+func TestStateLossQueuesBehindWaitersLeft(t *testing.T) {
+	r, db := newRaw(t, 1)
+	s, ctx := r.s, t.Context()
+	r.acquire("h", 1, true)
+	for i, w := range []string{"w1", "w2"} {
+		if got := r.acquire(w, 1, true); got[0] != stQueued || got[4] != int64(i) {
+			t.Fatalf("acquire(%s) = %v, want queued at %d", w, got, i)
+		}
+	}
+	db.Client.Del(ctx, s.keys[0])
+	if got := r.acquire("w3", 1, true); got[0] != stQueued || got[4] != 2 {
+		t.Fatalf("acquire(w3) after state loss = %v, want queued at 2", got)
+	}
+	if q, _ := db.Client.ZRange(ctx, s.keys[2], 0, -1).Result(); !slices.Equal(q, []string{"w1", "w2", "w3"}) {
+		t.Fatalf("queue after state loss = %v, want [w1 w2 w3]", q)
+	}
+}
+
 // Weight counted in the state but held by nobody (the holders' keys were lost)
 // is healed before any capacity decision, although the scripts skip reading
 // the holders while no lease can have expired.
@@ -440,7 +461,7 @@ func assembleSource(sc *redisscript.Script) string {
 // aside).
 func TestFastPathsMatchGeneralPaths(t *testing.T) {
 	slow := func(sc *redisscript.Script) *redisscript.Script {
-		src := strings.Replace(assembleSource(sc), "local settled = limit0", "local settled = false and limit0", 1)
+		src := strings.Replace(assembleSource(sc), "local whole = limit0", "local whole = false and limit0", 1)
 		if src == assembleSource(sc) {
 			t.Fatal("no fast flag to disable")
 		}

@@ -9,7 +9,8 @@
 -- Returns {status, fence, limit, used, position, next[, now_us]}:
 --   status  1 granted (fence set), 0 queued (position = waiters ahead, next = ms
 --           until the earliest holder lease expires, -1 if none: the head waiter
---           calls again then, so a crashed holder's permit is reaped promptly),
+--           calls again then, so a crashed holder's permit is reaped promptly;
+--           behind the head, where it is not used, it may be less),
 --           2 no capacity (try only, nothing written but reaping),
 --           now_us (queued only) = Redis time of this call in µs: a fence, which
 --           is never below the Redis time of its grant, above now_us proves the
@@ -51,6 +52,51 @@ if fast() and (tn0 == -1 or not redis.call('ZSCORE', T, tok)) then
     return {1, fence, limit0, used, 0}
   end
 end
+-- Fast path: a call that waits in the queue (queued now, or the heartbeat of
+-- a queued token) when no waiter can be granted (the queue is empty and the
+-- weight does not fit, or waiters are queued and no weight is free), nothing
+-- can have expired or be healed (he, and H is not empty), tok is neither
+-- tombstoned nor held and no key needs a TTL refresh, as below (see beat).
+-- The common contended acquire, without the shared functions.
+local wq = tonumber(ARGV[6])
+if whole and ARGV[8] == '1' and he0 > now and now >= ta0 and now - ta0 < key_ttl / 4 and wq <= limit0
+  and (seq0 or nq0 == 0)
+  and (nq0 > 0 and used0 >= limit0 or nq0 <= 0 and used0 + wq > limit0)
+  and redis.call('ZCARD', H) > 0 and (tn0 == -1 or not redis.call('ZSCORE', T, tok))
+  and not redis.call('ZSCORE', H, tok) then
+  local next_seq = (seq0 or 0) + 1
+  local fresh = redis.call('ZADD', Q, 'NX', int(next_seq), tok) == 1
+  local a, n = {S}, 1 -- the fields of S to write, after S
+  if fresh then
+    redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'c:' .. tok, ARGV[10], 'l:' .. tok, ARGV[7])
+    a[2], a[3], n = 'nq', int(nq0 + 1), 3
+  end
+  redis.call('ZADD', QE, int(now + tonumber(ARGV[9])), tok)
+  local pos = redis.call('ZRANK', Q, tok)
+  local he = he0
+  if pos == 0 then
+    he = tonumber(redis.call('ZRANGE', H, '0', '0', 'WITHSCORES')[2] or '-1')
+    if he ~= he0 then
+      a[n + 1], a[n + 2] = 'he', int(he)
+      n = n + 2
+    end
+  end
+  if fresh then
+    a[n + 1], a[n + 2] = 'seq', int(next_seq)
+    n = n + 2
+  end
+  if n > 1 then
+    redis.call('HSET', unpack(a))
+  end
+  redis.call('PEXPIRE', QE, key_ttl_s)
+  if fresh then
+    redis.call('PEXPIRE', D, key_ttl_s)
+    if pos == 0 then
+      redis.call('PEXPIRE', Q, key_ttl_s)
+    end
+  end
+  return {0, 0, limit0, used0, pos, he == -1 and -1 or math.max(0, he - now), now_us}
+end
 
 -- @common
 local w = tonumber(ARGV[6])
@@ -58,21 +104,6 @@ local lease = tonumber(ARGV[7])
 local queue = ARGV[8] == '1'
 local wait_ttl = tonumber(ARGV[9])
 local id = ARGV[10]
-
--- ms until the earliest lease expires, -1 if none. Every queued reply comes
--- after a reap that ran (it is forced whenever the call can queue) and set he
--- to the earliest lease; since then holders were only added (note_lease), so
--- he is exact.
-local function next_expiry()
-  if reaped then
-    return he == -1 and -1 or math.max(0, he - now)
-  end
-  local first = redis.call('ZRANGE', H, '0', '0', 'WITHSCORES')
-  if first[2] then
-    return math.max(0, tonumber(first[2]) - now)
-  end
-  return -1
-end
 
 reap(nq > 0 or w > limit or used + w > limit)
 if tn ~= -1 and redis.call('ZSCORE', T, tok) then
@@ -95,7 +126,7 @@ if empty and w <= limit and used + w <= limit then
     redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, last_fence_s)
     used = used + w
     dirty = true
-    if not h_exists then
+    if h_n == 0 then
       touched[H] = true
     end
     touched[D] = true
@@ -124,18 +155,31 @@ if w > limit then
   return {-2, 0, limit, used, 0}
 end
 
--- A queued token's heartbeat: its queue entry lives on.
-local function beat()
+-- A queued token's heartbeat (fresh: it was just queued): its queue entry
+-- lives on. The reply's next, ms until the earliest lease expires (-1 if
+-- none), is used only by the head of the queue: for it he is made exact if
+-- the reap left it a bound (every queued reply comes after a reap, which is
+-- forced whenever the call can queue; since then holders were only added,
+-- note_lease, so an exact he stays exact); behind the head, next is what he
+-- says, at most the exact value.
+local function beat(fresh)
   redis.call('ZADD', QE, int(now + wait_ttl), tok)
   touched[QE] = true
   local pos = redis.call('ZRANK', Q, tok)
+  if fresh and pos == 0 then
+    touched[Q] = true -- Q may have been created; else it held others before
+  end
+  if pos == 0 and not he_exact then
+    he = tonumber(redis.call('ZRANGE', H, '0', '0', 'WITHSCORES')[2] or '-1')
+    he_exact, dirty = true, true
+  end
   finish()
-  return {0, 0, limit, used, pos, next_expiry(), now_us}
+  return {0, 0, limit, used, pos, he == -1 and -1 or math.max(0, he - now), now_us}
 end
 
 if not queue then
   if nq > 0 and redis.call('ZSCORE', Q, tok) then
-    return beat()
+    return beat(false)
   end
   local n = redis.call('ZCARD', Q)
   finish()
@@ -146,18 +190,11 @@ end
 -- its heartbeat). seq (the last queue number) is written back by finish.
 local next_seq = (seq or 0) + 1
 if redis.call('ZADD', Q, 'NX', int(next_seq), tok) == 0 then
-  return beat()
+  return beat(false)
 end
 seq = next_seq
 nq = nq + 1
 dirty = true
-redis.call('ZADD', QE, int(now + wait_ttl), tok)
 redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'c:' .. tok, id, 'l:' .. tok, ARGV[7])
-touched[QE] = true
 touched[D] = true
-local pos = redis.call('ZRANK', Q, tok)
-if pos == 0 then
-  touched[Q] = true -- Q may have been created; else it held others before
-end
-finish()
-return {0, 0, limit, used, pos, next_expiry(), now_us}
+return beat(true)

@@ -6,25 +6,16 @@ end
 -- Keys this call may have created; finish() gives each a TTL.
 local touched = {}
 -- Fields of D to delete, by finish (one HDEL): those of a released holder and
--- of waiters granted by hand-off. flush_d() deletes them at once, before a
--- read that must not see them.
+-- of waiters granted by hand-off (appended in pairs). handoff deletes them at
+-- once before a read that must not see them.
+--
+-- Cost: every function defined here is a closure created anew on every call
+-- that gets this far (about a µs each, more with many upvalues), so only
+-- what several paths share is a function; the rest is written out where it
+-- is used.
 local d_dead, nd_dead = {}, 0
-local function flush_d()
-  if nd_dead > 0 then
-    redis.call('HDEL', D, unpack(d_dead, 1, nd_dead))
-    d_dead, nd_dead = {}, 0
-  end
-end
-local function del_d(a, b)
-  d_dead[nd_dead + 1], d_dead[nd_dead + 2] = a, b
-  nd_dead = nd_dead + 2
-end
 -- d_tok: a token whose fields are in d_dead (see handoff).
 local d_tok
-
-local function weight_of(t)
-  return tonumber(redis.call('HGET', D, 'w:' .. t) or '0')
-end
 
 -- State: the stored limit wins; the configured one initialises a new semaphore.
 -- used (the weight held) is recomputed from the holders when the state was lost,
@@ -35,7 +26,6 @@ if limit < 1 then
   limit = tonumber(ARGV[2])
   dirty = true
 end
-local seq = seq0 -- the last queue number; written back by finish
 local last_fence = fence0 or 0
 local last_fence_s -- int(last_fence) once a grant made it
 local used
@@ -44,7 +34,7 @@ if used0 then
 else
   used = 0
   for _, h in ipairs(redis.call('ZRANGE', H, '0', '-1')) do
-    used = used + weight_of(h)
+    used = used + tonumber(redis.call('HGET', D, 'w:' .. h) or '0')
   end
   dirty = true
 end
@@ -53,13 +43,17 @@ if not nq then
   nq = redis.call('ZCARD', Q)
   dirty = true
 end
-local function tomb_bound()
-  local first = redis.call('ZRANGE', T, '0', '0', 'WITHSCORES')
-  return tonumber(first[2] or '-1')
+-- seq: the last queue number, written back by finish; when it is missing, the
+-- highest in the queue, so that a new waiter still queues behind every one
+-- left after the state was lost.
+local seq = seq0
+if not seq and nq > 0 then
+  seq = tonumber(redis.call('ZRANGE', Q, '-1', '-1', 'WITHSCORES')[2] or '0')
 end
+-- The tombstone bound, when missing, is the earliest tombstone expiry (-1: none).
 local tn = tn0
 if not tn then
-  tn = tomb_bound()
+  tn = tonumber(redis.call('ZRANGE', T, '0', '0', 'WITHSCORES')[2] or '-1')
   dirty = true
 end
 local ta = ta0
@@ -84,58 +78,47 @@ local function drop_waiter(t)
   redis.call('HDEL', D, 'w:' .. t, 'c:' .. t, 'l:' .. t)
 end
 
--- h_exists: H is known to exist (so a write to it keeps its TTL): h_seen
--- holds up to two members that the last read of H found and that are still
--- in it (see h_gone).
-local h_exists = false
-local h_seen = {}
-local function h_read(first)
-  h_seen = {first[1], first[3]}
-  h_exists = first[1] ~= nil
-end
--- h_gone: t was removed from H.
-local function h_gone(t)
-  if h_seen[1] == t then
-    h_seen[1] = h_seen[2]
-    h_seen[2] = nil
-  elseif h_seen[2] == t then
-    h_seen[2] = nil
-  end
-  h_exists = h_seen[1] ~= nil
-end
-
-local function drop_holder(t, w)
-  used = used - (w or weight_of(t))
-  dirty = true
-  redis.call('ZREM', H, t)
-  h_gone(t)
-  redis.call('HDEL', D, 'w:' .. t, 'f:' .. t)
-end
+-- h_n: a lower bound of the number of members of H, from the last read of
+-- it, plus the members added since, minus those removed. While it is above 0,
+-- H exists, so a write to it keeps its TTL.
+local h_n = 0
 
 -- Reap expired holders (bounded). Unless forced, nothing is read when he says
 -- that no lease can have expired: callers force it whenever the self-heal
 -- below could change their outcome (a capacity decision or a hand-off), so
--- skipping it changes nothing. Otherwise the earliest lease is read, expired
--- holders are dropped and he is set to the earliest lease left; without
--- holders nothing is in use (self-heal). he = -1 with weight in use (state
--- written by something else) is looked at, never trusted. Dead waiters are
--- dropped when they reach the head of the queue (handoff), tombstones by
--- release.lua.
-local reaped = false
+-- skipping it changes nothing. A forced reap while he says that no lease can
+-- have expired only counts the holders (ZCARD: an integer reply, where the
+-- earliest lease would be two scores formatted by Redis and parsed again by
+-- Lua), for the self-heal; he stays a lower bound. Otherwise the earliest
+-- lease is read, expired holders are dropped and he is set to the earliest
+-- lease left (he_exact); without holders nothing is in use (self-heal).
+-- he = -1 with weight in use (state written by something else) is looked at,
+-- never trusted. Dead waiters are dropped when they reach the head of the
+-- queue (handoff), tombstones by release.lua.
+local reaped, he_exact = false, false
 local function reap(force)
   if reaped or (not force and (he > now or (he == -1 and used == 0))) then
     return
   end
   reaped = true
+  if he > now then
+    h_n = redis.call('ZCARD', H)
+    if h_n == 0 then
+      he, used, dirty = -1, 0, true
+    end
+    return
+  end
   local first = redis.call('ZRANGE', H, '0', '1', 'WITHSCORES')
   if first[2] and tonumber(first[2]) <= now then
     for _, h in ipairs(redis.call('ZRANGEBYSCORE', H, '-inf', int(now), 'LIMIT', '0', BOUND_S)) do
-      drop_holder(h)
+      used = used - tonumber(redis.call('HGET', D, 'w:' .. h) or '0')
+      redis.call('ZREM', H, h)
+      redis.call('HDEL', D, 'w:' .. h, 'f:' .. h)
     end
     first = redis.call('ZRANGE', H, '0', '1', 'WITHSCORES')
   end
-  dirty = true
-  h_read(first)
+  dirty, he_exact = true, true
+  h_n = #first / 2
   if first[1] then
     he = tonumber(first[2])
   else
@@ -164,11 +147,10 @@ local function grant(t, w, expiry, w_held)
   end
   used = used + w
   dirty = true
-  if not h_exists then
+  if h_n == 0 then
     touched[H] = true
-    h_exists = true
   end
-  h_seen[1], h_seen[2] = t, h_seen[1]
+  h_n = h_n + 1
   return fence
 end
 
@@ -198,8 +180,10 @@ local function handoff()
       dirty = true
       return true
     end
-    if head == d_tok then
-      flush_d() -- its fields are deleted: it is corrupt (held and queued)
+    if head == d_tok and nd_dead > 0 then
+      -- Its fields are deleted: it is corrupt (held and queued).
+      redis.call('HDEL', D, unpack(d_dead, 1, nd_dead))
+      d_dead, nd_dead = {}, 0
     end
     local m = redis.call('HMGET', D, 'w:' .. head, 'c:' .. head, 'l:' .. head)
     local w = tonumber(m[1] or '0')
@@ -224,7 +208,8 @@ local function handoff()
       -- weight stays in D (w:<head>, just read: D exists), its waiter fields
       -- go with finish's HDEL.
       local fence = grant(head, w, math.min(now + lease, beat), true)
-      del_d('c:' .. head, 'l:' .. head)
+      d_dead[nd_dead + 1], d_dead[nd_dead + 2] = 'c:' .. head, 'l:' .. head
+      nd_dead = nd_dead + 2
       if id then
         redis.call(pub, chan_prefix .. id, head .. ':' .. int(fence))
       end
@@ -240,7 +225,9 @@ end
 -- key_ttl / 4 (or unknown: then the state itself may be new). A key deleted by
 -- this call (an emptied ZSET or hash) is skipped by PEXPIRE.
 local function finish()
-  flush_d()
+  if nd_dead > 0 then
+    redis.call('HDEL', D, unpack(d_dead, 1, nd_dead))
+  end
   if used < 0 then
     used = 0 -- self-heal
     dirty = true

@@ -80,14 +80,16 @@ local limit0, used0, fence0, nq0, tn0, ta0, he0, seq0 =
   tonumber(st[1]), tonumber(st[2]), tonumber(st[3]), tonumber(st[4]), tonumber(st[5]), tonumber(st[6]), tonumber(st[7]),
   tonumber(st[8])
 
--- settled: the state is complete and sane and no waiter is queued (no
--- hand-off). fast() (after clock): also no key needs a TTL refresh (see
+-- whole: the state is complete and sane. settled: also no waiter is queued
+-- (no hand-off). fast() (after clock): also no key needs a TTL refresh (see
 -- finish) and no lease can have expired (see reap). A fast path runs only
--- then, and makes exactly the calls and writes that the general path would
--- make, and nothing else (release.lua's also skips what only time can tell:
--- see there). A fast path that finds it does not apply after a call that
--- changed nothing falls through to the general path.
-local settled = limit0 and limit0 >= 1 and used0 and used0 >= 0 and nq0 == 0 and tn0 and he0 and ta0
+-- then (acquire.lua's queued one with waiters: see there), and makes exactly
+-- the calls and writes that the general path would make, and nothing else
+-- (release.lua's also skips what only time can tell: see there). A fast path
+-- that finds it does not apply after a call that changed nothing falls
+-- through to the general path.
+local whole = limit0 and limit0 >= 1 and used0 and used0 >= 0 and nq0 and tn0 and he0 and ta0
+local settled = whole and nq0 == 0
 local function fast()
   return settled and now >= ta0 and now - ta0 < key_ttl / 4 and (he0 > now or (he0 == -1 and used0 == 0))
 end

@@ -53,7 +53,7 @@ if tn ~= -1 and tn <= now then
   if #old > 0 then
     redis.call('ZREM', T, unpack(old))
   end
-  tn = tomb_bound()
+  tn = tonumber(redis.call('ZRANGE', T, '0', '0', 'WITHSCORES')[2] or '-1')
   dirty = true
 end
 if new_limit > 0 then
@@ -69,10 +69,11 @@ if tok ~= '' then
       w = tonumber(redis.call('HGET', D, wk) or '0')
     end
     used = used - w
-    del_d(wk, 'f:' .. tok) -- by finish, with the hand-off's
+    d_dead[nd_dead + 1], d_dead[nd_dead + 2] = wk, 'f:' .. tok -- by finish, with the hand-off's
+    nd_dead = nd_dead + 2
     d_tok = tok
     dirty = true
-    h_gone(tok)
+    h_n = h_n - 1
     was = 1
   elseif nq > 0 and redis.call('ZSCORE', Q, tok) then
     drop_waiter(tok)

@@ -34,7 +34,7 @@ local function adopt()
   redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, fence)
   used = used + w
   dirty = true
-  if not h_exists then
+  if h_n == 0 then
     touched[H] = true
   end
   touched[D] = true
