@@ -83,6 +83,7 @@ type report struct {
 	redisVersion       string
 	parallel           int
 	results            []*result
+	kit                *kitSuite // the kit's own suite, timed in a full run
 }
 
 func run(ctx context.Context, c config, log io.Writer) error {
@@ -133,6 +134,16 @@ func measure(ctx context.Context, c config, log io.Writer) (*report, error) {
 	defer os.RemoveAll(tmp)
 	rep := &report{p: p, quick: c.quick, start: time.Now(), loadStart: loadAvg(), parallel: c.parallel, nice: niceness(),
 		redisVersion: serverVersion(ctx, bin)}
+	if !c.quick && c.filter.String() == "" {
+		// Before the scenarios, on a machine they do not load.
+		root, err := repoRoot()
+		if err != nil {
+			return nil, err
+		}
+		k := runKitSuite(ctx, root, bin)
+		rep.kit = &k
+		fmt.Fprintf(log, "faults: the kit's suite: %s (%s with the build), err %v\n", k.took, k.wall.Round(100*time.Millisecond), k.err)
+	}
 	wctx, stopWatch := context.WithCancel(ctx)
 	stalls := watchStalls(wctx)
 	defer func() { stopWatch(); stalls.wait() }()

@@ -150,6 +150,9 @@ func writeHow(w io.Writer, rep *report) {
   A stall near CallTimeout makes calls time out that Redis answered in time, which the policies
   then answer (*degraded*); *slow before* counts the decisions before the fault (all of a steady
   run's) that took over CallTimeout/2, so a row disturbed that way can be told.
+- **The kit's own suite** (a full run only): before the scenarios, ` + "`go test -count=1 ./floodgatetest/`" + `
+  in the root module, REDIS_ADDR unset so that its tests start redis-servers of their own, and
+  FLOODGATE_REQUIRE_SERVERS=1 so that none skips; the time is go test's for the package.
 
 `, p.procs, p.callTO, p.limit, p.limit-1, p.rate, share, max(1, gateLimit/p.procs),
 		p.warm+time.Second/2, p.recovery, p.outage, p.down, p.lag, gateLimit, p.maxWait, p.hold)
@@ -316,6 +319,14 @@ func writeTargets(w io.Writer, rep *report) {
 			add("distsem: zero permits lost or leaked across every fault", true, true, "Redis held 0 after release and the fleet held exactly C = %d in every run", gateLimit)
 		} else {
 			add("distsem: zero permits lost or leaked across every fault", false, true, "%s", strings.Join(bad, "; "))
+		}
+	}
+	if k := rep.kit; k != nil {
+		what := "floodgatetest: the whole kit's own suite runs in under 60 s here"
+		if k.err != nil {
+			add(what, false, true, "the suite failed after %s: %v", fmtDur(k.wall), k.err)
+		} else {
+			add(what, k.took < time.Minute, true, "%s (`go test -count=1 ./floodgatetest/`, on redis-servers of its own; %s with the build)", fmtDur(k.took), fmtDur(k.wall))
 		}
 	}
 
