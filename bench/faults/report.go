@@ -150,7 +150,7 @@ func writeHow(w io.Writer, rep *report) {
   A stall near CallTimeout makes calls time out that Redis answered in time, which the policies
   then answer (*degraded*); *slow before* counts the decisions before the fault (all of a steady
   run's) that took over CallTimeout/2, so a row disturbed that way can be told.
-- **The kit's own suite** (a full run only): before the scenarios, ` + "`go test -count=1 ./floodgatetest/`" + `
+- **The kit's own suite** (a full run only): before the scenarios, `+"`go test -count=1 ./floodgatetest/`"+`
   in the root module, REDIS_ADDR unset so that its tests start redis-servers of their own, and
   FLOODGATE_REQUIRE_SERVERS=1 so that none skips; the time is go test's for the package.
 
