@@ -160,3 +160,43 @@ func TestGCRAFloor(t *testing.T) {
 		t.Errorf("gcraFloor = %.2f·L, want shaper's largest window %.2f·L", got, float64(want)/float64(p.limit))
 	}
 }
+
+// TestSplitFloor checks splitFloor against two shaper meters (exact GCRAs)
+// deciding the two halves of the calls apart: the calls answered by Redis
+// with one of L, those decided on a share (process 0 cut off) with one of
+// L/N, each window the sum.
+func TestSplitFloor(t *testing.T) {
+	p := params{limit: 100, procs: 10}
+	fleet := shaper.NewMeter(shaper.Limit{Rate: shaper.PerSecond(p.limit), Burst: p.limit})
+	share := shaper.NewMeter(shaper.Limit{Rate: shaper.PerSecond(p.limit / 10), Burst: p.limit / 10})
+	t0 := time.Unix(1_700_000_000, 0)
+	tl := timeline{t0: t0, end: t0.Add(20 * time.Second)}
+	rng := rand.New(rand.NewPCG(5, 6))
+	var recs []rateRec
+	byWin := map[int64]int64{}
+	for at := t0; at.Before(tl.end); at = at.Add(time.Duration(rng.Int64N(int64(6 * time.Millisecond)))) {
+		own := rng.IntN(10) == 0 // process 0, on its share
+		m, src := fleet, srcStore
+		if own {
+			m, src = share, srcDegraded
+		}
+		d, _ := m.AllowNAt("k", at, 1)
+		recs = append(recs, rateRec{start: at, end: at, d: decision{allowed: !d.Allowed, src: src, remaining: -1}})
+		if d.Allowed && tl.measured(at.Unix()) {
+			byWin[at.Unix()]++
+		}
+	}
+	var want int64
+	for _, n := range byWin {
+		want = max(want, n)
+	}
+	if want <= p.limit {
+		t.Fatalf("the two meters never admitted over L in a window (%d): the test needs the share on top of L", want)
+	}
+	if got := splitFloor(recs, tl, p); got != float64(want)/float64(p.limit) {
+		t.Errorf("splitFloor = %.2f·L, want the two meters' largest window %.2f·L", got, float64(want)/float64(p.limit))
+	}
+	if got := gcraFloor(recs, tl, p); got > 1.01 {
+		t.Errorf("gcraFloor = %.2f·L: one GCRA of L for every call should keep about L", got)
+	}
+}

@@ -94,6 +94,9 @@ type rateStats struct {
 	// L, of an exact GCRA of the run's limit deciding the same calls at
 	// the moments they were decided (see gcraFloor).
 	floorMax float64
+	// splitFloorMax (a GCRA): the same with the calls decided on a share
+	// decided by an exact GCRA of the share (see splitFloor).
+	splitFloorMax float64
 	// lost (fixed window): quota Redis charged that no caller was admitted
 	// by: Σ over windows of Redis's count less the admissions by Redis seen
 	// and the cost carried into the window after an outage (admissions made
@@ -211,6 +214,7 @@ func measureRate(recs, pre, post []rateRec, carried ledger, tl timeline, p param
 		s.closedExcess, closedLast = gcraExcess(recs, tl, p, false)
 		s.closedExact = max(0, closedLast.Sub(tl.returnAt)) // nothing owed: an error is a refusal
 		s.floorMax = gcraFloor(recs, tl, p)
+		s.splitFloorMax = splitFloor(recs, tl, p)
 	}
 	if tl.faulty() {
 		s.openPhase(recs, tl, p, subj)
@@ -415,9 +419,34 @@ func gcraExcess(recs []rateRec, tl timeline, p params, errsAdmit bool) (int64, t
 // was idle (the seconds in which breakers open and callers wait are such),
 // so this, not L, is the floor of a GCRA's largest window.
 func gcraFloor(recs []rateRec, tl timeline, p params) float64 {
+	return maxWindow(exactGCRA(recs, tl, p.limit, func(rateRec) bool { return true }), p)
+}
+
+// splitFloor is gcraFloor for a fleet that the design splits in two: the
+// calls a process decided on its own share (src not Redis: process 0's
+// while it was cut off) decided by an exact GCRA of that share (L/N a
+// second, burst L/N), every other call by one of the run's limit, and each
+// window the sum of the two. With one process partitioned the fleet's
+// bound is L plus that share, and a GCRA's emissions are not aligned to
+// the windows, so a share of 10 a second can put 11 in one.
+func splitFloor(recs []rateRec, tl timeline, p params) float64 {
+	own := func(r rateRec) bool { return r.d.src != srcStore }
+	fleet := exactGCRA(recs, tl, p.limit, func(r rateRec) bool { return !own(r) })
+	for sec, n := range exactGCRA(recs, tl, max(1, p.limit/int64(p.procs)), own) {
+		fleet[sec] += n
+	}
+	return maxWindow(fleet, p)
+}
+
+// exactGCRA decides the calls of recs that keep selects, from the run's
+// first window on, at the moment each was decided (an answer from Redis at
+// the middle of its call, one made in the process at its end), with an
+// exact GCRA of limit a second and a burst of limit, and returns what it
+// admits in each measured window.
+func exactGCRA(recs []rateRec, tl timeline, limit int64, keep func(rateRec) bool) map[int64]int64 {
 	var at []time.Time
 	for _, r := range recs {
-		if r.end.Before(tl.t0) {
+		if r.end.Before(tl.t0) || !keep(r) {
 			continue
 		}
 		t := r.end
@@ -427,8 +456,8 @@ func gcraFloor(recs []rateRec, tl timeline, p params) float64 {
 		at = append(at, t)
 	}
 	slices.SortFunc(at, time.Time.Compare)
-	T := time.Second / time.Duration(p.limit)
-	tau := time.Duration(p.limit-1) * T
+	T := time.Second / time.Duration(limit)
+	tau := time.Duration(limit-1) * T
 	var tat time.Time
 	byWin := map[int64]int64{}
 	for _, t := range at {
@@ -443,6 +472,11 @@ func gcraFloor(recs []rateRec, tl timeline, p params) float64 {
 			byWin[t.Unix()]++
 		}
 	}
+	return byWin
+}
+
+// maxWindow is the largest count of byWin as a multiple of L.
+func maxWindow(byWin map[int64]int64, p params) float64 {
 	var m int64
 	for _, n := range byWin {
 		m = max(m, n)

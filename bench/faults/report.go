@@ -215,7 +215,15 @@ func writeTargets(w io.Writer, rep *report) {
 				if s == fgGCRA {
 					m += fmt.Sprintf("; floor (an exact GCRA deciding the same calls when they were decided): max %.2f·L; excess %d", r.rate.floorMax, r.rate.excess)
 				}
-				add(fmt.Sprintf("%s, %s %s, FailLocal (LocalShare L/N): ≤ 1.10·L per window", s, f, rep.p.outage), r.rate.max <= 1.10, true, "%s", m)
+				what := fmt.Sprintf("%s, %s %s, FailLocal (LocalShare L/N): ≤ 1.10·L per window", s, f, rep.p.outage)
+				if f == partition {
+					// Not the outage: the rest of the fleet has Redis.
+					what += " (L from Redis for the rest of the fleet plus the cut-off process's share)"
+					if s == fgGCRA {
+						m += fmt.Sprintf("; split floor (the calls decided on the share by an exact GCRA of the share, the rest by one of L): max %.2f·L", r.rate.splitFloorMax)
+					}
+				}
+				add(what, r.rate.max <= 1.10, true, "%s", m)
 			}
 		}
 	}
