@@ -407,6 +407,11 @@ func writeCauses(w io.Writer, rep *report) {
   once the last process has found Redis and carried; the recovery then still holds each process
   to its share for one period of it, whose refusals (conservative, never over the limit) the
   stricter *Redis alone* reading counts.
+- **One process cut off** is not an outage of Redis: the rest of the fleet has Redis and its
+  limit L, and the cut-off process decides on its share, L/N more, for as long as it is cut off
+  (the *excess* of 300 is its 10 a second for 30 s). Its share is a GCRA of its own, not aligned
+  to the report's windows, so it can put 11 in one window: the GCRA row's *split floor* is that
+  bound decided exactly.
 - **Failover** is no policy's case: the promoted replica never saw the last writes, so the
   window's count (or the GCRA's state) starts again and about L more is admitted around the
   promotion, by floodgate and the peers alike (the *excess* column); distsem's holders are granted
