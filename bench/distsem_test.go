@@ -288,6 +288,10 @@ func scriptUsec(b *testing.B, rdb *redis.Client) int64 {
 //     keys, 11 arguments, a 7-integer reply), the floor of one script call;
 //   - impl=gcra: one decision of shaperredis.NewMeter (GCRA), admitted and
 //     written;
+//   - impl=floor-pair: the commands the pair's two scripts make, with
+//     their arguments, in two script calls with no other Lua: the floor of
+//     the pair with the keys it keeps (the stored format is shared with
+//     earlier versions during a rolling deploy);
 //   - impl=floodgate-pair: one uncontended Acquire+Release, sequential;
 //   - impl=floodgate-contendedN: N goroutines in 4 processes (own clients) on
 //     4 permits, each held ~1ms: script µs per grant, every script counted
@@ -300,7 +304,7 @@ func BenchmarkDistsemScriptCPU(b *testing.B) {
 	_, rdb, rtt := benchServer(b)
 	srv := rdb.Options().Addr
 	ctx := context.Background()
-	var gcraUs, pairUs float64 // of this round
+	var gcraUs, pairUs, floorUs float64 // of this round
 	measure := func(b *testing.B, n func() int64, run func()) float64 {
 		u0 := scriptUsec(b, rdb)
 		run()
@@ -337,6 +341,56 @@ func BenchmarkDistsemScriptCPU(b *testing.B) {
 			}
 		})
 	})
+	b.Run("impl=floor-pair", func(b *testing.B) {
+		// The commands of the pair's two fast paths, with their arguments
+		// and replies, and none of the logic around them: what the pair
+		// would cost with the keys it keeps if its Lua were free.
+		acq := redis.NewScript(`
+local S, H, D, tok = KEYS[1], KEYS[2], KEYS[5], ARGV[1]
+local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
+local tm = redis.call('TIME')
+redis.call('ZADD', H, 'NX', ARGV[7], tok)
+redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, ARGV[11])
+redis.call('HSET', S, 'used', ARGV[6], 'fence', ARGV[11])
+redis.call('PEXPIRE', H, ARGV[3])
+redis.call('PEXPIRE', D, ARGV[3])
+return {1, 1795978983896001, 1048576, 1, 0}`)
+		rel := redis.NewScript(`
+local S, H, D, tok = KEYS[1], KEYS[2], KEYS[5], ARGV[1]
+local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
+redis.call('ZREM', H, tok)
+redis.call('HDEL', D, 'w:' .. tok, 'f:' .. tok)
+redis.call('HSET', S, 'used', '0')
+return {1, 1048576, 0}`)
+		keys := []string{"{f}:s", "{f}:h", "{f}:q", "{f}:qe", "{f}:d", "{f}:t"}
+		if err := rdb.HSet(ctx, keys[0], "limit", 1<<20, "used", 0, "fence", 1795978983896001, "nq", 0, "tn", -1,
+			"ta", 1795978983896, "he", -1, "seq", 0).Err(); err != nil {
+			b.Fatal(err)
+		}
+		for _, sc := range []*redis.Script{acq, rel} {
+			if err := sc.Load(ctx, rdb).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		n := 0
+		floorUs = measure(b, func() int64 { return int64(b.N) }, func() {
+			for b.Loop() {
+				n++
+				tok := "0123456789abcdef." + strconv.Itoa(n)
+				if err := acq.EvalSha(ctx, rdb, keys, tok, 1<<20, 30000, "publish", "{f}:n:", 1,
+					1795978993896, 1, 1000, "0123456789abcdef", 1795978983896001+n).Err(); err != nil {
+					b.Fatal(err)
+				}
+				if err := rel.EvalSha(ctx, rdb, keys, tok, 1<<20, 30000, "publish", "{f}:n:", 1000, 0, 0, 1).Err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		if gcraUs > 0 {
+			b.ReportMetric(floorUs/gcraUs, "x-gcra")
+		}
+		rdb.Del(ctx, keys...)
+	})
 	b.Run("impl=floodgate-pair", func(b *testing.B) {
 		s := distsem.New(rdb, "cpu-pair", 1<<20, distsem.Config{})
 		defer s.Close()
@@ -356,6 +410,9 @@ func BenchmarkDistsemScriptCPU(b *testing.B) {
 		})
 		if gcraUs > 0 {
 			b.ReportMetric(pairUs/gcraUs, "x-gcra")
+		}
+		if floorUs > 0 {
+			b.ReportMetric(pairUs/floorUs, "x-floor")
 		}
 	})
 	for _, conc := range []int{32, 128} {
