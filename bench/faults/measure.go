@@ -422,7 +422,7 @@ func gcraFloor(recs []rateRec, tl timeline, p params) float64 {
 	return maxWindow(exactGCRA(recs, tl, p.limit, func(rateRec) bool { return true }), p)
 }
 
-// splitFloor is gcraFloor for a fleet that the design splits in two: the
+// splitFloor (the report's exact split) is gcraFloor for a fleet that the design splits in two: the
 // calls a process decided on its own share (src not Redis: process 0's
 // while it was cut off) decided by an exact GCRA of that share (L/N a
 // second, burst L/N), every other call by one of the run's limit, and each

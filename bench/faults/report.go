@@ -220,7 +220,7 @@ func writeTargets(w io.Writer, rep *report) {
 					// Not the outage: the rest of the fleet has Redis.
 					what += " (L from Redis for the rest of the fleet plus the cut-off process's share)"
 					if s == fgGCRA {
-						m += fmt.Sprintf("; split floor (the calls decided on the share by an exact GCRA of the share, the rest by one of L): max %.2f·L", r.rate.splitFloorMax)
+						m += fmt.Sprintf("; exact split (the calls decided on the share by an exact GCRA of the share, the rest by one of L): max %.2f·L", r.rate.splitFloorMax)
 					}
 				}
 				add(what, r.rate.max <= 1.10, true, "%s", m)
@@ -410,8 +410,9 @@ func writeCauses(w io.Writer, rep *report) {
 - **One process cut off** is not an outage of Redis: the rest of the fleet has Redis and its
   limit L, and the cut-off process decides on its share, L/N more, for as long as it is cut off
   (the *excess* of 300 is its 10 a second for 30 s). Its share is a GCRA of its own, not aligned
-  to the report's windows, so it can put 11 in one window: the GCRA row's *split floor* is that
-  bound decided exactly.
+  to the report's windows, so it can put 11 in one window. The GCRA row's *exact split* decides
+  the same calls as the design splits them, with exact GCRAs whose share starts with its whole
+  burst; floodgate's share starts from what Redis last said remained, so it admits less.
 - **Failover** is no policy's case: the promoted replica never saw the last writes, so the
   window's count (or the GCRA's state) starts again and about L more is admitted around the
   promotion, by floodgate and the peers alike (the *excess* column); distsem's holders are granted
