@@ -22,9 +22,16 @@ type kitSuite struct {
 	err        error         // the suite failed or could not be run
 }
 
+// kitPkg is the kit's package directory in the root module, and
+// kitCommand the command runKitSuite runs, as the report names it.
+const (
+	kitPkg     = "floodgatetest"
+	kitCommand = "go test -count=1 ./" + kitPkg + "/"
+)
+
 // runKitSuite runs the kit's suite from root, the repository's root module.
 func runKitSuite(ctx context.Context, root, redisServer string) kitSuite {
-	return runSuite(ctx, root, "floodgatetest", redisServer)
+	return runSuite(ctx, root, kitPkg, redisServer)
 }
 
 // runSuite runs go test ./pkg/ in the module at root.
@@ -81,7 +88,7 @@ func repoRoot() (string, error) {
 		return "", err
 	}
 	for dir := wd; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "floodgatetest", "doc.go")); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, kitPkg, "doc.go")); err == nil {
 			return dir, nil
 		}
 		if filepath.Dir(dir) == dir {

@@ -161,11 +161,11 @@ func TestGCRAFloor(t *testing.T) {
 	}
 }
 
-// TestSplitFloor checks splitFloor against two shaper meters (exact GCRAs)
+// TestExactSplit checks exactSplit against two shaper meters (exact GCRAs)
 // deciding the two halves of the calls apart: the calls answered by Redis
 // with one of L, those decided on a share (process 0 cut off) with one of
 // L/N, each window the sum.
-func TestSplitFloor(t *testing.T) {
+func TestExactSplit(t *testing.T) {
 	p := params{limit: 100, procs: 10}
 	fleet := shaper.NewMeter(shaper.Limit{Rate: shaper.PerSecond(p.limit), Burst: p.limit})
 	share := shaper.NewMeter(shaper.Limit{Rate: shaper.PerSecond(p.limit / 10), Burst: p.limit / 10})
@@ -193,8 +193,8 @@ func TestSplitFloor(t *testing.T) {
 	if want <= p.limit {
 		t.Fatalf("the two meters never admitted over L in a window (%d): the test needs the share on top of L", want)
 	}
-	if got := splitFloor(recs, tl, p); got != float64(want)/float64(p.limit) {
-		t.Errorf("splitFloor = %.2f·L, want the two meters' largest window %.2f·L", got, float64(want)/float64(p.limit))
+	if got := exactSplit(recs, tl, p); got != float64(want)/float64(p.limit) {
+		t.Errorf("exactSplit = %.2f·L, want the two meters' largest window %.2f·L", got, float64(want)/float64(p.limit))
 	}
 	if got := gcraFloor(recs, tl, p); got > 1.01 {
 		t.Errorf("gcraFloor = %.2f·L: one GCRA of L for every call should keep about L", got)

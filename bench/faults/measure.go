@@ -94,9 +94,9 @@ type rateStats struct {
 	// L, of an exact GCRA of the run's limit deciding the same calls at
 	// the moments they were decided (see gcraFloor).
 	floorMax float64
-	// splitFloorMax (a GCRA): the same with the calls decided on a share
-	// decided by an exact GCRA of the share (see splitFloor).
-	splitFloorMax float64
+	// exactSplitMax (a GCRA): the same with the calls decided on a share
+	// decided by an exact GCRA of the share (see exactSplit).
+	exactSplitMax float64
 	// lost (fixed window): quota Redis charged that no caller was admitted
 	// by: Σ over windows of Redis's count less the admissions by Redis seen
 	// and the cost carried into the window after an outage (admissions made
@@ -214,7 +214,7 @@ func measureRate(recs, pre, post []rateRec, carried ledger, tl timeline, p param
 		s.closedExcess, closedLast = gcraExcess(recs, tl, p, false)
 		s.closedExact = max(0, closedLast.Sub(tl.returnAt)) // nothing owed: an error is a refusal
 		s.floorMax = gcraFloor(recs, tl, p)
-		s.splitFloorMax = splitFloor(recs, tl, p)
+		s.exactSplitMax = exactSplit(recs, tl, p)
 	}
 	if tl.faulty() {
 		s.openPhase(recs, tl, p, subj)
@@ -422,14 +422,16 @@ func gcraFloor(recs []rateRec, tl timeline, p params) float64 {
 	return maxWindow(exactGCRA(recs, tl, p.limit, func(rateRec) bool { return true }), p)
 }
 
-// splitFloor (the report's exact split) is gcraFloor for a fleet that the design splits in two: the
+// exactSplit is gcraFloor for a fleet that the design splits in two: the
 // calls a process decided on its own share (src not Redis: process 0's
 // while it was cut off) decided by an exact GCRA of that share (L/N a
 // second, burst L/N), every other call by one of the run's limit, and each
 // window the sum of the two. With one process partitioned the fleet's
 // bound is L plus that share, and a GCRA's emissions are not aligned to
-// the windows, so a share of 10 a second can put 11 in one.
-func splitFloor(recs []rateRec, tl timeline, p params) float64 {
+// the windows, so a share of 10 a second can put 11 in one. It is not a
+// floor of floodgate's row: an exact share starts with its whole burst,
+// floodgate's from what Redis last said remained.
+func exactSplit(recs []rateRec, tl timeline, p params) float64 {
 	own := func(r rateRec) bool { return r.d.src != srcStore }
 	fleet := exactGCRA(recs, tl, p.limit, func(r rateRec) bool { return !own(r) })
 	for sec, n := range exactGCRA(recs, tl, max(1, p.limit/int64(p.procs)), own) {

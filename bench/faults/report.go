@@ -150,7 +150,7 @@ func writeHow(w io.Writer, rep *report) {
   A stall near CallTimeout makes calls time out that Redis answered in time, which the policies
   then answer (*degraded*); *slow before* counts the decisions before the fault (all of a steady
   run's) that took over CallTimeout/2, so a row disturbed that way can be told.
-- **The kit's own suite** (a full run only): before the scenarios, `+"`go test -count=1 ./floodgatetest/`"+`
+- **The kit's own suite** (a full run only): before the scenarios, `+"`"+kitCommand+"`"+`
   in the root module, REDIS_ADDR unset so that its tests start redis-servers of their own, and
   FLOODGATE_REQUIRE_SERVERS=1 so that none skips; the time is go test's for the package.
 
@@ -220,7 +220,7 @@ func writeTargets(w io.Writer, rep *report) {
 					// Not the issue's outage: the rest of the fleet has Redis.
 					what += " (L from Redis for the rest of the fleet plus the cut-off process's share)"
 					if s == fgGCRA {
-						m += fmt.Sprintf("; exact split (the calls decided on the share by an exact GCRA of the share, the rest by one of L): max %.2f·L", r.rate.splitFloorMax)
+						m += fmt.Sprintf("; exact split (the calls decided on the share by an exact GCRA of the share, the rest by one of L): max %.2f·L", r.rate.exactSplitMax)
 					}
 				}
 				add(what, r.rate.max <= 1.10, true, "%s", m)
@@ -334,7 +334,7 @@ func writeTargets(w io.Writer, rep *report) {
 		if k.err != nil {
 			add(what, false, true, "the suite failed after %s: %v", fmtDur(k.wall), k.err)
 		} else {
-			add(what, k.took < time.Minute, true, "%s (`go test -count=1 ./floodgatetest/`, on redis-servers of its own; %s with the build)", fmtDur(k.took), fmtDur(k.wall))
+			add(what, k.took < time.Minute, true, "%s (`%s`, on redis-servers of its own; %s with the build)", fmtDur(k.took), kitCommand, fmtDur(k.wall))
 		}
 	}
 
@@ -407,13 +407,17 @@ func writeCauses(w io.Writer, rep *report) {
   once the last process has found Redis and carried; the recovery then still holds each process
   to its share for one period of it, whose refusals (conservative, never over the limit) the
   stricter *Redis alone* reading counts.
-- **One process cut off** is not an outage of Redis: the rest of the fleet has Redis and its
+`)
+	share := rep.p.limit / int64(rep.p.procs)
+	fmt.Fprintf(w, `- **One process cut off** is not an outage of Redis: the rest of the fleet has Redis and its
   limit L, and the cut-off process decides on its share, L/N more, for as long as it is cut off
-  (the *excess* of 300 is its 10 a second for 30 s). Its share is a GCRA of its own, not aligned
-  to the report's windows, so it can put 11 in one window. The GCRA row's *exact split* decides
-  the same calls as the design splits them, with exact GCRAs whose share starts with its whole
-  burst; floodgate's share starts from what Redis last said remained, so it admits less.
-- **Failover** is no policy's case: the promoted replica never saw the last writes, so the
+  (an *excess* of about %[1]d: its %[2]d a second for %[3]s). Its share is a GCRA of its own, not
+  aligned to the report's windows, so it can put %[4]d in one window. The GCRA row's *exact
+  split* decides the same calls as the design splits them, with exact GCRAs whose share starts
+  with its whole burst; floodgate's share starts from what Redis last said remained, so it
+  admits less.
+`, share*int64(rep.p.outage/time.Second), share, rep.p.outage, share+1)
+	fmt.Fprint(w, `- **Failover** is no policy's case: the promoted replica never saw the last writes, so the
   window's count (or the GCRA's state) starts again and about L more is admitted around the
   promotion, by floodgate and the peers alike (the *excess* column); distsem's holders are granted
   again up to its documented 2·C until the old ones release.
