@@ -154,6 +154,16 @@ Under contention a waiter is handed its permit and claims it with one call,
 so acquire calls per grant stay near 1; the wait is shown beside the wait of an
 ideal FIFO queue with the same hold times.
 
+**Observer.** ´OtelSemaphore´ is a semaphore's Acquire+Release with
+otelfloodgate's Observer attached (´metrics=otel´), without
+(´metrics=none´), and the floor of reporting the same two Events through the
+same Observer (´metrics=inline´: the loop builds them itself; ´OtelObserve´
+passes two Events built once). What ´metrics=otel´ adds to the floor is
+the semaphore's panic safety: the admission's report runs under a deferred
+check that gives the weight back if the Observer panics (a panic that net/http
+or a worker loop recovers would otherwise leak the weight for good), which
+also keeps the report from being inlined into Acquire.
+
 **HTTP middleware** is first the per-request overhead of admission with
 local state, handlers called directly (no network): floodgate's bulkhead with
 a keyed rate layer and a concurrency layer, failsafehttp with a rate limiter
