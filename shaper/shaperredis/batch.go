@@ -1,6 +1,7 @@
 package shaperredis
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -235,29 +236,29 @@ func (b *batcher) exec(ctx context.Context, batch []*bcall) {
 }
 
 // execMulti decides batch with one call of the batch script (see batch.lua):
-// KEYS are the calls' keys, ARGV the limit (packed), each call's cost,
-// each call's deadline [and the first call's test time], and the reply the
-// calls' replies (4 integers each) one after the other. A batch whose calls were made under different
-// limits (SetLimit in between) is sent as a pipeline instead.
+// KEYS are the calls' keys, ARGV the calls' heads (each the limit, the call's
+// cost and its deadline, see meterhead.lua) [and the first call's test time],
+// and the reply the calls' replies (4 integers each) one after the other. A
+// batch whose calls were made under different limits (SetLimit in between)
+// is sent as a pipeline instead.
 func (b *batcher) execMulti(ctx context.Context, batch []*bcall) bool {
-	first := batch[0].args // ("evalsha", sha,) 1, key, limit, n, deadline [, now]
+	first := batch[0].args // ("evalsha", sha,) 1, key, head [, now]
+	lim := headLimit(first)
 	for _, c := range batch[1:] {
-		if c.args[4] != first[4] {
+		if !bytes.Equal(headLimit(c.args), lim) {
 			return false
 		}
 	}
 	k := len(batch)
-	args := make([]any, 3+k+1+2*k+len(first)-7)
+	args := make([]any, 3+2*k+len(first)-5)
 	args[2] = k // args[0:2] are written by EvalInts
 	keys, argv := args[3:3+k], args[3+k:]
-	argv[0] = first[4]
 	for i, c := range batch {
 		keys[i] = c.args[3]
-		argv[1+i] = c.args[5]
-		argv[1+k+i] = c.args[6]
+		argv[i] = c.args[4]
 	}
-	if len(first) > 7 {
-		argv[1+2*k] = first[7]
+	if len(first) > 5 {
+		argv[k] = first[5]
 	}
 	v, err := b.multi.EvalInts(ctx, b.client, args)
 	if err != nil && redis.HasErrorPrefix(err, "CROSSSLOT") {

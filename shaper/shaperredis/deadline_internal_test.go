@@ -54,8 +54,8 @@ func TestScriptsSpendNothingPastDeadline(t *testing.T) {
 					t.Errorf("deadline %d: reply %v, %v, want allowed with %d remaining", dl, v, err, want)
 				}
 			}
-			if err := single.Run(ctx, db.Client, []string{key}, rl.arg, 1, "soon").Err(); err == nil {
-				t.Errorf("deadline \"soon\" accepted")
+			if err := single.Run(ctx, db.Client, []string{key}, rl.arg, 1, 0).Err(); err == nil {
+				t.Errorf("the deadline as an argument of its own (not in the head) accepted")
 			}
 
 			// A batch of three calls of one key: the second is past its

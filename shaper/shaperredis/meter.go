@@ -2,7 +2,9 @@ package shaperredis
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -210,16 +212,15 @@ type redisLimit struct {
 	lim  shaper.Limit
 	max  int64
 	p, c int64
-	arg  any // P, C, B packed, the scripts' first argument (see common.lua)
+	pcb  string // P, C, B packed (see limithead.lua), the start of a meter call's head
+	arg  any    // pcb, the first argument of every script but the meter scripts
 }
 
 func newRedisLimit(what string, lim shaper.Limit, window bool) *redisLimit {
 	p, c, b := rateconv.Validate("shaperredis", what, lim.Rate.Count, lim.Rate.Period, lim.Burst, window)
 	lim.Burst = b // explicit, as the in-process meters report it
-	return &redisLimit{
-		lim: lim, max: b, p: p, c: c,
-		arg: packLimit(p, c, b),
-	}
+	pcb := packLimit(p, c, b)
+	return &redisLimit{lim: lim, max: b, p: p, c: c, pcb: pcb, arg: pcb}
 }
 
 // NewMeter returns a GCRA meter (see [shaper.NewMeter]) enforcing lim for every
@@ -497,19 +498,21 @@ type call struct {
 // result wraps a Decision so that breaker.Do's zero value is distinguishable.
 type result struct{ d shaper.Decision }
 
-// evalBuf holds the command of one script call: "evalsha", the script's SHA-1
-// (both written by redisscript.Script.Cmd), 1 (numkeys), the key, the limit
-// (P, C, B packed), n, the call's deadline (storecall.Clock.Deadline). The
-// constants are boxed once per script and limit (redisLimit.arg); the key and n are passed by pointer
-// (go-redis writes *string and *int64 arguments, and Cluster reads the key
-// through them), so filling the command allocates nothing (the prefixed key
-// itself is one string, built by the caller). A buffer is reused (from
+// evalBuf holds the command of one meter script call: "evalsha", the
+// script's SHA-1 (both written by redisscript.Script.Cmd), 1 (numkeys), the
+// key, and the call's head: P, C, B, n and the call's deadline
+// (storecall.Clock.Deadline) packed in one argument (see meterhead.lua). The key
+// is passed by pointer (go-redis writes a *string argument, and Cluster reads
+// the key through it) and the head as a []byte of the buffer's own array,
+// boxed once per buffer, so filling the command allocates nothing (the prefixed
+// key itself is one string, built by the caller). A buffer is reused (from
 // evalPool) once its call has returned: go-redis is done with the arguments
 // when Process returns.
 type evalBuf struct {
-	args  [7]any
-	key   string
-	n, dl int64
+	args    [5]any
+	key     string
+	head    [40]byte
+	headArg any // head[:]
 }
 
 var evalPool = sync.Pool{New: func() any { return new(evalBuf) }}
@@ -520,12 +523,26 @@ var oneKey any = 1
 // dl, and returns them (the command of a meter script; see
 // redisscript.Script.EvalInts).
 func (buf *evalBuf) fill(key string, rl *redisLimit, n, dl int64) []any {
-	buf.key, buf.n, buf.dl = key, n, dl
+	buf.key = key
+	copy(buf.head[:24], rl.pcb)
+	binary.LittleEndian.PutUint64(buf.head[24:], math.Float64bits(float64(n)))
+	buf.setDeadline(dl)
+	if buf.headArg == nil {
+		buf.headArg = buf.head[:]
+	}
 	a := &buf.args
-	a[2], a[3] = oneKey, &buf.key
-	a[4], a[5], a[6] = rl.arg, &buf.n, &buf.dl
+	a[2], a[3], a[4] = oneKey, &buf.key, buf.headArg
 	return a[:]
 }
+
+// setDeadline sets the deadline in buf's head (Unix µs, below 2^53: exact).
+func (buf *evalBuf) setDeadline(dl int64) {
+	binary.LittleEndian.PutUint64(buf.head[32:], math.Float64bits(float64(dl)))
+}
+
+// headLimit returns the limit (P, C, B packed) in the head of the command
+// args (see evalBuf.fill).
+func headLimit(args []any) []byte { return args[4].([]byte)[:24] }
 
 // expiredReply is the first integer of a script's reply when the call's
 // deadline had passed in Redis, which then did nothing (see storecall.Clock).
@@ -549,14 +566,14 @@ func (c call) run(ctx context.Context, client redis.UniversalClient) (result, er
 		again := m.st.Clock.Expired(ctx, v[1])
 		v, err = nil, context.DeadlineExceeded
 		if again {
-			buf.dl = m.st.Clock.Deadline(ctx)
+			buf.setDeadline(m.st.Clock.Deadline(ctx))
 			if v, err = m.script.EvalInts(ctx, client, args); err == nil && len(v) == 4 && v[0] == expiredReply {
 				v, err = nil, context.DeadlineExceeded
 			}
 		}
 	}
 	if !abandoned { // else its batch may still read it: left to the GC
-		*buf = evalBuf{}
+		buf.key = ""
 		evalPool.Put(buf)
 	}
 	if err != nil {

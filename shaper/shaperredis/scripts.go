@@ -9,9 +9,11 @@ import (
 	"github.com/floodgate-go/floodgate/internal/redisscript"
 )
 
-// Each Redis script is assembled from pieces: the prelude lua/common.lua
-// (argument validation, then the clock piece at its line "-- clock", then
-// local names), then either one algorithm's file as a block (meterBlock) with
+// Each Redis script is assembled from pieces: a head that reads the
+// arguments (lua/meterhead.lua for a meter script, single-key or batch: the
+// limit, the cost and the deadline packed in one argument; lua/limithead.lua
+// for every other script), the prelude lua/common.lua (argument validation,
+// then the clock piece at its line "-- clock", then local names), then either one algorithm's file as a block (meterBlock) with
 // the reply of one decision (newMeterScript), or the same block as the body
 // of the function decide(key, n) with batch.lua, which calls it once per key
 // (newBatchScript); or lua/helpers.lua and a script's own file. Two pieces
@@ -29,6 +31,12 @@ import (
 
 //go:embed lua/common.lua
 var commonLua string
+
+//go:embed lua/limithead.lua
+var limitHeadLua string
+
+//go:embed lua/meterhead.lua
+var meterHeadLua string
 
 //go:embed lua/helpers.lua
 var helpersLua string
@@ -114,15 +122,15 @@ func newScriptSet(clock clockPiece) *scriptSet {
 		return out
 	}
 	script := func(nargs, body string) *redisscript.Script {
-		return redisscript.New(args + clock(nargs) + names + helpersLua + body)
+		return redisscript.New(limitHeadLua + args + clock(nargs) + names + helpersLua + body)
 	}
-	// The meter script: unless the call's deadline (ARGV[3]) has passed (see
-	// the deadline check in common.lua), one decision, its reply packed.
+	// The meter script: unless the call's deadline (in its head) has passed
+	// (see the deadline check in common.lua), one decision, its reply packed.
 	meter := func(body string) *redisscript.Script {
-		return redisscript.NewPacked(args + clock("3") + names + meterCall + meterBlock(body) + meterReply)
+		return redisscript.NewPacked(meterHeadLua + args + clock("1") + names + meterCall + meterBlock(body) + meterReply)
 	}
 	batch := func(body string) *redisscript.Script {
-		return redisscript.NewPacked(args + clock("1 + 2 * #KEYS") + names +
+		return redisscript.NewPacked(meterHeadLua + args + clock("#KEYS") + names +
 			"local function decide(key, n)\nlocal now = now\n" + meterBlock(body) + meterResults + "end\n" + batchLua)
 	}
 	s := &scriptSet{
@@ -160,10 +168,9 @@ func meterBlock(body string) string {
 	return "local d_allowed, d_remaining, d_retry, d_reset\nrepeat\n" + body + "\nuntil true\n"
 }
 
-// meterCall opens a single-key meter script: its key, and the deadline check.
+// meterCall opens a single-key meter script: its key, and the deadline check
+// (dl is from the head, meterhead.lua).
 const meterCall = `local key = KEYS[1]
-local dl = tonumber(ARGV[3])
-if not dl then return redis.error_reply('ERR shaper: invalid arguments') end
 if dl > 0 and now > dl then return struct.pack('<i8i8i8i8', -2, now, 0, 0) end
 `
 

@@ -156,22 +156,34 @@ func TestScriptsRefuseInvalidArguments(t *testing.T) {
 	db := redistest.Connect(t)
 	ctx := context.Background()
 	key := db.Prefix + "{k}"
-	limit := func(p, c, b float64) string {
-		return string(binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(
-			binary.LittleEndian.AppendUint64(nil, math.Float64bits(p)), math.Float64bits(c)), math.Float64bits(b)))
+	pack := func(xs ...float64) string {
+		var out []byte
+		for _, x := range xs {
+			out = binary.LittleEndian.AppendUint64(out, math.Float64bits(x))
+		}
+		return string(out)
 	}
+	limit := func(p, c, b float64) string { return pack(p, c, b) }
+	// A meter script's head: the limit, n and the deadline (meterhead.lua).
+	head := func(p, c, b, n, dl float64) string { return pack(p, c, b, n, dl) }
 	bad := [][]any{
-		{limit(0, 1, 1), "1"},          // P < 1
-		{limit(1000, 0, 1), "1"},       // C < 1
-		{limit(1000, 1, 0), "0"},       // B < 1
-		{limit(1000, 1, 2), "3"},       // n > B
-		{limit(1000, 1, 2), "-1"},      // n < 0
-		{limit(1000.5, 1, 2), "1"},     // not an integer
-		{limit(1000, 1, 2), "x"},       // not a number
-		{limit(1e6, 1, 1e13), "1"},     // B·P > 2^53
-		{limit(math.NaN(), 1, 1), "1"}, // not a number
-		{"1000 1 2", "1"},              // not a packed limit
-		{},                             // no arguments
+		{head(0, 1, 1, 1, 0)},             // P < 1
+		{head(1000, 0, 1, 1, 0)},          // C < 1
+		{head(1000, 1, 0, 0, 0)},          // B < 1
+		{head(1000, 1, 2, 3, 0)},          // n > B
+		{head(1000, 1, 2, -1, 0)},         // n < 0
+		{head(1000.5, 1, 2, 1, 0)},        // not an integer
+		{head(1000, 1, 2, 0.5, 0)},        // n not an integer
+		{head(1000, 1, 2, math.NaN(), 0)}, // n not a number
+		{head(1e6, 1, 1e13, 1, 0)},        // B·P > 2^53
+		{head(math.NaN(), 1, 1, 1, 0)},    // not a number
+		{head(1000, 1, 2, 1, -1)},         // deadline < 0
+		{head(1000, 1, 2, 1, 1.5)},        // deadline not an integer
+		{head(1000, 1, 2, 1, math.NaN())}, // deadline not a number
+		{limit(1000, 1, 2), "1", "0"},     // another script's arguments
+		{head(1000, 1, 2, 1, 0)[:39]},     // not a packed head
+		{"1000 1 2 1 0"},                  // not a packed head
+		{},                                // no arguments
 	}
 	for _, s := range scripts.meter {
 		for _, args := range bad {
@@ -179,6 +191,17 @@ func TestScriptsRefuseInvalidArguments(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "shaper: invalid arguments") {
 				t.Errorf("script with ARGV %q: err = %v, want invalid arguments", args, err)
 			}
+		}
+	}
+	if n := db.Client.Exists(ctx, key).Val(); n != 0 {
+		t.Errorf("refused calls wrote the key")
+	}
+	// The same head with every value in range is a decision: what the cases
+	// above change is what each refuses.
+	for i, s := range scripts.meter {
+		k := fmt.Sprintf("%s{ok%d}", db.Prefix, i)
+		if err := s.Run(ctx, db.Client, []string{k}, head(1000, 1, 2, 1, 0)).Err(); err != nil {
+			t.Errorf("%s with a valid head: %v", kindNames[i], err)
 		}
 	}
 	if err := reserveScript.Run(ctx, db.Client, []string{key}, limit(1000, 1, 1), "1", "-5").Err(); err == nil {

@@ -6,9 +6,9 @@
 -- once per key.
 -- KEYS[i] = the state key of the i-th decision (keys may repeat: the decisions
 --           are made in order, each seeing the ones before it)
--- ARGV    = limit, then the cost n of each decision in turn, then the
---           deadline of each decision in turn (see the deadline check in
---           common.lua)
+-- ARGV[i] = the head of the i-th decision (meterhead.lua: the limit, which
+--           every decision of a batch shares, its cost n and its deadline;
+--           see the deadline check in common.lua)
 -- Returns the replies of the decisions, each packed as a single-key script's
 -- (four little-endian 64-bit integers), one after the other: allowed,
 -- remaining, retry_after_us, reset_after_us for each key in turn, all at one
@@ -24,12 +24,16 @@
 local out = {}
 local k = #KEYS
 for i = 1, k do
-  local c = tonumber(ARGV[1 + i])
+  local h = ARGV[i]
   local ok, a, r, ra, rs = false
-  local dl = tonumber(ARGV[1 + k + i])
+  local c, dl
+  if h and #h == 40 then
+    local _
+    _, _, _, c, dl = struct.unpack('<ddddd', h)
+  end
   if dl and dl > 0 and now > dl then
     ok, a, r, ra, rs = true, -2, now, 0, 0
-  elseif dl and c and c >= 0 and c <= B and c % 1 == 0 then
+  elseif dl and dl >= 0 and dl % 1 == 0 and c >= 0 and c <= B and c % 1 == 0 then
     ok, a, r, ra, rs = pcall(decide, KEYS[i], c)
   end
   if not ok then a, r, ra, rs = -1, 0, 0, 0 end

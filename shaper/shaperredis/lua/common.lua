@@ -1,4 +1,6 @@
--- common.lua: prelude shared by every script of this package (see scripts.go).
+-- common.lua: prelude shared by every script of this package (see scripts.go),
+-- after one of two heads that read the arguments:
+-- limithead.lua (every script but the meter scripts):
 -- KEYS[1] = the script's state key, "<prefix>{<key>}" (see Meter.Key)
 -- ARGV[1] = the limit, packed as three little-endian doubles (struct.pack
 --           '<ddd', 24 bytes: redisLimit.arg):
@@ -9,6 +11,9 @@
 -- ARGV[3..] = the script's own arguments, if any; for a script that spends
 --           on a caller's behalf, the last is the call's deadline (see the
 --           deadline check below)
+-- meterhead.lua (a meter script, single-key or batch): ARGV[1] = the call's
+--           head, P, C, B, n and the call's deadline dl packed in one
+--           argument (see that file).
 -- The prelude validates the arguments, then reads the time (the clock piece,
 -- which scripts.go puts at "-- clock": Redis TIME, as now in Unix µs, and
 -- ttlfloor = 1, the least TTL in ms; the tests assemble the same scripts with
@@ -25,17 +30,11 @@
 -- A single-key meter script replies allowed (0|1), remaining, retry_after µs,
 -- reset_after µs, packed as four little-endian 64-bit integers (struct.pack
 -- '<i8i8i8i8', 32 bytes: a string costs Redis less to return than an array),
--- or -2, now, 0, 0 without deciding once the call's deadline (ARGV[3], Unix
--- µs in Redis time, 0 for none) has passed; a batch script those four per key
+-- or -2, now, 0, 0 without deciding once the call's deadline (dl, Unix µs in
+-- Redis time, 0 for none) has passed; a batch script those four per key
 -- (-1 first for a failed decision: see batch.lua).
 -- All arithmetic is on integers below 2^53, so Lua's doubles are exact; the Go
 -- side (shaper/*.go) runs the same lines and must give the same answers.
-local L = ARGV[1]
-if not L or #L ~= 24 then
-  return redis.error_reply('ERR shaper: invalid arguments')
-end
-local P, C, B = struct.unpack('<ddd', L)
-local n = tonumber(ARGV[2])
 local EXACT = 9007199254740992
 if not n or P < 1 or C < 1 or B < 1 or n < 0 or n > B
   or P % 1 ~= 0 or C % 1 ~= 0 or B % 1 ~= 0 or n % 1 ~= 0
@@ -46,11 +45,12 @@ end
 local floor, ceil = math.floor, math.ceil
 -- A script that spends on a caller's behalf takes the call's deadline, in
 -- Redis time (Unix µs, 0 for none: see storecall.Clock), as its last own
--- argument, and once now is past it, does nothing and replies -2 first and
--- now second: the client has answered its caller with a timeout (the call sat
--- in the socket of a frozen Redis, say). The check is written out in each
--- script, as "local dl = tonumber(ARGV[i])", nil an error, "if dl > 0 and now
--- > dl".
+-- argument (a meter script: in its head, meterhead.lua), and once now is past
+-- it, does nothing and replies -2 first and now second: the client has
+-- answered its caller with a timeout (the call sat in the socket of a frozen
+-- Redis, say). The check is written out in each script, as "local dl =
+-- tonumber(ARGV[i])", nil an error (a meter script has dl from its head),
+-- "if dl > 0 and now > dl".
 -- Every ⌈a/b⌉ below is ceil(a / b) (exact for |a| < 2^53, b ≥ 1), every
 -- truncated a/b of an a ≥ 0 is floor(a / b), and a TTL of us µs is
 -- max(ttlfloor, ⌈us/1000⌉) ms.
