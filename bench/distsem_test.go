@@ -293,12 +293,17 @@ func scriptUsec(b *testing.B, rdb *redis.Client) int64 {
 //     the pair with the keys it keeps (the stored format is shared with
 //     earlier versions during a rolling deploy);
 //   - impl=floodgate-pair: one uncontended Acquire+Release, sequential;
+//   - impl=floor-grant: the commands a contended grant's two script calls
+//     make (a waiter queues; a holder's release hands it the permit, with
+//     its message), with their arguments, in two script calls with no other
+//     Lua: the floor of a contended grant with the keys it keeps;
 //   - impl=floodgate-contendedN: N goroutines in 4 processes (own clients) on
 //     4 permits, each held ~1ms: script µs per grant, every script counted
 //     (acquires, hand-offs, heartbeats, releases, renewals).
 //
 // The floodgate rows also report their cost in GCRA decisions (x-gcra) and the
-// contended rows in uncontended pairs (x-pair), taken from the same round.
+// contended rows and floor-grant in uncontended pairs (x-pair), taken from the
+// same round.
 // Target: impl=floodgate-pair: script-µs/op ≤ 3× impl=gcra; impl=floodgate-contended32: script-µs/op ≤ 1.5× impl=floodgate-pair; impl=floodgate-contended128: script-µs/op ≤ 1.5× impl=floodgate-pair.
 func BenchmarkDistsemScriptCPU(b *testing.B) {
 	_, rdb, rtt := benchServer(b)
@@ -414,6 +419,84 @@ return {1, 1048576, 0}`)
 		if floorUs > 0 {
 			b.ReportMetric(pairUs/floorUs, "x-floor")
 		}
+	})
+	b.Run("impl=floor-grant", func(b *testing.B) {
+		// A contended grant is two script calls: the waiter's queued acquire
+		// and the release that hands it the permit. These are their
+		// commands, with their arguments and replies (one holder, a queue of
+		// one), and none of the logic around them.
+		queued := redis.NewScript(`
+local S, H, Q, QE, D, tok = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1]
+local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
+local tm = redis.call('TIME')
+redis.call('ZCARD', H)
+redis.call('ZSCORE', H, tok)
+redis.call('ZADD', Q, 'NX', ARGV[12], tok)
+redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'c:' .. tok, ARGV[10], 'l:' .. tok, ARGV[7])
+redis.call('ZADD', QE, ARGV[13], tok)
+redis.call('ZRANK', Q, tok)
+redis.call('ZRANGE', H, '0', '0', 'WITHSCORES')
+redis.call('HSET', S, 'nq', '1', 'seq', ARGV[12])
+redis.call('PEXPIRE', QE, ARGV[3])
+redis.call('PEXPIRE', D, ARGV[3])
+redis.call('PEXPIRE', Q, ARGV[3])
+return {0, 0, 4, 4, 0, 1000, 1795978983896001}`)
+		handoff := redis.NewScript(`
+local S, H, Q, QE, D, tok = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1]
+local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
+local tm = redis.call('TIME')
+redis.call('ZREM', H, tok)
+local head = redis.call('ZRANGE', Q, '0', '0')[1]
+local m = redis.call('HMGET', D, 'w:' .. head, 'c:' .. head, 'l:' .. head)
+redis.call('ZSCORE', QE, head)
+redis.call('ZREM', Q, head)
+redis.call('ZREM', QE, head)
+redis.call('ZADD', H, ARGV[10], head)
+redis.call('HSET', D, 'f:' .. head, ARGV[11])
+redis.call(ARGV[4], ARGV[5] .. m[2], head .. ':' .. ARGV[11])
+redis.call('HDEL', D, 'w:' .. tok, 'f:' .. tok, 'c:' .. head, 'l:' .. head)
+redis.call('HSET', S, 'nq', '0', 'fence', ARGV[11], 'he', ARGV[10])
+return {1, 4, 4}`)
+		keys := []string{"{g}:s", "{g}:h", "{g}:q", "{g}:qe", "{g}:d", "{g}:t"}
+		prev := "0123456789abcdef.0"
+		if err := rdb.HSet(ctx, keys[0], "limit", 1, "used", 1, "fence", 1795978983896001, "nq", 0, "tn", -1,
+			"ta", 1795978983896, "he", 1795978993896, "seq", 0).Err(); err != nil {
+			b.Fatal(err)
+		}
+		if err := rdb.ZAdd(ctx, keys[1], redis.Z{Score: 1795978993896, Member: prev}).Err(); err != nil {
+			b.Fatal(err)
+		}
+		if err := rdb.HSet(ctx, keys[4], "w:"+prev, 1, "f:"+prev, 1795978983896001).Err(); err != nil {
+			b.Fatal(err)
+		}
+		for _, sc := range []*redis.Script{queued, handoff} {
+			if err := sc.Load(ctx, rdb).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		n := 0
+		us := measure(b, func() int64 { return int64(b.N) }, func() {
+			for b.Loop() {
+				n++
+				tok := "0123456789abcdef." + strconv.Itoa(n)
+				if err := queued.EvalSha(ctx, rdb, keys, tok, 4, 30000, "publish", "{g}:n:", 1,
+					10000, 1, 1000, "0123456789abcdef", 1795978983896001, n, 1795978984896).Err(); err != nil {
+					b.Fatal(err)
+				}
+				if err := handoff.EvalSha(ctx, rdb, keys, prev, 4, 30000, "publish", "{g}:n:", 1000, 0, 0, 1,
+					1795978984896, 1795978983896001+n).Err(); err != nil {
+					b.Fatal(err)
+				}
+				prev = tok
+			}
+		})
+		if gcraUs > 0 {
+			b.ReportMetric(us/gcraUs, "x-gcra")
+		}
+		if pairUs > 0 {
+			b.ReportMetric(us/pairUs, "x-pair")
+		}
+		rdb.Del(ctx, keys...)
 	})
 	for _, conc := range []int{32, 128} {
 		b.Run("impl=floodgate-contended"+strconv.Itoa(conc), func(b *testing.B) {

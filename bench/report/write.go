@@ -152,7 +152,14 @@ never reach Redis.
 at least two bare EVALSHAs; the rows show how far above that floor it is.
 Under contention a waiter is handed its permit and claims it with one call,
 so acquire calls per grant stay near 1; the wait is shown beside the wait of an
-ideal FIFO queue with the same hold times.
+ideal FIFO queue with the same hold times. ´DistsemScriptCPU´ counts Redis
+script CPU per pair and per contended grant beside two floors measured in the
+same round: ´floor-pair´ and ´floor-grant´ make the commands of an
+uncontended pair's two scripts and of a contended grant's two (the waiter's
+queued acquire, the release that hands it the permit and publishes its
+message), with their arguments, and no other Lua: what the keys the
+semaphore keeps cost if its logic were free. Their gap to the ´floodgate´
+rows is the scripts' own logic.
 
 **Observer.** ´OtelSemaphore´ is a semaphore's Acquire+Release with
 otelfloodgate's Observer attached (´metrics=otel´), without
