@@ -43,7 +43,7 @@ func conc(bench, impl string, c string) string { return bench + "/impl=" + impl 
 var sections = []section{
 	{"Local semaphore (package semaphore) vs golang.org/x/sync/semaphore", []row{
 		{what: "Acquire+Release, uncontended", fg: "BenchmarkSemaphoreAcquireRelease/impl=floodgate",
-			peers: impls("BenchmarkSemaphoreAcquireRelease", "xsync", "failsafe", "chan")},
+			peers: impls("BenchmarkSemaphoreAcquireRelease", "xsync", "failsafe", "chan", "floor")},
 		{what: "TryAcquire on a full semaphore", fg: "BenchmarkSemaphoreTryAcquireFull/impl=floodgate",
 			peers: impls("BenchmarkSemaphoreTryAcquireFull", "xsync", "chan")},
 		{what: "64 goroutines on 4 permits (every Acquire waits)", fg: "BenchmarkSemaphoreBlocked/impl=floodgate",
