@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -65,15 +66,23 @@ func redisCPU(b *testing.B, rdb *redis.Client) time.Duration {
 	return time.Duration(total * float64(time.Second))
 }
 
-func benchServer(b *testing.B) (*redistest.Server, *redis.Client, *rttCounter) {
-	srv := redistest.Start(b)
-	opt := redistest.Options(srv.Addr)
+// benchServer starts a private redis-server for a distsem benchmark (INFO
+// commandstats and cpu are Redis-wide) and returns its address, a client and
+// the client's round-trip counter. With BENCH_PRIVATE_REDIS_ADDR set it uses
+// that server instead, which must be as private: the report's callgrind pass
+// runs one under valgrind (see report/callgrind.go).
+func benchServer(b *testing.B) (string, *redis.Client, *rttCounter) {
+	addr := os.Getenv("BENCH_PRIVATE_REDIS_ADDR")
+	if addr == "" {
+		addr = redistest.Start(b).Addr
+	}
+	opt := redistest.Options(addr)
 	opt.PoolSize = 64
 	rdb := redis.NewClient(opt)
 	b.Cleanup(func() { rdb.Close() })
 	c := &rttCounter{}
 	rdb.AddHook(c)
-	return srv, rdb, c
+	return addr, rdb, c
 }
 
 // BenchmarkDistsemRoundTrips: round trips per uncontended Acquire and per
@@ -195,12 +204,12 @@ func BenchmarkDistsemParallel(b *testing.B) {
 // waits for 7 holds of the 8 in a round, 28/4 = 7 × hold).
 // Target: acquire-calls/grant ≤ 1.2.
 func BenchmarkDistsemContended(b *testing.B) {
-	srv, rdb, c := benchServer(b)
+	addr, rdb, c := benchServer(b)
 	const procs, per, limit = 4, 8, 4
 	const hold = time.Millisecond
 	sems := make([]*distsem.Semaphore, procs)
 	for i := range sems {
-		cl := redis.NewClient(redistest.Options(srv.Addr))
+		cl := redis.NewClient(redistest.Options(addr))
 		cl.AddHook(c)
 		defer cl.Close()
 		sems[i] = distsem.New(cl, "cont", limit, distsem.Config{})

@@ -8,6 +8,7 @@
 //	go run ./report            # the full report, about 15 minutes
 //	go run ./report -quick     # fewer, shorter rounds, for a look
 //	go run ./report -adaptive-only  # rerun only the simulator and fleet sections
+//	go run ./report -callgrind-only # rerun only the callgrind pass
 //
 // Besides the benchmarks it runs the tests of the bench package that write
 // markdown of their own (adaptiveTests): TestAdaptiveSim (the adaptive
@@ -17,6 +18,10 @@
 // backing-off client), and puts what they wrote under headings of their
 // own; -adaptive-only runs just those and replaces their sections in the
 // existing report.
+//
+// Then, where valgrind is installed, the callgrind pass (callgrind.go) counts
+// the instructions Redis executes per operation of the sequential Redis
+// script cases, a figure the machine's load does not move.
 //
 // The targets the benchmarks' doc comments state (Target: sentences, see
 // targets.go) are checked on the results and shown with met or missed, in the
@@ -53,6 +58,8 @@ type config struct {
 	quick     bool
 	adaptive  bool // run the adaptive concurrency tests
 	adaptOnly bool // only them, spliced into the existing report
+	callgrind bool // run the callgrind pass (callgrind.go)
+	cgOnly    bool // only it, spliced into the existing report
 	rounds    int
 	out, raw  string
 	benchRe   string
@@ -69,6 +76,8 @@ func main() {
 	flag.StringVar(&c.benchRe, "bench", ".", "run only benchmarks matching this regexp")
 	flag.BoolVar(&c.adaptive, "adaptive", true, "run the tests that write sections of their own (TestAdaptiveSim, TestAdaptiveFleetReport, TestShedSim, TestBackoffReport) and include them")
 	flag.BoolVar(&c.adaptOnly, "adaptive-only", false, "run only the tests that write sections of their own and replace those sections in -out, keeping the rest of it")
+	flag.BoolVar(&c.callgrind, "callgrind", true, "count the Redis scripts' instructions per operation under valgrind's callgrind (about a minute) and include them")
+	flag.BoolVar(&c.cgOnly, "callgrind-only", false, "run only the callgrind pass and replace its section in -out, keeping the rest of it")
 	flag.Parse()
 	if c.rounds <= 0 {
 		c.rounds = 5
@@ -144,6 +153,9 @@ func run(ctx context.Context, c config) error {
 	if c.adaptOnly {
 		return spliceAdaptive(ctx, c, bin, tmp, env)
 	}
+	if c.cgOnly {
+		return spliceCallgrind(ctx, c, bin, redisBin, tmp, env)
+	}
 	out, err := exec.CommandContext(ctx, bin, "-test.list", "^Benchmark").Output()
 	if err != nil {
 		return fmt.Errorf("listing benchmarks: %w", err)
@@ -216,6 +228,17 @@ func run(ctx context.Context, c config) error {
 		res.sections = secs
 		res.notes = append(res.notes, notes...)
 	}
+	if c.callgrind && redisBin != "" {
+		fmt.Fprintf(os.Stderr, "report: the callgrind pass (%s)\n", time.Since(m.start).Round(time.Second))
+		sec, notes := runCallgrind(ctx, bin, redisBin, tmp, env)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if sec != nil {
+			res.sections = append(res.sections, *sec)
+		}
+		res.notes = append(res.notes, notes...)
+	}
 	m.end, m.loadEnd = time.Now(), loadAvg()
 	m.rounds, m.localTime, m.redisTime = c.rounds, c.localTime, c.redisTime
 
@@ -260,6 +283,33 @@ func spliceAdaptive(ctx context.Context, c config, bin, tmp string, env []string
 		hs = append(hs, "\""+s.heading+"\"")
 	}
 	fmt.Fprintf(os.Stderr, "report: wrote %s into %s in %s\n", strings.Join(hs, " and "), c.out, time.Since(start).Round(time.Second))
+	return nil
+}
+
+// spliceCallgrind runs only the callgrind pass and puts its section into the
+// existing report in place of the old one.
+func spliceCallgrind(ctx context.Context, c config, bin, redisBin, tmp string, env []string) error {
+	doc, err := os.ReadFile(c.out)
+	if err != nil {
+		return fmt.Errorf("-callgrind-only needs the existing report: %w", err)
+	}
+	if redisBin == "" {
+		return errors.New("-callgrind-only needs a redis-server binary (REDIS_SERVER)")
+	}
+	sec, notes := runCallgrind(ctx, bin, redisBin, tmp, env)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	for _, n := range notes {
+		fmt.Fprintln(os.Stderr, "report:", n)
+	}
+	if sec == nil {
+		return errors.New("the callgrind pass measured nothing; the report is unchanged")
+	}
+	if err := os.WriteFile(c.out, []byte(spliceSections(string(doc), []fragment{*sec})), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "report: wrote %q into %s\n", sec.heading, c.out)
 	return nil
 }
 

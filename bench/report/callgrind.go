@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The callgrind pass counts the instructions Redis executes in EVALSHA per
+// operation, for the Redis script cases whose time the benchmarks measure
+// (script-µs/op): redis-server runs under valgrind's callgrind with
+// collection on only inside evalShaCommand, so what is counted is a script
+// call's work in Redis, its inner commands included, and nothing of reading
+// requests or writing replies. An instruction count does not depend on what
+// else the machine is doing: on a shared machine whose timings swing by
+// ±50% it is the repeatable figure (the same case twice agrees within a few
+// tenths of a percent), though not a time: it weighs a cache miss like any
+// other instruction.
+//
+// Each case runs twice, with -benchtime=n1x and n2x, each on a fresh server:
+// (instructions of the second - of the first) / (n2 - n1) is the count per
+// operation, without the warm-up calls, the script loads and the setup that
+// both runs make. Contended cases are left out: under valgrind Redis runs
+// some 50 times slower, which changes how waiters queue and heartbeat.
+
+// A cgCase is one benchmark case measured by the callgrind pass.
+type cgCase struct {
+	bench string   // -test.bench pattern
+	label string   // its name in the table
+	vs    []string // labels of the cases it is compared with
+	env   string   // the variable that points the benchmark at the server
+}
+
+const (
+	cgN1, cgN2 = 400, 1600
+	meterCase  = "^BenchmarkRedisMeterScript$/^conc=1$/^impl=%s$"
+	distsemCPU = "^BenchmarkDistsemScriptCPU$/^impl=%s$"
+)
+
+var cgCases = []cgCase{
+	{fmt.Sprintf(meterCase, "floor"), "RedisMeterScript floor (TIME, GET, SET)", []string{"RedisMeterScript redis_rate"}, "REDIS_ADDR"},
+	{fmt.Sprintf(meterCase, "redis_rate"), "RedisMeterScript redis_rate", nil, "REDIS_ADDR"},
+	{fmt.Sprintf(meterCase, "gcra"), "RedisMeterScript gcra", []string{"RedisMeterScript redis_rate", "RedisMeterScript floor (TIME, GET, SET)"}, "REDIS_ADDR"},
+	{fmt.Sprintf(meterCase, "tokenbucket"), "RedisMeterScript tokenbucket", []string{"RedisMeterScript redis_rate"}, "REDIS_ADDR"},
+	{fmt.Sprintf(meterCase, "fixedwindow"), "RedisMeterScript fixedwindow", []string{"RedisMeterScript redis_rate"}, "REDIS_ADDR"},
+	{fmt.Sprintf(meterCase, "slidingcounter"), "RedisMeterScript slidingcounter", []string{"RedisMeterScript redis_rate"}, "REDIS_ADDR"},
+	{fmt.Sprintf(distsemCPU, "evalsha"), "DistsemScriptCPU evalsha (trivial script)", nil, "BENCH_PRIVATE_REDIS_ADDR"},
+	{fmt.Sprintf(distsemCPU, "gcra"), "DistsemScriptCPU gcra", nil, "BENCH_PRIVATE_REDIS_ADDR"},
+	{fmt.Sprintf(distsemCPU, "floor-pair"), "DistsemScriptCPU floor-pair", []string{"DistsemScriptCPU gcra"}, "BENCH_PRIVATE_REDIS_ADDR"},
+	{fmt.Sprintf(distsemCPU, "floodgate-pair"), "DistsemScriptCPU floodgate-pair", []string{"DistsemScriptCPU gcra", "DistsemScriptCPU floor-pair"}, "BENCH_PRIVATE_REDIS_ADDR"},
+	{fmt.Sprintf(distsemCPU, "floor-grant"), "DistsemScriptCPU floor-grant", []string{"DistsemScriptCPU floodgate-pair"}, "BENCH_PRIVATE_REDIS_ADDR"},
+}
+
+// runCallgrind runs the callgrind pass with the benchmark binary bin and
+// returns its section, or notes saying why it could not run.
+func runCallgrind(ctx context.Context, bin, redisBin, tmp string, env []string) (*fragment, []string) {
+	vg, err := exec.LookPath("valgrind")
+	if err != nil {
+		return nil, []string{"the callgrind pass did not run: no valgrind on PATH (Debian package valgrind)"}
+	}
+	counts := map[string]float64{}
+	var notes []string
+	for i, c := range cgCases {
+		fmt.Fprintf(os.Stderr, "report: callgrind %d/%d: %s\n", i+1, len(cgCases), c.label)
+		var ir [2]int64
+		for j, n := range []int{cgN1, cgN2} {
+			out := filepath.Join(tmp, fmt.Sprintf("callgrind.%d.%d.out", i, j))
+			ir[j], err = callgrindRun(ctx, vg, redisBin, out, bin, c, n, env)
+			if err != nil {
+				break
+			}
+		}
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("callgrind: %s not measured: %v", c.label, err))
+			continue
+		}
+		counts[c.label] = float64(ir[1]-ir[0]) / float64(cgN2-cgN1)
+	}
+	if len(counts) == 0 {
+		return nil, notes
+	}
+	return &fragment{heading: callgrindHeading, body: strings.TrimSpace(callgrindTable(counts))}, notes
+}
+
+const callgrindHeading = "Redis instructions per script call (callgrind)"
+
+// callgrindTable renders the counts per operation with their ratios.
+func callgrindTable(counts map[string]float64) string {
+	var b strings.Builder
+	b.WriteString("Instructions Redis executes inside EVALSHA per operation (a decision, an\n" +
+		"Acquire+Release pair, a grant's two calls), counted by valgrind's callgrind: a\n" +
+		"figure that does not move with the machine's load, beside the timed\n" +
+		"script-µs/op above (see How it is measured). One sequential run per case.\n\n")
+	b.WriteString("| case | instructions/op | compared with |\n|---|---|---|\n")
+	for _, c := range cgCases {
+		n, ok := counts[c.label]
+		if !ok {
+			continue
+		}
+		var vs []string
+		for _, v := range c.vs {
+			if m, ok := counts[v]; ok && m > 0 {
+				vs = append(vs, fmt.Sprintf("%.3g× %s", n/m, v))
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", c.label, fmtCount(n), strings.Join(vs, "; "))
+	}
+	return b.String()
+}
+
+func fmtCount(n float64) string {
+	if n >= 10000 {
+		return fmt.Sprintf("%.1fk", n/1000)
+	}
+	return fmt.Sprintf("%.0f", n)
+}
+
+// callgrindRun runs case c with -benchtime=nx against a fresh redis-server
+// under callgrind and returns the instructions collected in evalShaCommand.
+func callgrindRun(ctx context.Context, vg, redisBin, out, bin string, c cgCase, n int, env []string) (int64, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	srv := exec.CommandContext(ctx, vg, "--tool=callgrind", "--callgrind-out-file="+out, "--toggle-collect=evalShaCommand",
+		redisBin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no")
+	srv.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var log strings.Builder
+	srv.Stdout, srv.Stderr = &log, &log
+	if err := srv.Start(); err != nil {
+		return 0, err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- srv.Wait() }()
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true})
+	defer rdb.Close()
+	stop := func() error {
+		rdb.ShutdownNoSave(ctx) // its reply is the connection closing
+		select {
+		case err := <-exited:
+			return err
+		case <-time.After(time.Minute):
+			srv.Process.Kill()
+			<-exited
+			return errors.New("redis-server under valgrind did not exit after SHUTDOWN")
+		}
+	}
+	ready := false
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && ctx.Err() == nil; {
+		// A TCP connect first: go-redis logs every refused dial.
+		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			conn.Close()
+			if rdb.Ping(ctx).Err() == nil {
+				ready = true
+				break
+			}
+		}
+		select {
+		case err := <-exited:
+			return 0, fmt.Errorf("redis-server under valgrind exited: %v: %s", err, lastLines([]byte(log.String()), 5))
+		case <-time.After(100 * time.Millisecond): // polling a child's readiness
+		}
+	}
+	if !ready {
+		srv.Process.Kill()
+		<-exited
+		return 0, errors.New("redis-server under valgrind did not answer PING within a minute")
+	}
+	cmd := exec.CommandContext(ctx, bin, "-test.run=^$", "-test.bench="+c.bench, "-test.count=1",
+		"-test.benchtime="+strconv.Itoa(n)+"x", "-test.timeout=10m")
+	cmd.Env = append(append([]string(nil), env...), c.env+"="+addr)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	o, berr := cmd.CombinedOutput()
+	if err := stop(); err != nil {
+		return 0, err
+	}
+	if berr != nil {
+		return 0, fmt.Errorf("%v: %s", berr, lastLines(o, 5))
+	}
+	if !strings.Contains(string(o), "\nBenchmark") && !strings.HasPrefix(string(o), "Benchmark") {
+		return 0, fmt.Errorf("no benchmark ran: %s", lastLines(o, 5))
+	}
+	return callgrindTotal(out)
+}
+
+// callgrindTotal reads the instructions collected from a callgrind output file
+// (its "summary:" line, or "totals:").
+func callgrindTotal(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		for _, p := range []string{"summary:", "totals:"} {
+			if v, ok := strings.CutPrefix(line, p); ok {
+				f := strings.Fields(v)
+				if len(f) == 0 {
+					return 0, fmt.Errorf("%s: empty %s line", path, p)
+				}
+				return strconv.ParseInt(f[0], 10, 64)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("%s: no summary line", path)
+}
