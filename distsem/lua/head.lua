@@ -88,7 +88,7 @@ local limit0, used0, fence0, nq0, tn0, ta0, he0, seq0 =
 -- (release.lua's also skips what only time can tell: see there). A fast path
 -- that finds it does not apply after a call that changed nothing falls
 -- through to the general path.
-local whole = limit0 and limit0 >= 1 and used0 and used0 >= 0 and nq0 and tn0 and he0 and ta0
+local whole = limit0 and limit0 >= 1 and used0 and used0 >= 0 and fence0 and nq0 and tn0 and he0 and ta0
 local settled = whole and nq0 == 0
 local function fast()
   return settled and now >= ta0 and now - ta0 < key_ttl / 4 and (he0 > now or (he0 == -1 and used0 == 0))
