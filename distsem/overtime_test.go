@@ -29,6 +29,7 @@ var fastReturns = []struct {
 	{acquireScript, "return {0, 0, limit0, used0, pos,", "acquire-queued"},
 	{renewScript, "return {1, limit0, used0}", "renew"},
 	{releaseScript, "return {1, limit0, used}", "release"},
+	{releaseScript, "return {1, limit0, after}", "release-handoff"},
 }
 
 // TestFastPathsMatchGeneralPathsOverTime runs one random sequence of calls
@@ -527,6 +528,7 @@ func TestFastPathEdges(t *testing.T) {
 	acq := func(tok string, w int64, queue bool) step {
 		return step{"acquire " + tok, 0, tok, []any{w, 1000, b2i(queue), 1000, "p0"}, nil}
 	}
+	rel := func(tok string, w int64) step { return step{"release " + tok, 1, tok, []any{500, 0, 0, w}, nil} }
 	hdel := func(f string) step {
 		return step{desc: "HDEL :s " + f, sc: -1, do: func(db *redistest.DB, s *Semaphore) { db.Client.HDel(context.Background(), s.keys[0], f) }}
 	}
@@ -539,11 +541,40 @@ func TestFastPathEdges(t *testing.T) {
 		{"a waiter queued after seq was lost", 1, []step{
 			acq("a", 1, false), acq("b", 1, true), hdel("seq"), acq("c", 1, true),
 		}, map[string]int64{"acquire-queued": 1}}, // b only
+		{"used below what the release frees (self-heal)", 3, []step{
+			acq("a", 2, false), acq("b", 1, false), acq("c", 1, true),
+			{desc: "HSET :s used 0", sc: -1, do: func(db *redistest.DB, s *Semaphore) { db.Client.HSet(context.Background(), s.keys[0], "used", 0) }},
+			rel("a", 2),
+		}, map[string]int64{"acquire-grant": 1, "acquire-queued": 1, "release-handoff": 1}},
+		{"the released token is the head waiter too", 3, []step{
+			acq("a", 3, false), acq("b", 1, true),
+			{"carry b", 2, "b", []any{1, 1000, 0, carryArg}, nil},
+			{desc: "HSET :s used 2", sc: -1, do: func(db *redistest.DB, s *Semaphore) { db.Client.HSet(context.Background(), s.keys[0], "used", 2) }},
+			rel("b", 1),
+		}, map[string]int64{"acquire-queued": 1}},
+		{"seq lost before a hand-off", 1, []step{
+			acq("a", 1, false), acq("b", 1, true), hdel("seq"), rel("a", 1),
+		}, map[string]int64{"acquire-queued": 1}},
+		{"the queue emptied below the limit", 3, []step{
+			acq("a", 3, false), acq("b", 1, true), rel("a", 3),
+		}, map[string]int64{"acquire-queued": 1, "release-handoff": 1}},
+		{"two waiters fit", 3, []step{
+			acq("a", 3, false), acq("b", 1, true), acq("c", 1, true), rel("a", 3),
+		}, map[string]int64{"acquire-queued": 2}},
+		{"the head waiter does not fit", 3, []step{
+			acq("a", 2, false), acq("b", 1, false), acq("c", 3, true), rel("b", 1),
+		}, map[string]int64{"acquire-grant": 1, "acquire-queued": 1}},
+		{"a tombstone left, not due", 1, []step{
+			acq("a", 1, false), acq("b", 1, true), rel("x", 0), acq("c", 1, true), rel("a", 1),
+		}, map[string]int64{"acquire-queued": 2, "release-handoff": 1}},
+		{"a tombstone written, the weight read", 1, []step{
+			acq("a", 1, false), acq("b", 1, true), {"release a (tombstone)", 1, "a", []any{500, 0, 1, 0}, nil},
+		}, map[string]int64{"acquire-queued": 1, "release-handoff": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fp := newFastPair(t, tc.limit, cfg)
 			for _, st := range tc.steps {
-				fp.now += 1000
+				fp.now += 1000 // 1 ms: nothing comes due
 				fp.prepare()
 				if st.sc < 0 {
 					fp.both(func(s *Semaphore) { st.do(fp.db, s) })
