@@ -2,7 +2,8 @@
 -- head.lua, the script's fast path (its text before the line "-- @common"),
 -- common.lua (the shared functions), then the rest of the script (see
 -- scripts.go); no file is ever run alone. The fast paths handle the common
--- uncontended calls before the shared functions are even created.
+-- calls (the uncontended ones, a queued wait and the release that hands the
+-- permit to the head waiter) before the shared functions are even created.
 --
 -- KEYS (all under one hash tag, built by the client, never in Lua):
 --   KEYS[1] = {name}:s   HASH  limit, used (weight held), seq (last queue number),
