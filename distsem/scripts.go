@@ -10,9 +10,10 @@ import (
 // The three scripts share a prelude (head.lua: key layout, TIME, the state) and
 // functions (common.lua: reaping, the hand-off loop, write-back and TTLs). Each
 // script is head.lua, its own fast path (its file up to the line "-- @common"),
-// common.lua and the rest of its file, so that the common uncontended calls
-// return before Lua creates the shared functions; the resulting source is what
-// Redis caches (EVALSHA, then EVAL on NOSCRIPT).
+// common.lua and the rest of its file, so that the common calls (the
+// uncontended ones, a queued wait, the release that hands the permit to the
+// head waiter) return before Lua creates the shared functions; the resulting
+// source is what Redis caches (EVALSHA, then EVAL on NOSCRIPT).
 
 //go:embed lua/head.lua
 var headLua string

@@ -33,7 +33,7 @@ if fast() and (tn0 == -1 or not redis.call('ZSCORE', T, tok)) then
   local w = tonumber(ARGV[6])
   local expiry = now + tonumber(ARGV[7])
   if w <= limit0 and used0 + w <= limit0 and redis.call('ZADD', H, 'NX', int(expiry), tok) == 1 then
-    local fence = (fence0 or 0) + 1
+    local fence = fence0 + 1
     if fence < now_us then
       fence = now_us
     end

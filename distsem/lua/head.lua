@@ -2,7 +2,8 @@
 -- head.lua, the script's fast path (its text before the line "-- @common"),
 -- common.lua (the shared functions), then the rest of the script (see
 -- scripts.go); no file is ever run alone. The fast paths handle the common
--- uncontended calls before the shared functions are even created.
+-- calls (the uncontended ones, a queued wait and the release that hands the
+-- permit to the head waiter) before the shared functions are even created.
 --
 -- KEYS (all under one hash tag, built by the client, never in Lua):
 --   KEYS[1] = {name}:s   HASH  limit, used (weight held), seq (last queue number),
@@ -63,8 +64,8 @@ local function int(x)
 end
 
 -- now (ms) and now_us (µs): Redis time, read by clock(). Every script reads
--- it before its first write but release.lua's fast path, which needs no time
--- (see there); common.lua reads it if the fast path did not.
+-- it before its first write but release.lua's first fast path, which needs
+-- no time (see there); common.lua reads it if no fast path did.
 local now, now_us
 local function clock()
   local tm = redis.call('TIME')
@@ -83,12 +84,13 @@ local limit0, used0, fence0, nq0, tn0, ta0, he0, seq0 =
 -- whole: the state is complete and sane. settled: also no waiter is queued
 -- (no hand-off). fast() (after clock): also no key needs a TTL refresh (see
 -- finish) and no lease can have expired (see reap). A fast path runs only
--- then (acquire.lua's queued one with waiters: see there), and makes exactly
--- the calls and writes that the general path would make, and nothing else
--- (release.lua's also skips what only time can tell: see there). A fast path
--- that finds it does not apply after a call that changed nothing falls
--- through to the general path.
-local whole = limit0 and limit0 >= 1 and used0 and used0 >= 0 and nq0 and tn0 and he0 and ta0
+-- then (acquire.lua's queued one and release.lua's hand-off run with waiters
+-- queued: see there), and makes exactly the calls and writes that the
+-- general path would make, and nothing else (release.lua's first one also
+-- skips what only time can tell: see there). A fast path that finds it does
+-- not apply after a call that changed nothing falls through to the general
+-- path.
+local whole = limit0 and limit0 >= 1 and used0 and used0 >= 0 and fence0 and nq0 and tn0 and he0 and ta0
 local settled = whole and nq0 == 0
 local function fast()
   return settled and now >= ta0 and now - ta0 < key_ttl / 4 and (he0 > now or (he0 == -1 and used0 == 0))

@@ -10,8 +10,8 @@
 -- KEYS, ARGV[1..5]: see head.lua (ARGV[1] may be "" to only set the limit).
 -- ARGV[6] = tombstone TTL ms, ARGV[7] = new limit to store, or 0 to keep it,
 -- ARGV[8] = 1 to always write the tombstone, 0 to write it unless held,
--- ARGV[9] = the weight the token was granted with, or 0 if unknown (the fast
--- path then reads it). It is trusted, to save a read: only Permit.Release
+-- ARGV[9] = the weight the token was granted with, or 0 if unknown (the
+-- script then reads it). It is trusted, to save a read: only Permit.Release
 -- sends it, with the weight of the grant; a wrong one would free weight still
 -- held until a reap finds the holders gone.
 -- Returns {was, limit, used}: was = 1 held, 2 queued, 0 neither.
@@ -40,6 +40,93 @@ if settled and he0 ~= -1 and tn0 == -1 and tok ~= '' and ARGV[8] ~= '1' and tonu
     redis.call('HSET', S, 'used', int(used))
   end
   return {1, limit0, used}
+end
+-- Fast path: the release of a held token while waiters are queued, when the
+-- weight it frees lets the head waiter be granted and no more is to be done
+-- (the limit is then reached, or the queue is then empty: the stored count
+-- never under-counts, see head.lua): the common contended release, as below,
+-- tombstone (ARGV[8] = 1) included, the limit kept. It reads the time, and
+-- runs only when nothing is due that the general path would do first: no
+-- lease can have expired (he), no tombstone is to be swept (tn), no TTL
+-- refresh (ta). Everything it looks at is read before its first write, the
+-- ZREM of tok, which writes only when tok is held; if a condition fails,
+-- nothing was written and the general path runs (with the time read here).
+if whole and nq0 > 0 and seq0 and tok ~= '' and tonumber(ARGV[7]) <= 0 then
+  clock()
+  local head
+  if now >= ta0 and now - ta0 < key_ttl / 4 and he0 > now and (tn0 == -1 or tn0 > now) then
+    head = redis.call('ZRANGE', Q, '0', '0')[1]
+  end
+  if head and head ~= tok then
+    local wk = 'w:' .. tok
+    local w = tonumber(ARGV[9] or '0') or 0
+    local m
+    if w < 1 then
+      m = redis.call('HMGET', D, 'w:' .. head, 'c:' .. head, 'l:' .. head, wk)
+      w = tonumber(m[4] or '0')
+    else
+      m = redis.call('HMGET', D, 'w:' .. head, 'c:' .. head, 'l:' .. head)
+    end
+    local hw = tonumber(m[1] or '0')
+    local beat = hw >= 1 and tonumber(redis.call('ZSCORE', QE, head) or '0') or 0
+    local left = used0 - w -- in use once tok is released
+    local after = left + hw -- and the head granted
+    local n_h -- holders before the release (tok among them)
+    if beat > now and after <= limit0 and (after >= limit0 or nq0 == 1) then
+      n_h = redis.call('ZCARD', H)
+    end
+    if n_h and n_h > 0 and redis.call('ZREM', H, tok) == 1 then
+      local a, n = {S}, 1 -- the fields of S to write, after S
+      local tn = tn0
+      if ARGV[8] == '1' then
+        local expiry = now + tonumber(ARGV[6])
+        redis.call('ZADD', T, int(expiry), tok)
+        if tn == -1 or expiry < tn then
+          tn = expiry
+        end
+      end
+      redis.call('ZREM', Q, head)
+      redis.call('ZREM', QE, head)
+      -- Granted until its heartbeat expiry, at most its lease (see handoff).
+      local expiry = math.min(now + tonumber(m[3] or '1000'), beat)
+      local fence = fence0 + 1
+      if fence < now_us then
+        fence = now_us
+      end
+      local fence_s = int(fence)
+      redis.call('ZADD', H, int(expiry), head)
+      redis.call('HSET', D, 'f:' .. head, fence_s)
+      if m[2] then
+        redis.call(pub, chan_prefix .. m[2], head .. ':' .. fence_s)
+      end
+      redis.call('HDEL', D, wk, 'f:' .. tok, 'c:' .. head, 'l:' .. head)
+      if after < 0 then
+        after = 0 -- self-heal
+      end
+      if after ~= used0 then
+        a[2], a[3], n = 'used', int(after), 3
+      end
+      a[n + 1], a[n + 2], a[n + 3], a[n + 4] = 'fence', fence_s, 'nq', int(nq0 - 1)
+      n = n + 4
+      if tn ~= tn0 then
+        a[n + 1], a[n + 2] = 'tn', int(tn)
+        n = n + 2
+      end
+      if expiry < he0 then
+        a[n + 1], a[n + 2] = 'he', int(expiry)
+      end
+      redis.call('HSET', unpack(a))
+      if ARGV[8] == '1' then
+        redis.call('PEXPIRE', T, key_ttl_s)
+      end
+      if n_h == 1 then
+        -- tok was the only holder: its ZREM deleted H, which the ZADD
+        -- created again.
+        redis.call('PEXPIRE', H, key_ttl_s)
+      end
+      return {1, limit0, after}
+    end
+  end
 end
 
 -- @common
