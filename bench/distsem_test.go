@@ -266,30 +266,6 @@ func BenchmarkDistsemContended(b *testing.B) {
 	b.ReportMetric(float64((procs*per-limit)/limit)*float64(meanHold.Microseconds())/1000, "ideal-fifo-wait-ms")
 }
 
-// scriptUsec returns the usec of the script calls in INFO commandstats: evalsha
-// and eval only. Redis 7 also lists the commands a script makes on lines of
-// their own; their time is part of the script call's, so adding them would
-// count it twice.
-func scriptUsec(b *testing.B, rdb *redis.Client) int64 {
-	s, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var usec int64
-	for _, line := range strings.Split(s, "\n") {
-		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
-			continue
-		}
-		for _, f := range strings.Split(strings.TrimSpace(line[strings.IndexByte(line, ':')+1:]), ",") {
-			if v, ok := strings.CutPrefix(f, "usec="); ok {
-				n, _ := strconv.ParseInt(v, 10, 64)
-				usec += n
-			}
-		}
-	}
-	return usec
-}
-
 // BenchmarkDistsemScriptCPU: Redis script CPU (µs of evalsha in INFO
 // commandstats, each script call counted once) per operation, on a private
 // redis-server, all in one run so that they compare:
@@ -320,9 +296,9 @@ func BenchmarkDistsemScriptCPU(b *testing.B) {
 	ctx := context.Background()
 	var gcraUs, pairUs, floorUs float64 // of this round
 	measure := func(b *testing.B, n func() int64, run func()) float64 {
-		u0 := scriptUsec(b, rdb)
+		u0 := redistest.ScriptUsec(b, rdb)
 		run()
-		us := float64(scriptUsec(b, rdb)-u0) / float64(max(n(), 1))
+		us := float64(redistest.ScriptUsec(b, rdb)-u0) / float64(max(n(), 1))
 		b.ReportMetric(us, "script-µs/op")
 		return us
 	}

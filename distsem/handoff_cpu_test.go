@@ -49,7 +49,7 @@ func BenchmarkHandOffReleaseScriptCPU(b *testing.B) {
 		if held == queued {
 			b.StopTimer()
 			if u0 >= 0 {
-				usec[cur] += scriptUsecOf(b, rdb) - u0
+				usec[cur] += redistest.ScriptUsec(b, rdb) - u0
 			}
 			for range batch {
 				queued++
@@ -58,7 +58,7 @@ func BenchmarkHandOffReleaseScriptCPU(b *testing.B) {
 				}
 			}
 			cur = 1 - cur
-			u0 = scriptUsecOf(b, rdb)
+			u0 = redistest.ScriptUsec(b, rdb)
 			b.StartTimer()
 		}
 		v, err := s.eval(ctx, rels[cur], "h."+strconv.Itoa(held), s.tombArg, 0, 0, 1)
@@ -68,33 +68,11 @@ func BenchmarkHandOffReleaseScriptCPU(b *testing.B) {
 		held++
 		n[cur]++
 	}
-	usec[cur] += scriptUsecOf(b, rdb) - u0
+	usec[cur] += redistest.ScriptUsec(b, rdb) - u0
 	for i, name := range []string{"built-µs/op", "general-µs/op"} {
 		if n[i] > 0 {
 			b.ReportMetric(float64(usec[i])/float64(n[i]), name)
 		}
 	}
 	rdb.Del(ctx, s.keys...)
-}
-
-// scriptUsecOf returns the usec of the script calls (evalsha and eval) in
-// INFO commandstats.
-func scriptUsecOf(b *testing.B, rdb *redis.Client) int64 {
-	s, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var usec int64
-	for _, line := range strings.Split(s, "\n") {
-		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
-			continue
-		}
-		for _, f := range strings.Split(strings.TrimSpace(line[strings.IndexByte(line, ':')+1:]), ",") {
-			if v, ok := strings.CutPrefix(f, "usec="); ok {
-				n, _ := strconv.ParseInt(v, 10, 64)
-				usec += n
-			}
-		}
-	}
-	return usec
 }
