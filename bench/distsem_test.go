@@ -278,10 +278,13 @@ func BenchmarkDistsemContended(b *testing.B) {
 //     the pair with the keys it keeps (the stored format is shared with
 //     earlier versions during a rolling deploy);
 //   - impl=floodgate-pair: one uncontended Acquire+Release, sequential;
-//   - impl=floor-grant: the commands a contended grant's two script calls
-//     make (a waiter queues; a holder's release hands it the permit, with
-//     its message), with their arguments, in two script calls with no other
-//     Lua: the floor of a contended grant with the keys it keeps;
+//   - impl=floor-grant, floor-grant32, floor-grant128: the commands a
+//     contended grant's two script calls make (a waiter queues; a holder's
+//     release hands it the permit, with its message), with their arguments,
+//     in two script calls with no other Lua: the floor of a contended grant
+//     with the keys it keeps, with a queue of one, and with the 28 and 124
+//     waiters and 4 holders the contended rows keep (a longer queue costs
+//     Redis more per command: its sorted sets and hash are scanned);
 //   - impl=floodgate-contendedN: N goroutines in 4 processes (own clients) on
 //     4 permits, each held ~1ms: script µs per grant, every script counted
 //     (acquires, hand-offs, heartbeats, releases, renewals).
@@ -405,84 +408,26 @@ return {1, 1048576, 0}`)
 			b.ReportMetric(pairUs/floorUs, "x-floor")
 		}
 	})
-	b.Run("impl=floor-grant", func(b *testing.B) {
-		// A contended grant is two script calls: the waiter's queued acquire
-		// and the release that hands it the permit. These are their
-		// commands, with their arguments and replies (one holder, a queue of
-		// one), and none of the logic around them.
-		queued := redis.NewScript(`
-local S, H, Q, QE, D, tok = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1]
-local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
-local tm = redis.call('TIME')
-redis.call('ZCARD', H)
-redis.call('ZSCORE', H, tok)
-redis.call('ZADD', Q, 'NX', ARGV[12], tok)
-redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'c:' .. tok, ARGV[10], 'l:' .. tok, ARGV[7])
-redis.call('ZADD', QE, ARGV[13], tok)
-redis.call('ZRANK', Q, tok)
-redis.call('ZRANGE', H, '0', '0', 'WITHSCORES')
-redis.call('HSET', S, 'nq', '1', 'seq', ARGV[12])
-redis.call('PEXPIRE', QE, ARGV[3])
-redis.call('PEXPIRE', D, ARGV[3])
-redis.call('PEXPIRE', Q, ARGV[3])
-return {0, 0, 4, 4, 0, 1000, 1795978983896001}`)
-		handoff := redis.NewScript(`
-local S, H, Q, QE, D, tok = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1]
-local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
-local tm = redis.call('TIME')
-redis.call('ZREM', H, tok)
-local head = redis.call('ZRANGE', Q, '0', '0')[1]
-local m = redis.call('HMGET', D, 'w:' .. head, 'c:' .. head, 'l:' .. head)
-redis.call('ZSCORE', QE, head)
-redis.call('ZREM', Q, head)
-redis.call('ZREM', QE, head)
-redis.call('ZADD', H, ARGV[10], head)
-redis.call('HSET', D, 'f:' .. head, ARGV[11])
-redis.call(ARGV[4], ARGV[5] .. m[2], head .. ':' .. ARGV[11])
-redis.call('HDEL', D, 'w:' .. tok, 'f:' .. tok, 'c:' .. head, 'l:' .. head)
-redis.call('HSET', S, 'nq', '0', 'fence', ARGV[11], 'he', ARGV[10])
-return {1, 4, 4}`)
-		keys := []string{"{g}:s", "{g}:h", "{g}:q", "{g}:qe", "{g}:d", "{g}:t"}
-		prev := "0123456789abcdef.0"
-		if err := rdb.HSet(ctx, keys[0], "limit", 1, "used", 1, "fence", 1795978983896001, "nq", 0, "tn", -1,
-			"ta", 1795978983896, "he", 1795978993896, "seq", 0).Err(); err != nil {
-			b.Fatal(err)
+	// floor-grant: a queue of one; floor-grant32 and floor-grant128: the
+	// queue and holders the contended rows keep (N-4 waiters, 4 holders),
+	// with the commands such a grant makes (MONITOR of impl=floodgate-
+	// contended32: the queued acquire's fast path behind others, the
+	// hand-off release's fast path).
+	for _, backlog := range []int{0, 28, 124} {
+		name := "impl=floor-grant"
+		if backlog > 0 {
+			name += strconv.Itoa(backlog + 4)
 		}
-		if err := rdb.ZAdd(ctx, keys[1], redis.Z{Score: 1795978993896, Member: prev}).Err(); err != nil {
-			b.Fatal(err)
-		}
-		if err := rdb.HSet(ctx, keys[4], "w:"+prev, 1, "f:"+prev, 1795978983896001).Err(); err != nil {
-			b.Fatal(err)
-		}
-		for _, sc := range []*redis.Script{queued, handoff} {
-			if err := sc.Load(ctx, rdb).Err(); err != nil {
-				b.Fatal(err)
+		b.Run(name, func(b *testing.B) {
+			us := floorGrant(b, rdb, backlog)
+			if gcraUs > 0 {
+				b.ReportMetric(us/gcraUs, "x-gcra")
 			}
-		}
-		n := 0
-		us := measure(b, func() int64 { return int64(b.N) }, func() {
-			for b.Loop() {
-				n++
-				tok := "0123456789abcdef." + strconv.Itoa(n)
-				if err := queued.EvalSha(ctx, rdb, keys, tok, 4, 30000, "publish", "{g}:n:", 1,
-					10000, 1, 1000, "0123456789abcdef", 1795978983896001, n, 1795978984896).Err(); err != nil {
-					b.Fatal(err)
-				}
-				if err := handoff.EvalSha(ctx, rdb, keys, prev, 4, 30000, "publish", "{g}:n:", 1000, 0, 0, 1,
-					1795978984896, 1795978983896001+n).Err(); err != nil {
-					b.Fatal(err)
-				}
-				prev = tok
+			if pairUs > 0 {
+				b.ReportMetric(us/pairUs, "x-pair")
 			}
 		})
-		if gcraUs > 0 {
-			b.ReportMetric(us/gcraUs, "x-gcra")
-		}
-		if pairUs > 0 {
-			b.ReportMetric(us/pairUs, "x-pair")
-		}
-		rdb.Del(ctx, keys...)
-	})
+	}
 	for _, conc := range []int{32, 128} {
 		b.Run("impl=floodgate-contended"+strconv.Itoa(conc), func(b *testing.B) {
 			const procs, limit = 4, 4
@@ -526,4 +471,119 @@ return {1, 4, 4}`)
 			}
 		})
 	}
+}
+
+// floorGrantQueued is a waiter's queued acquire: the commands of acquire.lua's
+// queued fast path, with their arguments and reply. ARGV[14] = 1: the queue
+// was empty (the call is its head: it reads the earliest lease and gives Q a
+// TTL).
+var floorGrantQueued = redis.NewScript(`
+local S, H, Q, QE, D, T, tok = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1]
+local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
+local tm = redis.call('TIME')
+redis.call('ZCARD', H)
+if ARGV[14] ~= '1' then
+  redis.call('ZSCORE', T, tok)
+end
+redis.call('ZSCORE', H, tok)
+redis.call('ZADD', Q, 'NX', ARGV[12], tok)
+redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'c:' .. tok, ARGV[10], 'l:' .. tok, ARGV[7])
+redis.call('ZADD', QE, ARGV[13], tok)
+local pos = redis.call('ZRANK', Q, tok)
+if ARGV[14] == '1' then
+  redis.call('ZRANGE', H, '0', '0', 'WITHSCORES')
+end
+redis.call('HSET', S, 'nq', '1', 'seq', ARGV[12])
+redis.call('PEXPIRE', QE, ARGV[3])
+redis.call('PEXPIRE', D, ARGV[3])
+if ARGV[14] == '1' then
+  redis.call('PEXPIRE', Q, ARGV[3])
+end
+return {0, 0, 4, 4, pos, 1000, 1795978983896001}`)
+
+// floorGrantHandOff is the release of holder ARGV[1] that hands its permit
+// to the head of the queue: the commands of release.lua's hand-off fast
+// path. It returns the head granted (a floor's only deviation from the
+// reply, so that the loop can release it later).
+var floorGrantHandOff = redis.NewScript(`
+local S, H, Q, QE, D, tok = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1]
+local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
+local tm = redis.call('TIME')
+local head = redis.call('ZRANGE', Q, '0', '0')[1]
+local m = redis.call('HMGET', D, 'w:' .. head, 'c:' .. head, 'l:' .. head)
+redis.call('ZSCORE', QE, head)
+redis.call('ZCARD', H)
+redis.call('ZREM', H, tok)
+redis.call('ZREM', Q, head)
+redis.call('ZREM', QE, head)
+redis.call('ZADD', H, ARGV[10], head)
+redis.call('HSET', D, 'f:' .. head, ARGV[11])
+redis.call(ARGV[4], ARGV[5] .. m[2], head .. ':' .. ARGV[11])
+redis.call('HDEL', D, 'w:' .. tok, 'f:' .. tok, 'c:' .. head, 'l:' .. head)
+redis.call('HSET', S, 'nq', '0', 'fence', ARGV[11], 'he', ARGV[10])
+return head`)
+
+// floorGrant measures the script µs per grant of floorGrantQueued and
+// floorGrantHandOff with backlog waiters queued ahead of each new one (0: a
+// queue of one, one holder; else 4 holders, as the contended rows keep).
+func floorGrant(b *testing.B, rdb *redis.Client, backlog int) float64 {
+	ctx := context.Background()
+	keys := []string{"{g}:s", "{g}:h", "{g}:q", "{g}:qe", "{g}:d", "{g}:t"}
+	rdb.Del(ctx, keys...)
+	defer rdb.Del(ctx, keys...)
+	const fence, lease = 1795978983896001, 1795978993896
+	tokN := 0
+	newTok := func() string { tokN++; return "0123456789abcdef." + strconv.Itoa(tokN) }
+	holders := []string{newTok()}
+	if backlog > 0 {
+		holders = append(holders, newTok(), newTok(), newTok())
+	}
+	for _, h := range holders {
+		if err := rdb.ZAdd(ctx, keys[1], redis.Z{Score: lease, Member: h}).Err(); err != nil {
+			b.Fatal(err)
+		}
+		if err := rdb.HSet(ctx, keys[4], "w:"+h, 1, "f:"+h, fence).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := rdb.HSet(ctx, keys[0], "limit", len(holders), "used", len(holders), "fence", fence, "nq", backlog,
+		"tn", -1, "ta", 1795978983896, "he", lease, "seq", backlog).Err(); err != nil {
+		b.Fatal(err)
+	}
+	if err := rdb.ZAdd(ctx, keys[5], redis.Z{Score: lease, Member: "tombstone"}).Err(); err != nil {
+		b.Fatal(err)
+	}
+	seq := 0
+	queue := func(tok string) {
+		seq++
+		head := "0"
+		if backlog == 0 {
+			head = "1"
+		}
+		if err := floorGrantQueued.EvalSha(ctx, rdb, keys, tok, 4, 30000, "publish", "{g}:n:", 1,
+			10000, 1, 1000, "0123456789abcdef", fence, seq, 1795978984896, head).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, sc := range []*redis.Script{floorGrantQueued, floorGrantHandOff} {
+		if err := sc.Load(ctx, rdb).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range backlog {
+		queue(newTok())
+	}
+	u0 := redistest.ScriptUsec(b, rdb)
+	for b.Loop() {
+		queue(newTok())
+		granted, err := floorGrantHandOff.EvalSha(ctx, rdb, keys, holders[0], 4, 30000, "publish", "{g}:n:", 1000, 0, 0, 1,
+			1795978984896, fence+tokN).Text()
+		if err != nil {
+			b.Fatal(err)
+		}
+		holders = append(holders[1:], granted)
+	}
+	us := float64(redistest.ScriptUsec(b, rdb)-u0) / float64(max(b.N, 1))
+	b.ReportMetric(us, "script-µs/op")
+	return us
 }

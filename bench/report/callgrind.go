@@ -60,6 +60,8 @@ var cgCases = []cgCase{
 	{fmt.Sprintf(distsemCPU, "floor-pair"), "DistsemScriptCPU floor-pair", []string{"DistsemScriptCPU gcra"}, "BENCH_PRIVATE_REDIS_ADDR"},
 	{fmt.Sprintf(distsemCPU, "floodgate-pair"), "DistsemScriptCPU floodgate-pair", []string{"DistsemScriptCPU gcra", "DistsemScriptCPU floor-pair"}, "BENCH_PRIVATE_REDIS_ADDR"},
 	{fmt.Sprintf(distsemCPU, "floor-grant"), "DistsemScriptCPU floor-grant", []string{"DistsemScriptCPU floodgate-pair"}, "BENCH_PRIVATE_REDIS_ADDR"},
+	{fmt.Sprintf(distsemCPU, "floor-grant32"), "DistsemScriptCPU floor-grant32", []string{"DistsemScriptCPU floodgate-pair"}, "BENCH_PRIVATE_REDIS_ADDR"},
+	{fmt.Sprintf(distsemCPU, "floor-grant128"), "DistsemScriptCPU floor-grant128", []string{"DistsemScriptCPU floodgate-pair"}, "BENCH_PRIVATE_REDIS_ADDR"},
 }
 
 // runCallgrind runs the callgrind pass with the benchmark binary bin and
@@ -149,7 +151,7 @@ func callgrindRun(ctx context.Context, vg, redisBin, out, bin string, c cgCase, 
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- srv.Wait() }()
-	rdb := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true})
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true, MaxRetries: -1})
 	defer rdb.Close()
 	stop := func() error {
 		rdb.ShutdownNoSave(ctx) // its reply is the connection closing

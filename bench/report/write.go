@@ -158,8 +158,11 @@ same round: ´floor-pair´ and ´floor-grant´ make the commands of an
 uncontended pair's two scripts and of a contended grant's two (the waiter's
 queued acquire, the release that hands it the permit and publishes its
 message), with their arguments, and no other Lua: what the keys the
-semaphore keeps cost if its logic were free. Their gap to the ´floodgate´
-rows is the scripts' own logic.
+semaphore keeps cost if its logic were free. ´floor-grant32´ and
+´floor-grant128´ do so with the queue the contended rows keep (28 and 124
+waiters, 4 holders): Redis scans a small sorted set or hash to find a member
+or a score's place, so the same commands cost more with a longer queue. The
+gap between a floor and its ´floodgate´ row is the scripts' own logic.
 
 **Observer.** ´OtelSemaphore´ is a semaphore's Acquire+Release with
 otelfloodgate's Observer attached (´metrics=otel´), without
