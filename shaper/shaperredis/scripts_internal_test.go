@@ -364,6 +364,83 @@ func TestReserveScriptContract(t *testing.T) {
 	}
 }
 
+// TestReserveReadsPackedSchedule: reserve.lua and unreserve.lua read a
+// schedule stored packed ('<dd', as a later version is to write it) as the
+// same schedule stored as text, so that a rolling deploy of that version
+// keeps the fleet's schedule. One sequence of reservations runs on two
+// queues, the second's state rewritten packed before every call; both must
+// answer the same, and a give-back must match the packed schedule.
+func TestReserveReadsPackedSchedule(t *testing.T) {
+	db := redistest.Connect(t)
+	ctx := context.Background()
+	var now int64 = 1_700_000_000_000_000
+	mk := func(name string) *Queue {
+		return NewQueue(db.Client, name, shaper.PerSecond(10), QueueConfig{Burst: 2, MaxWait: 150 * time.Millisecond}, Config{Prefix: db.Prefix})
+	}
+	text, packed := mk("text"), mk("packed")
+	repacks := 0
+	repack := func() {
+		v, err := db.Client.Get(ctx, packed.Key()).Result()
+		if err == redis.Nil {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(v) == 16 && !strings.Contains(v, " ") {
+			return // packed already: the last call wrote nothing (not taken)
+		}
+		a, b, ok := strings.Cut(v, " ")
+		x, err1 := strconv.ParseInt(a, 10, 64)
+		y, err2 := strconv.ParseInt(b, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			t.Fatalf("schedule %q is not the text this version writes", v)
+		}
+		buf := binary.LittleEndian.AppendUint64(nil, math.Float64bits(float64(x)))
+		buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(float64(y)))
+		if err := db.Client.Set(ctx, packed.Key(), buf, redis.KeepTTL).Err(); err != nil {
+			t.Fatal(err)
+		}
+		repacks++
+	}
+	reserve := func(q *Queue, n int64) [7]int64 {
+		var out [7]int64
+		if err := evalKey(ctx, db.Client, testScripts.reserve, q.Key(), out[:], q.rl.arg, n, 150_000, 0, now); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	var last [7]int64
+	for i, step := range []struct{ dt, n int64 }{{0, 1}, {0, 1}, {0, 1}, {0, 2}, {60_000, 1}, {1_000_000, 2}, {0, 1}} {
+		now += step.dt
+		repack()
+		a, b := reserve(text, step.n), reserve(packed, step.n)
+		if a != b {
+			t.Fatalf("step %d: reserve = %v on a text schedule, %v on the same schedule packed", i, a, b)
+		}
+		if a[0] == 1 {
+			last = a
+		}
+	}
+	if repacks < 5 {
+		t.Fatalf("only %d schedules were packed: the comparison saw too few", repacks)
+	}
+	repack()
+	unreserve := func(q *Queue, r [7]int64) int64 {
+		v, err := testScripts.unreserve.Run(ctx, db.Client, []string{q.Key()}, q.rl.arg, 0, r[3], r[4], r[5], r[6], now).Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if a, b := unreserve(text, last), unreserve(packed, last); a != 1 || b != 1 {
+		t.Fatalf("give-back of the last reservation = %d on the text schedule, %d on the packed one; want 1, 1", a, b)
+	}
+	if a, b := reserve(text, 1), reserve(packed, 1); a != b {
+		t.Fatalf("after the give-back: reserve = %v on text, %v on the packed schedule's successor", a, b)
+	}
+}
+
 // TestMeterRejectsBadReply: a script reply that is not an array of integers is
 // an error before parseReply (go-redis's IntSliceCmd), and a NOSCRIPT is
 // answered with EVAL of the source.
