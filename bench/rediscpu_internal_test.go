@@ -10,18 +10,18 @@ import (
 )
 
 func TestUsecOnce(t *testing.T) {
-	before := parseCommandStats("# Commandstats\r\n" +
+	before := redistest.ParseCommandStats("# Commandstats\r\n" +
 		"cmdstat_get:calls=10,usec=10,usec_per_call=1.00,rejected_calls=0,failed_calls=0\r\n" +
 		"cmdstat_info:calls=1,usec=50,usec_per_call=50.00,rejected_calls=0,failed_calls=0\r\n")
 	// 100 EVALs, each calling TIME, GET and SET; 50 GETs of the client's own.
-	after := parseCommandStats("# Commandstats\r\n" +
+	after := redistest.ParseCommandStats("# Commandstats\r\n" +
 		"cmdstat_get:calls=160,usec=160,usec_per_call=1.00,rejected_calls=0,failed_calls=0\r\n" +
 		"cmdstat_time:calls=100,usec=200,usec_per_call=2.00,rejected_calls=0,failed_calls=0\r\n" +
 		"cmdstat_set:calls=100,usec=150,usec_per_call=1.50,rejected_calls=0,failed_calls=0\r\n" +
 		"cmdstat_evalsha:calls=100,usec=1400,usec_per_call=14.00,rejected_calls=0,failed_calls=0\r\n" +
 		"cmdstat_client|setinfo:calls=2,usec=4,usec_per_call=2.00,rejected_calls=0,failed_calls=0\r\n" +
 		"cmdstat_info:calls=2,usec=100,usec_per_call=50.00,rejected_calls=0,failed_calls=0\r\n")
-	if got := after["evalsha"]; got != (cmdStat{calls: 100, usec: 1400}) {
+	if got := after["evalsha"]; got != (redistest.CmdStat{Calls: 100, Usec: 1400}) {
 		t.Fatalf("parsed evalsha = %+v, want {100 1400}", got)
 	}
 	for _, c := range []struct {
@@ -57,7 +57,7 @@ func TestRedisCPUOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := redisCPUOnce(t, rdb)
-	raw0 := commandStats(t, rdb)
+	raw0 := redistest.CommandStats(t, rdb)
 	const scripts, gets = 200, 100
 	for range scripts {
 		if err := sc.EvalSha(ctx, rdb, []string{"k"}).Err(); err != nil {
@@ -67,25 +67,25 @@ func TestRedisCPUOnce(t *testing.T) {
 	for range gets {
 		rdb.Get(ctx, "k")
 	}
-	raw1 := commandStats(t, rdb)
+	raw1 := redistest.CommandStats(t, rdb)
 	got := w.usec(t)
 
-	d := func(name string) cmdStat {
-		return cmdStat{raw1[name].calls - raw0[name].calls, raw1[name].usec - raw0[name].usec}
+	d := func(name string) redistest.CmdStat {
+		return redistest.CmdStat{Calls: raw1[name].Calls - raw0[name].Calls, Usec: raw1[name].Usec - raw0[name].Usec}
 	}
-	if c := d("evalsha").calls; c != scripts {
+	if c := d("evalsha").Calls; c != scripts {
 		t.Fatalf("evalsha calls in the window = %d, want %d", c, scripts)
 	}
-	if c := d("get").calls; c != scripts+gets {
+	if c := d("get").Calls; c != scripts+gets {
 		t.Fatalf("get calls in the window = %d, want %d (Redis counts a script's GETs on cmdstat_get too)", c, scripts+gets)
 	}
 	// Within the window w measured (it began before raw0 and ended after
 	// raw1, which adds only INFO calls).
-	want := float64(d("evalsha").usec) + float64(d("get").usec)*gets/(scripts+gets)
+	want := float64(d("evalsha").Usec) + float64(d("get").Usec)*gets/(scripts+gets)
 	if math.Abs(got-want) > 1e-6 {
-		t.Errorf("usec = %v, want evalsha's %d + a third of get's %d = %v", got, d("evalsha").usec, d("get").usec, want)
+		t.Errorf("usec = %v, want evalsha's %d + a third of get's %d = %v", got, d("evalsha").Usec, d("get").Usec, want)
 	}
-	sumAll := float64(d("evalsha").usec + d("get").usec + d("time").usec + d("set").usec)
+	sumAll := float64(d("evalsha").Usec + d("get").Usec + d("time").Usec + d("set").Usec)
 	if got >= sumAll {
 		t.Errorf("usec = %v, not below the sum of every line %v: the script's inner commands were counted again", got, sumAll)
 	}

@@ -2,12 +2,12 @@ package bench
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -27,58 +27,19 @@ import (
 // throttled's go-redis store sends) is counted while a script's GET is not
 // counted again. INFO, the measurement itself, is left out.
 
-// scriptCommands are the commands whose usec includes the commands they call.
-var scriptCommands = map[string]bool{
-	"eval": true, "evalsha": true, "eval_ro": true, "evalsha_ro": true,
-	"fcall": true, "fcall_ro": true,
-}
-
-// cmdStat is one command's line of INFO commandstats.
-type cmdStat struct{ calls, usec int64 }
-
-// parseCommandStats parses INFO commandstats into each command's calls and
-// usec, by the name Redis gives it (lower case; "client|setinfo" for a
-// subcommand).
-func parseCommandStats(info string) map[string]cmdStat {
-	st := map[string]cmdStat{}
-	for _, line := range strings.Split(info, "\n") {
-		name, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok {
-			continue
-		}
-		name, ok = strings.CutPrefix(name, "cmdstat_")
-		if !ok {
-			continue
-		}
-		var s cmdStat
-		for _, f := range strings.Split(fields, ",") {
-			k, v, _ := strings.Cut(f, "=")
-			n, _ := strconv.ParseInt(v, 10, 64)
-			switch k {
-			case "calls":
-				s.calls = n
-			case "usec":
-				s.usec = n
-			}
-		}
-		st[name] = s
-	}
-	return st
-}
-
 // usecOnce is the Redis CPU from before to after in µs, each command counted
 // once: the script commands in full, every other command (INFO excepted) in
 // the share of its calls in the window that direct says the clients sent
 // (direct: calls sent per command name, lower case, in the same window).
-func usecOnce(before, after map[string]cmdStat, direct map[string]int64) float64 {
+func usecOnce(before, after map[string]redistest.CmdStat, direct map[string]int64) float64 {
 	var total float64
 	for name, a := range after {
 		bf := before[name]
-		calls, usec := a.calls-bf.calls, a.usec-bf.usec
+		calls, usec := a.Calls-bf.Calls, a.Usec-bf.Usec
 		base, _, _ := strings.Cut(name, "|")
 		switch {
 		case calls <= 0 || usec <= 0 || base == "info":
-		case scriptCommands[base]:
+		case redistest.ScriptCommands[base]:
 			total += float64(usec)
 		default:
 			own := min(direct[base], calls)
@@ -152,7 +113,7 @@ func counterOf(rdb *redis.Client) *cmdCounter {
 type cpuOnceWindow struct {
 	rdb     *redis.Client
 	clients []*cmdCounter
-	stats   map[string]cmdStat
+	stats   map[string]redistest.CmdStat
 	direct  []map[string]int64
 	done    atomic.Bool
 	// script is, once usec has returned, the window's µs in the script
@@ -173,7 +134,7 @@ func redisCPUOnce(tb testing.TB, rdb *redis.Client, clients ...*redis.Client) *c
 		w.clients = append(w.clients, c)
 		w.direct = append(w.direct, c.snapshot())
 	}
-	w.stats = commandStats(tb, rdb)
+	w.stats = redistest.CommandStats(tb, rdb)
 	return w
 }
 
@@ -183,7 +144,7 @@ func (w *cpuOnceWindow) usec(tb testing.TB) float64 {
 	if w.done.Swap(true) {
 		tb.Fatal("cpuOnceWindow.usec called twice")
 	}
-	after := commandStats(tb, w.rdb)
+	after := redistest.CommandStats(tb, w.rdb)
 	direct := map[string]int64{}
 	for i, c := range w.clients {
 		for k, v := range c.snapshot() {
@@ -191,17 +152,9 @@ func (w *cpuOnceWindow) usec(tb testing.TB) float64 {
 		}
 	}
 	for name, a := range after {
-		if base, _, _ := strings.Cut(name, "|"); scriptCommands[base] {
-			w.script += float64(max(0, a.usec-w.stats[name].usec))
+		if base, _, _ := strings.Cut(name, "|"); redistest.ScriptCommands[base] {
+			w.script += float64(max(0, a.Usec-w.stats[name].Usec))
 		}
 	}
 	return usecOnce(w.stats, after, direct)
-}
-
-func commandStats(tb testing.TB, rdb *redis.Client) map[string]cmdStat {
-	s, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return parseCommandStats(s)
 }

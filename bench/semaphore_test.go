@@ -62,10 +62,13 @@ func (c chanSem) tryAcquire() bool {
 
 func (c chanSem) release() { <-c }
 
-var semImpls = []struct {
+// A semImpl is one implementation the semaphore benchmarks run.
+type semImpl struct {
 	name string
 	new  func(n int64) permits
-}{
+}
+
+var semImpls = []semImpl{
 	{"floodgate", func(n int64) permits { return fgSem{semaphore.New(n, semaphore.Config{})} }},
 	{"xsync", func(n int64) permits { return xSem{xsem.NewWeighted(n)} }},
 	{"failsafe", func(n int64) permits { return fsBulkhead{bulkhead.New[any](uint(n))} }},
@@ -106,10 +109,7 @@ func (f *mutexFloor) release() {
 // impl=floodgate: allocs/op = 0.
 func BenchmarkSemaphoreAcquireRelease(b *testing.B) {
 	ctx := context.Background()
-	impls := append(semImpls[:len(semImpls):len(semImpls)], struct {
-		name string
-		new  func(n int64) permits
-	}{"floor", func(n int64) permits { return &mutexFloor{max: n} }})
+	impls := append(semImpls[:len(semImpls):len(semImpls)], semImpl{"floor", func(n int64) permits { return &mutexFloor{max: n} }})
 	for _, impl := range impls {
 		b.Run("impl="+impl.name, func(b *testing.B) {
 			p := impl.new(16)

@@ -3,7 +3,6 @@ package distsem
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -27,7 +26,7 @@ func BenchmarkHandOffReleaseScriptCPU(b *testing.B) {
 	srv := redistest.Start(b)
 	rdb := redis.NewClient(redistest.Options(srv.Addr))
 	b.Cleanup(func() { rdb.Close() })
-	rels := [2]*redisscript.Script{releaseScript, redisscript.New(strings.Replace(releaseSource, "local whole = limit0", "local whole = false and limit0", 1))}
+	rels := [2]*redisscript.Script{releaseScript, redisscript.New(withoutFastPaths(b, releaseSource))}
 	s := New(rdb, "handoff-cpu", 1, Config{Lease: time.Minute, WaiterTTL: time.Minute, Breaker: breaker.New("bench", breaker.Config{CallTimeout: time.Second})})
 	defer s.Close()
 	ctx := context.Background()

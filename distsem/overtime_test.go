@@ -435,7 +435,7 @@ func overTimeScripts(t *testing.T) (built, without [3]*redisscript.Script) {
 			src = replace(src, "if settled and he0 ~= -1 and", "if settled and not clock() and fast() and he0 ~= -1 and")
 		}
 		built[i] = redisscript.New(src)
-		without[i] = redisscript.New(replace(src, "local whole = limit0", "local whole = false and limit0"))
+		without[i] = redisscript.New(withoutFastPaths(t, src))
 	}
 	return built, without
 }

@@ -455,17 +455,24 @@ func assembleSource(sc *redisscript.Script) string {
 	panic("unknown script")
 }
 
+// withoutFastPaths returns src, an assembled script, with its fast paths off
+// (whole is false, see head.lua), and fails tb if src has no such flag.
+func withoutFastPaths(tb testing.TB, src string) string {
+	tb.Helper()
+	out := strings.Replace(src, "local whole = limit0", "local whole = false and limit0", 1)
+	if out == src {
+		tb.Fatal("no fast flag to disable")
+	}
+	return out
+}
+
 // TestFastPathsMatchGeneralPaths runs one random sequence of calls against two
 // semaphores, one with the scripts as built and one with their fast paths
 // disabled, and checks that both answer and store the same (fences and times
 // aside).
 func TestFastPathsMatchGeneralPaths(t *testing.T) {
 	slow := func(sc *redisscript.Script) *redisscript.Script {
-		src := strings.Replace(assembleSource(sc), "local whole = limit0", "local whole = false and limit0", 1)
-		if src == assembleSource(sc) {
-			t.Fatal("no fast flag to disable")
-		}
-		return redisscript.New(src)
+		return redisscript.New(withoutFastPaths(t, assembleSource(sc)))
 	}
 	built := [3]*redisscript.Script{acquireScript, releaseScript, renewScript}
 	without := [3]*redisscript.Script{slow(acquireScript), slow(releaseScript), slow(renewScript)}
