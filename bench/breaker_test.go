@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,7 +17,9 @@ func guarded(context.Context) (int, error) { return 1, nil }
 
 // BenchmarkBreakerSuccess is the guarded success path (breaker closed, call
 // succeeds) of floodgate's breaker.Do beside a direct call and beside
-// gobreaker's own Execute and two-step Allow, in one run. Target:
+// gobreaker's own Execute and two-step Allow, in one run; impl=floor is
+// gobreaker's Execute with only what Do's contract adds to it that no
+// implementation can skip (see the row). Target:
 // impl=floodgate/timeout=off: ns/op ≤ 1.15× impl=gobreaker;
 // impl=floodgate/timeout=off: allocs/op = 0.
 //
@@ -55,6 +58,30 @@ func BenchmarkBreakerSuccess(b *testing.B) {
 			}
 			v, err := guarded(ctx)
 			done(err)
+			breakerSink += v
+		}
+	})
+	b.Run("impl=floor", func(b *testing.B) {
+		// What Do cannot do without on this path: its context check, the
+		// call's result and error kept beside gobreaker's verdict (Execute
+		// of struct{}), and its answers counter. No state check, no policy.
+		b.ReportAllocs()
+		cb := gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{Name: "bench"})
+		var answers atomic.Uint64
+		for b.Loop() {
+			if err := ctx.Err(); err != nil {
+				b.Fatal(err)
+			}
+			var v int
+			var cerr error
+			_, err := cb.Execute(func() (struct{}, error) {
+				v, cerr = guarded(ctx)
+				return struct{}{}, cerr
+			})
+			if err != nil || cerr != nil {
+				b.Fatal(err, cerr)
+			}
+			answers.Add(1)
 			breakerSink += v
 		}
 	})

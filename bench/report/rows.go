@@ -73,7 +73,7 @@ var sections = []section{
 	}},
 	{"Store breaker (package breaker) vs sony/gobreaker", []row{
 		{what: "`Do` success path, call timeout off", fg: "BenchmarkBreakerSuccess/impl=floodgate/timeout=off",
-			peers: []string{"BenchmarkBreakerSuccess/impl=gobreaker"}},
+			peers: []string{"BenchmarkBreakerSuccess/impl=gobreaker", "BenchmarkBreakerSuccess/impl=floor"}},
 		{what: "`Do` success path, caller's deadline sooner than the call timeout", fg: "BenchmarkBreakerSuccess/impl=floodgate/timeout=callerdeadline",
 			peers: []string{"BenchmarkBreakerSuccess/impl=gobreaker"}},
 		{what: "`Do` success path, default call timeout, Background context", fg: "BenchmarkBreakerSuccess/impl=floodgate/timeout=on",

@@ -130,7 +130,13 @@ is longer than the interval.
 **Breaker.** With the call timeout off (or the caller's deadline sooner), ´Do´
 adds a state check and a counter to the call. With the default call timeout
 it also reads the clock, and with a cancellable context that has no deadline
-it must derive one (´context.WithDeadline´, which allocates).
+it must derive one (´context.WithDeadline´, which allocates). The floor row
+is gobreaker's ´Execute´ with only what ´Do´'s contract adds and no
+implementation could skip: the context check, the call's own result and
+error kept apart from the verdict gobreaker is told, and the answers
+counter. The gap from the floor to ´Do´ is the rest of ´Do´: the state
+check, the closure gobreaker calls, the outcome's record and its
+classification.
 
 **Redis meter.** One decision is one round trip running one script.
 decisions/s is from the client side; p50/p99 is the latency of one call;
