@@ -153,7 +153,7 @@ func (b *Breaker) setup(name string, cfg Config) {
 			return false
 		},
 		OnStateChange: b.onTransition,
-		IsExcluded:    func(err error) bool { return err == errCaller || err == errExcluded },
+		IsExcluded:    func(err error) bool { return err != nil && (err == errCaller || err == errExcluded) },
 	}
 	if ratio > 0 {
 		// A rolling window. Without the ratio rule counts are never cleared
