@@ -34,18 +34,31 @@ import (
 // both runs make. Contended cases are left out: under valgrind Redis runs
 // some 50 times slower, which changes how waiters queue and heartbeat.
 
+// The pass also counts, for a few in-process rows whose timed ratios swing
+// most on a shared machine, the instructions of the whole benchmark process
+// per operation (the benchmark binary itself under callgrind, one goroutine,
+// GOMAXPROCS=1, asynchronous preemption off: callgrind cannot follow Go's
+// preemption signals). These count the benchmark loop too, the same for
+// every implementation of a row, and time.Now through the vDSO as valgrind
+// runs it.
+
 // A cgCase is one benchmark case measured by the callgrind pass.
 type cgCase struct {
 	bench string   // -test.bench pattern
 	label string   // its name in the table
 	vs    []string // labels of the cases it is compared with
-	env   string   // the variable that points the benchmark at the server
+	env   string   // the variable that points the benchmark at the server; "" for an in-process case
 }
+
+// local reports whether c is an in-process case (no Redis).
+func (c cgCase) local() bool { return c.env == "" }
 
 const (
 	cgN1, cgN2 = 400, 1600
-	meterCase  = "^BenchmarkRedisMeterScript$/^conc=1$/^impl=%s$"
-	distsemCPU = "^BenchmarkDistsemScriptCPU$/^impl=%s$"
+	// in-process cases: a call is some hundred instructions
+	cgLocalN1, cgLocalN2 = 100_000, 300_000
+	meterCase            = "^BenchmarkRedisMeterScript$/^conc=1$/^impl=%s$"
+	distsemCPU           = "^BenchmarkDistsemScriptCPU$/^impl=%s$"
 )
 
 var cgCases = []cgCase{
@@ -62,6 +75,13 @@ var cgCases = []cgCase{
 	{fmt.Sprintf(distsemCPU, "floor-grant"), "DistsemScriptCPU floor-grant", []string{"DistsemScriptCPU floodgate-pair"}, "BENCH_PRIVATE_REDIS_ADDR"},
 	{fmt.Sprintf(distsemCPU, "floor-grant32"), "DistsemScriptCPU floor-grant32", []string{"DistsemScriptCPU floodgate-pair"}, "BENCH_PRIVATE_REDIS_ADDR"},
 	{fmt.Sprintf(distsemCPU, "floor-grant128"), "DistsemScriptCPU floor-grant128", []string{"DistsemScriptCPU floodgate-pair"}, "BENCH_PRIVATE_REDIS_ADDR"},
+
+	{"^BenchmarkBreakerSuccess$/^impl=gobreaker$", "BreakerSuccess gobreaker", nil, ""},
+	{"^BenchmarkBreakerSuccess$/^impl=floor$", "BreakerSuccess floor", []string{"BreakerSuccess gobreaker"}, ""},
+	{"^BenchmarkBreakerSuccess$/^impl=floodgate$/^timeout=off$", "BreakerSuccess floodgate, timeout off", []string{"BreakerSuccess gobreaker", "BreakerSuccess floor"}, ""},
+	{"^BenchmarkSemaphoreAcquireRelease$/^impl=xsync$", "SemaphoreAcquireRelease xsync", nil, ""},
+	{"^BenchmarkSemaphoreAcquireRelease$/^impl=floor$", "SemaphoreAcquireRelease floor", []string{"SemaphoreAcquireRelease xsync"}, ""},
+	{"^BenchmarkSemaphoreAcquireRelease$/^impl=floodgate$", "SemaphoreAcquireRelease floodgate", []string{"SemaphoreAcquireRelease xsync", "SemaphoreAcquireRelease floor"}, ""},
 }
 
 // runCallgrind runs the callgrind pass with the benchmark binary bin and
@@ -76,9 +96,17 @@ func runCallgrind(ctx context.Context, bin, redisBin, tmp string, env []string) 
 	for i, c := range cgCases {
 		fmt.Fprintf(os.Stderr, "report: callgrind %d/%d: %s\n", i+1, len(cgCases), c.label)
 		var ir [2]int64
-		for j, n := range []int{cgN1, cgN2} {
+		ns := [2]int{cgN1, cgN2}
+		if c.local() {
+			ns = [2]int{cgLocalN1, cgLocalN2}
+		}
+		for j, n := range ns {
 			out := filepath.Join(tmp, fmt.Sprintf("callgrind.%d.%d.out", i, j))
-			ir[j], err = callgrindRun(ctx, vg, redisBin, out, bin, c, n, env)
+			if c.local() {
+				ir[j], err = callgrindLocal(ctx, vg, out, bin, c, n, env)
+			} else {
+				ir[j], err = callgrindRun(ctx, vg, redisBin, out, bin, c, n, env)
+			}
 			if err != nil {
 				break
 			}
@@ -90,7 +118,7 @@ func runCallgrind(ctx context.Context, bin, redisBin, tmp string, env []string) 
 			notes = append(notes, fmt.Sprintf("callgrind: %s not measured: %v", c.label, err))
 			continue
 		}
-		counts[c.label] = float64(ir[1]-ir[0]) / float64(cgN2-cgN1)
+		counts[c.label] = float64(ir[1]-ir[0]) / float64(ns[1]-ns[0])
 	}
 	if len(counts) == 0 {
 		return nil, notes
@@ -98,7 +126,7 @@ func runCallgrind(ctx context.Context, bin, redisBin, tmp string, env []string) 
 	return &fragment{heading: callgrindHeading, body: strings.TrimSpace(callgrindTable(counts))}, notes
 }
 
-const callgrindHeading = "Redis instructions per script call (callgrind)"
+const callgrindHeading = "Instructions per operation (callgrind)"
 
 // callgrindTable renders the counts per operation with their ratios.
 func callgrindTable(counts map[string]float64) string {
@@ -108,20 +136,37 @@ func callgrindTable(counts map[string]float64) string {
 		"figure that does not move with the machine's load, beside the timed\n" +
 		"script-µs/op above (see How it is measured). One sequential run per case.\n\n")
 	b.WriteString("| case | instructions/op | compared with |\n|---|---|---|\n")
+	cgRows(&b, counts, false)
+	var local strings.Builder
+	if cgRows(&local, counts, true) > 0 {
+		b.WriteString("\nInstructions of the benchmark process per call for in-process rows whose\n" +
+			"timed ratios swing most here (the benchmark loop included, the same for\n" +
+			"every implementation of a row; one goroutine, GOMAXPROCS=1).\n\n")
+		b.WriteString("| case | instructions/op | compared with |\n|---|---|---|\n")
+		b.WriteString(local.String())
+	}
+	return b.String()
+}
+
+// cgRows writes the table rows of the measured cases that are in-process
+// (local) or not, and returns how many it wrote.
+func cgRows(b *strings.Builder, counts map[string]float64, local bool) int {
+	rows := 0
 	for _, c := range cgCases {
 		n, ok := counts[c.label]
-		if !ok {
+		if !ok || c.local() != local {
 			continue
 		}
+		rows++
 		var vs []string
 		for _, v := range c.vs {
 			if m, ok := counts[v]; ok && m > 0 {
 				vs = append(vs, fmt.Sprintf("%.3g× %s", n/m, v))
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s |\n", c.label, fmtCount(n), strings.Join(vs, "; "))
+		fmt.Fprintf(b, "| %s | %s | %s |\n", c.label, fmtCount(n), strings.Join(vs, "; "))
 	}
-	return b.String()
+	return rows
 }
 
 func fmtCount(n float64) string {
@@ -195,6 +240,23 @@ func callgrindRun(ctx context.Context, vg, redisBin, out, bin string, c cgCase, 
 	}
 	if berr != nil {
 		return 0, fmt.Errorf("%v: %s", berr, lastLines(o, 5))
+	}
+	if !strings.Contains(string(o), "\nBenchmark") && !strings.HasPrefix(string(o), "Benchmark") {
+		return 0, fmt.Errorf("no benchmark ran: %s", lastLines(o, 5))
+	}
+	return callgrindTotal(out)
+}
+
+// callgrindLocal runs in-process case c with -benchtime=nx under callgrind
+// and returns the instructions of the whole process.
+func callgrindLocal(ctx context.Context, vg, out, bin string, c cgCase, n int, env []string) (int64, error) {
+	cmd := exec.CommandContext(ctx, vg, "--tool=callgrind", "--callgrind-out-file="+out,
+		bin, "-test.run=^$", "-test.bench="+c.bench, "-test.count=1", "-test.benchtime="+strconv.Itoa(n)+"x", "-test.timeout=10m")
+	cmd.Env = append(append([]string(nil), env...), "GODEBUG=asyncpreemptoff=1", "GOMAXPROCS=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	o, err := cmd.CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("%v: %s", err, lastLines(o, 5))
 	}
 	if !strings.Contains(string(o), "\nBenchmark") && !strings.HasPrefix(string(o), "Benchmark") {
 		return 0, fmt.Errorf("no benchmark ran: %s", lastLines(o, 5))

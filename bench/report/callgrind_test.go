@@ -40,15 +40,22 @@ func TestCallgrindTable(t *testing.T) {
 		"RedisMeterScript gcra":                   48000,
 		"RedisMeterScript floor (TIME, GET, SET)": 40000,
 		"DistsemScriptCPU floodgate-pair":         224600, // its references are missing: no ratio
+		"BreakerSuccess gobreaker":                600,
+		"BreakerSuccess floodgate, timeout off":   690,
 	})
 	for _, want := range []string{
 		"| RedisMeterScript gcra | 48.0k | 0.75× RedisMeterScript redis_rate; 1.2× RedisMeterScript floor (TIME, GET, SET) |",
 		"| RedisMeterScript redis_rate | 64.0k |  |",
 		"| DistsemScriptCPU floodgate-pair | 224.6k |  |",
+		"| BreakerSuccess floodgate, timeout off | 690 | 1.15× BreakerSuccess gobreaker |",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("table lacks %q:\n%s", want, got)
 		}
+	}
+	// The in-process rows are a table of their own, after the Redis one.
+	if r, l := strings.Index(got, "| RedisMeterScript gcra"), strings.Index(got, "| BreakerSuccess gobreaker"); r < 0 || l < r || !strings.Contains(got[r:l], "benchmark process") {
+		t.Errorf("the in-process rows are not in a table of their own after the Redis rows:\n%s", got)
 	}
 	if strings.Contains(got, "tokenbucket") {
 		t.Errorf("table has a row for a case not measured:\n%s", got)

@@ -76,7 +76,7 @@ func main() {
 	flag.StringVar(&c.benchRe, "bench", ".", "run only benchmarks matching this regexp")
 	flag.BoolVar(&c.adaptive, "adaptive", true, "run the tests that write sections of their own (TestAdaptiveSim, TestAdaptiveFleetReport, TestShedSim, TestBackoffReport) and include them")
 	flag.BoolVar(&c.adaptOnly, "adaptive-only", false, "run only the tests that write sections of their own and replace those sections in -out, keeping the rest of it")
-	flag.BoolVar(&c.callgrind, "callgrind", true, "count the Redis scripts' instructions per operation under valgrind's callgrind (about a minute) and include them")
+	flag.BoolVar(&c.callgrind, "callgrind", true, "count the Redis scripts' instructions per operation, and a few in-process rows', under valgrind's callgrind (a few minutes) and include them")
 	flag.BoolVar(&c.cgOnly, "callgrind-only", false, "run only the callgrind pass and replace its section in -out, keeping the rest of it")
 	flag.Parse()
 	if c.rounds <= 0 {
