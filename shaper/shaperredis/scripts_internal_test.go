@@ -441,6 +441,49 @@ func TestReserveReadsPackedSchedule(t *testing.T) {
 	}
 }
 
+// packSchedule is a schedule as reserve.lua writes it: tat and rem packed as
+// two little-endian doubles (struct.pack('<dd')).
+func packSchedule(tat, rem int64) string {
+	buf := binary.LittleEndian.AppendUint64(nil, math.Float64bits(float64(tat)))
+	return string(binary.LittleEndian.AppendUint64(buf, math.Float64bits(float64(rem))))
+}
+
+// TestReservePackedScheduleNotReadAsText: a packed schedule whose bytes also
+// parse as text (Lua's tonumber reads a string up to its first zero byte:
+// 1759218605361165 packed starts "4 8\0", 1765914459342861 and 476291 hold
+// " 6\0" after a "4") is read as the packed schedule it is: reserve.lua finds
+// it busy, not idle (a text-first read takes it for "4 8" and resets it), and
+// unreserve.lua gives back the reservation that wrote it.
+func TestReservePackedScheduleNotReadAsText(t *testing.T) {
+	db := redistest.Connect(t)
+	ctx := context.Background()
+	q := NewQueue(db.Client, "q", shaper.PerSecond(10), QueueConfig{Burst: 2}, Config{Prefix: db.Prefix})
+	for _, s := range [][2]int64{{1759218605361165, 0}, {1765914459342861, 476291}} {
+		now := s[0] - 300_000 // the schedule ends 300ms from now: busy
+		set := func() {
+			if err := db.Client.Set(ctx, q.Key(), packSchedule(s[0], s[1]), time.Hour).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		set()
+		var out [7]int64
+		if err := evalKey(ctx, db.Client, testScripts.reserve, q.Key(), out[:], q.rl.arg, 1, 10_000_000, 0, now); err != nil {
+			t.Fatal(err)
+		}
+		if out[0] != 1 || out[5] != s[0] || out[6] != s[1] {
+			t.Errorf("schedule %v packed: reserve = %v, want taken from prev_tat, prev_rem %d, %d", s, out, s[0], s[1])
+		}
+		set()
+		v, err := testScripts.unreserve.Run(ctx, db.Client, []string{q.Key()}, q.rl.arg, 0, s[0], s[1], s[0]-100_000, 0, now).Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v != 1 {
+			t.Errorf("schedule %v packed: unreserve of the reservation that ended it = %d, want 1", s, v)
+		}
+	}
+}
+
 // TestMeterRejectsBadReply: a script reply that is not an array of integers is
 // an error before parseReply (go-redis's IntSliceCmd), and a NOSCRIPT is
 // answered with EVAL of the source.
