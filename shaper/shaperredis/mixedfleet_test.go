@@ -19,7 +19,10 @@ import (
 // ARGV P, C, B, n, deadline as decimal text, the
 // token bucket's and the windows' state as decimal text) beside new ones on
 // the same Redis, Prefix and keys. These tests hold a mixed fleet to: no key
-// corrupted or reset by either version.
+// corrupted or reset by either version. (The v1 files are the meters' scripts
+// before their states were packed; the Queue's scripts of commit 097c787,
+// the last to write its schedule as text, are kept as v2_*.lua, for
+// TestMixedFleetSharesQueueSchedule in mixedfleet_internal_test.go.)
 
 // v1 returns the previous version's meter script of algo, and a call of it:
 // cost n on the Redis key key under a limit of count per period with burst.

@@ -2,10 +2,10 @@ package shaperredis_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"math"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -105,7 +105,10 @@ func TestRedisQueueMaxWaitNotTaken(t *testing.T) {
 	if ok != 2 || limited != 2 {
 		t.Errorf("%d admitted, %d refused; want 2 and 2", ok, limited)
 	}
-	tat, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+	if len(v) != 16 {
+		t.Fatalf("schedule %q is not two packed doubles (struct.pack '<dd')", v)
+	}
+	tat := int64(math.Float64frombits(binary.LittleEndian.Uint64([]byte(v[:8]))))
 	if end := time.UnixMicro(tat).Sub(t0); end > 250*time.Millisecond {
 		t.Errorf("schedule ends %v after the first call, want 200ms: refused calls reserved slots", end)
 	}

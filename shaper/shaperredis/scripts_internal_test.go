@@ -364,44 +364,49 @@ func TestReserveScriptContract(t *testing.T) {
 	}
 }
 
-// TestReserveReadsPackedSchedule: reserve.lua and unreserve.lua read a
-// schedule stored packed ('<dd', as a later version is to write it) as the
-// same schedule stored as text, so that a rolling deploy of that version
-// keeps the fleet's schedule. One sequence of reservations runs on two
-// queues, the second's state rewritten packed before every call; both must
-// answer the same, and a give-back must match the packed schedule.
-func TestReserveReadsPackedSchedule(t *testing.T) {
+// TestReserveWritesPackedScheduleReadsText: reserve.lua and unreserve.lua
+// write the schedule packed ('<dd', 16 bytes: the reply's end_tat, end_rem;
+// after a give-back, its prev_tat, prev_rem), and read a schedule stored as
+// text ("tat rem", as the previous version writes it) as the same schedule,
+// so that processes of both versions share one schedule during a rolling
+// deploy. One sequence of reservations and a give-back runs on two queues,
+// the second's schedule rewritten as text before every call; both must
+// answer the same.
+func TestReserveWritesPackedScheduleReadsText(t *testing.T) {
 	db := redistest.Connect(t)
 	ctx := context.Background()
 	var now int64 = 1_700_000_000_000_000
 	mk := func(name string) *Queue {
 		return NewQueue(db.Client, name, shaper.PerSecond(10), QueueConfig{Burst: 2, MaxWait: 150 * time.Millisecond}, Config{Prefix: db.Prefix})
 	}
-	text, packed := mk("text"), mk("packed")
-	repacks := 0
-	repack := func() {
-		v, err := db.Client.Get(ctx, packed.Key()).Result()
+	packed, text := mk("packed"), mk("text")
+	get := func(q *Queue) (string, bool) {
+		v, err := db.Client.Get(ctx, q.Key()).Result()
 		if err == redis.Nil {
-			return
+			return "", false
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(v) == 16 && !strings.Contains(v, " ") {
-			return // packed already: the last call wrote nothing (not taken)
+		return v, true
+	}
+	rewrites := 0
+	retext := func() {
+		v, ok := get(text)
+		if !ok {
+			return
 		}
-		a, b, ok := strings.Cut(v, " ")
-		x, err1 := strconv.ParseInt(a, 10, 64)
-		y, err2 := strconv.ParseInt(b, 10, 64)
-		if !ok || err1 != nil || err2 != nil {
-			t.Fatalf("schedule %q is not the text this version writes", v)
+		if strings.Contains(v, " ") && len(v) != 16 {
+			return // text already: the last call wrote nothing (not taken)
 		}
-		buf := binary.LittleEndian.AppendUint64(nil, math.Float64bits(float64(x)))
-		buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(float64(y)))
-		if err := db.Client.Set(ctx, packed.Key(), buf, redis.KeepTTL).Err(); err != nil {
+		tat, rem, ok := unpackSchedule(v)
+		if !ok {
+			t.Fatalf("schedule %q is not the packed one this version writes", v)
+		}
+		if err := db.Client.Set(ctx, text.Key(), fmt.Sprintf("%d %d", tat, rem), redis.KeepTTL).Err(); err != nil {
 			t.Fatal(err)
 		}
-		repacks++
+		rewrites++
 	}
 	reserve := func(q *Queue, n int64) [7]int64 {
 		var out [7]int64
@@ -410,22 +415,32 @@ func TestReserveReadsPackedSchedule(t *testing.T) {
 		}
 		return out
 	}
+	// wrote checks that the packed queue's schedule is tat, rem packed.
+	wrote := func(what string, tat, rem int64) {
+		if v, _ := get(packed); v != packSchedule(tat, rem) {
+			t.Fatalf("%s: schedule %q, want %d, %d packed (%q)", what, v, tat, rem, packSchedule(tat, rem))
+		}
+	}
 	var last [7]int64
 	for i, step := range []struct{ dt, n int64 }{{0, 1}, {0, 1}, {0, 1}, {0, 2}, {60_000, 1}, {1_000_000, 2}, {0, 1}} {
 		now += step.dt
-		repack()
-		a, b := reserve(text, step.n), reserve(packed, step.n)
+		retext()
+		a, b := reserve(packed, step.n), reserve(text, step.n)
 		if a != b {
-			t.Fatalf("step %d: reserve = %v on a text schedule, %v on the same schedule packed", i, a, b)
+			t.Fatalf("step %d: reserve = %v on a packed schedule, %v on the same schedule as text", i, a, b)
 		}
 		if a[0] == 1 {
+			wrote(fmt.Sprintf("step %d", i), a[3], a[4])
 			last = a
 		}
 	}
-	if repacks < 5 {
-		t.Fatalf("only %d schedules were packed: the comparison saw too few", repacks)
+	if rewrites < 5 {
+		t.Fatalf("only %d schedules were rewritten as text: the comparison saw too few", rewrites)
 	}
-	repack()
+	if last[5] < now {
+		t.Fatalf("the last reservation %v followed an idle schedule: its give-back would delete, not write", last)
+	}
+	retext()
 	unreserve := func(q *Queue, r [7]int64) int64 {
 		v, err := testScripts.unreserve.Run(ctx, db.Client, []string{q.Key()}, q.rl.arg, 0, r[3], r[4], r[5], r[6], now).Int64()
 		if err != nil {
@@ -433,11 +448,72 @@ func TestReserveReadsPackedSchedule(t *testing.T) {
 		}
 		return v
 	}
-	if a, b := unreserve(text, last), unreserve(packed, last); a != 1 || b != 1 {
-		t.Fatalf("give-back of the last reservation = %d on the text schedule, %d on the packed one; want 1, 1", a, b)
+	if a, b := unreserve(packed, last), unreserve(text, last); a != 1 || b != 1 {
+		t.Fatalf("give-back of the last reservation = %d on the packed schedule, %d on the text one; want 1, 1", a, b)
 	}
-	if a, b := reserve(text, 1), reserve(packed, 1); a != b {
-		t.Fatalf("after the give-back: reserve = %v on text, %v on the packed schedule's successor", a, b)
+	wrote("after the give-back", last[5], last[6])
+	if v, _ := get(text); v != packSchedule(last[5], last[6]) {
+		t.Fatalf("the give-back on the text schedule wrote %q, want %d, %d packed", v, last[5], last[6])
+	}
+	if a, b := reserve(packed, 1), reserve(text, 1); a != b {
+		t.Fatalf("after the give-back: reserve = %v on the packed schedule, %v on the text one's successor", a, b)
+	}
+}
+
+// unpackSchedule decodes a schedule as reserve.lua writes it (packSchedule);
+// ok is false unless v is 16 bytes of two integers.
+func unpackSchedule(v string) (tat, rem int64, ok bool) {
+	if len(v) != 16 {
+		return 0, 0, false
+	}
+	a := math.Float64frombits(binary.LittleEndian.Uint64([]byte(v[:8])))
+	b := math.Float64frombits(binary.LittleEndian.Uint64([]byte(v[8:])))
+	if a != math.Trunc(a) || b != math.Trunc(b) || math.IsInf(a, 0) || math.IsInf(b, 0) {
+		return 0, 0, false
+	}
+	return int64(a), int64(b), true
+}
+
+// packSchedule is a schedule as reserve.lua writes it: tat and rem packed as
+// two little-endian doubles (struct.pack('<dd')).
+func packSchedule(tat, rem int64) string {
+	buf := binary.LittleEndian.AppendUint64(nil, math.Float64bits(float64(tat)))
+	return string(binary.LittleEndian.AppendUint64(buf, math.Float64bits(float64(rem))))
+}
+
+// TestReservePackedScheduleNotReadAsText: a packed schedule whose bytes also
+// parse as text (Lua's tonumber reads a string up to its first zero byte:
+// 1759218605361165 packed starts "4 8\0", 1765914459342861 and 476291 hold
+// " 6\0" after a "4") is read as the packed schedule it is: reserve.lua finds
+// it busy, not idle (a text-first read takes it for "4 8" and resets it), and
+// unreserve.lua gives back the reservation that wrote it.
+func TestReservePackedScheduleNotReadAsText(t *testing.T) {
+	db := redistest.Connect(t)
+	ctx := context.Background()
+	q := NewQueue(db.Client, "q", shaper.PerSecond(10), QueueConfig{Burst: 2}, Config{Prefix: db.Prefix})
+	for _, s := range [][2]int64{{1759218605361165, 0}, {1765914459342861, 476291}} {
+		now := s[0] - 300_000 // the schedule ends 300ms from now: busy
+		set := func() {
+			if err := db.Client.Set(ctx, q.Key(), packSchedule(s[0], s[1]), time.Hour).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		set()
+		var out [7]int64
+		if err := evalKey(ctx, db.Client, testScripts.reserve, q.Key(), out[:], q.rl.arg, 1, 10_000_000, 0, now); err != nil {
+			t.Fatal(err)
+		}
+		if out[0] != 1 || out[5] != s[0] || out[6] != s[1] {
+			t.Errorf("schedule %v packed: reserve = %v, want taken from prev_tat, prev_rem %d, %d", s, out, s[0], s[1])
+		}
+		set()
+		v, err := testScripts.unreserve.Run(ctx, db.Client, []string{q.Key()}, q.rl.arg, 0, s[0], s[1], s[0]-100_000, 0, now).Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v != 1 {
+			t.Errorf("schedule %v packed: unreserve of the reservation that ended it = %d, want 1", s, v)
+		}
 	}
 }
 

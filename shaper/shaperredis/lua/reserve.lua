@@ -1,7 +1,9 @@
 -- reserve.lua: reserve the next slot of a GCRA schedule shared by a fleet of
 -- queues (shaper.RedisQueue). Unlike gcra.lua, the debt is not clamped to the
 -- burst: reservations already handed out are in the future, and they are kept.
--- KEYS[1] = state: the string "tat rem" (schedule end tat + rem/C µs)
+-- KEYS[1] = state: the schedule's end tat + rem/C µs, packed as two
+--           little-endian doubles (struct.pack '<dd', 16 bytes); the text
+--           "tat rem" of the previous version is read too (pair, helpers.lua)
 -- ARGV    = limit (B the burst), n (cost), maxwait_us, the call's deadline (see
 --           the deadline check in common.lua)
 -- Returns {taken (0|1), wait_us, reset_after_us, end_tat, end_rem, prev_tat,
@@ -37,6 +39,6 @@ end
 local q = math.floor(nd / C)
 local et, er = now + q, nd - q * C
 if n > 0 then
-  redis.call('SET', KEYS[1], string.format('%d %d', et, er), 'PX', ttlms(q + 1))
+  redis.call('SET', KEYS[1], struct.pack('<dd', et, er), 'PX', ttlms(q + 1))
 end
 return {1, wait, ceildiv(nd, C), et, er, pt, pr}
