@@ -39,8 +39,27 @@ func TestDoSuccessPathAllocs(t *testing.T) {
 		if got > tc.max {
 			t.Errorf("%s: Do success path allocates %v times per call, want <= %v", tc.name, got, tc.max)
 		}
+		// As the Redis stores call it: a closure over the client, whose
+		// result holds pointers (escape analysis differs by the result's
+		// shape).
+		client := &replyClient{vals: []int64{1, 0, 0}}
+		got = testing.AllocsPerRun(1000, func() {
+			breaker.Do(tc.ctx, b, breaker.FailClosed, func(ctx context.Context) (reply, error) { return client.call(ctx) }, nil)
+		})
+		if got > tc.max {
+			t.Errorf("%s, a closure with a pointer result: Do success path allocates %v times per call, want <= %v", tc.name, got, tc.max)
+		}
 	}
 }
+
+type reply struct {
+	vals []int64
+	src  *replyClient
+}
+
+type replyClient struct{ vals []int64 }
+
+func (c *replyClient) call(context.Context) (reply, error) { return reply{c.vals, c}, nil }
 
 // TestDoOpenAllocs: an open breaker answers FailOpen and FailLocal without
 // allocating; FailClosed allocates its *OpenError.

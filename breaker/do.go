@@ -89,8 +89,8 @@ func Do[T any](ctx context.Context, b *Breaker, p Policy, call func(context.Cont
 			defer cancel()
 		}
 	}
-	o := outcome[T]{call: call, b: b, p: p, ctx: ctx, cctx: cctx, deadline: deadline}
-	o.execute()
+	var o outcome[T]
+	execute(ctx, b, p, cctx, deadline, call, &o)
 	b.dispatch()
 	if o.ran && b.obs != nil && o.verdict != errCaller {
 		b.observeCall(o.took, o.verdict, o.err, o.src)
@@ -102,16 +102,8 @@ func Do[T any](ctx context.Context, b *Breaker, p Policy, call func(context.Cont
 	return resolve(ctx, b, p, &o, fallback)
 }
 
-// An outcome is one call of Do: what it calls, and what execute learned.
+// An outcome is what execute learned of one call.
 type outcome[T any] struct {
-	// The call, set by Do.
-	call     func(context.Context) (T, error)
-	b        *Breaker
-	p        Policy
-	ctx      context.Context // the caller's
-	cctx     context.Context // ctx bounded by deadline
-	deadline time.Time       // the per-call deadline Do set, zero if none
-
 	out     T
 	err     error         // call's error
 	ran     bool          // call was called (gobreaker let it through)
@@ -127,36 +119,31 @@ func (o *outcome[T]) failed() bool { return isFailure(o.verdict) }
 // isFailure reports whether verdict v is a store failure.
 func isFailure(v error) bool { return v == errFailure || v == errTimedOut }
 
-// execute calls o.call with o.cctx through gobreaker, and records in o what
-// happened. A failure is counted, and answered by o.p (o.src), before
-// gobreaker sees it, so that the log line of a transition it causes
-// includes it. gobreaker calls o.run, a method value: the closure it costs
-// holds o alone.
-func (o *outcome[T]) execute() {
+// execute calls call with cctx (ctx bounded by deadline, zero if Do set
+// none) through gobreaker, and records in o what happened. A failure is
+// counted, and answered by p (o.src), before gobreaker sees it, so that the
+// log line of a transition it causes includes it.
+func execute[T any](ctx context.Context, b *Breaker, p Policy, cctx context.Context, deadline time.Time, call func(context.Context) (T, error), o *outcome[T]) {
 	var start time.Time
-	if o.b.obs != nil {
+	if b.obs != nil {
 		start = time.Now()
 	}
-	_, o.refusal = o.b.cb.Execute(o.run)
-	if o.ran && o.b.obs != nil {
+	_, o.refusal = b.cb.Execute(func() (struct{}, error) {
+		o.ran = true
+		o.out, o.err = call(cctx)
+		if o.err == nil {
+			return struct{}{}, nil
+		}
+		o.verdict = b.verdict(ctx, deadline, o.err)
+		if o.failed() {
+			b.failures.Add(1)
+			o.src = b.count(p)
+		}
+		return struct{}{}, o.verdict
+	})
+	if o.ran && b.obs != nil {
 		o.took = time.Since(start)
 	}
-}
-
-// run is the request gobreaker runs: the call, and the verdict gobreaker is
-// told.
-func (o *outcome[T]) run() (struct{}, error) {
-	o.ran = true
-	o.out, o.err = o.call(o.cctx)
-	if o.err == nil {
-		return struct{}{}, nil
-	}
-	o.verdict = o.b.verdict(o.ctx, o.deadline, o.err)
-	if o.failed() {
-		o.b.failures.Add(1)
-		o.src = o.b.count(o.p)
-	}
-	return struct{}{}, o.verdict
 }
 
 // resolve turns the outcome of a call into Do's answer.
