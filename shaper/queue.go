@@ -56,18 +56,23 @@ type QueueConfig struct {
 // k·interval, from the previous tat when the queue is busy, or from the arrival time
 // when it was idle. Release times never feed back into the schedule, so a wake-up
 // that comes late (sub-millisecond sleeps are coarse on many machines) does not
-// lower the rate: everything whose slot has passed is released together, and a
-// caller arriving again within that lateness is scheduled as if the wake-up had been
-// punctual (the credit is at most 10 ms). The long-run rate therefore does not
-// depend on the timer's resolution, at the price of short bursts of up to
-// lateness×Rate items when the runtime wakes up late; no item is ever released
-// before its slot.
+// lower the rate: everything whose slot has passed is released together, and the
+// lateness (the timer's, and the time to resume the woken caller) becomes a credit
+// of at most 10 ms. A caller arriving within that credit of the schedule is
+// scheduled as if the wake-up had been punctual; one arriving further behind, within
+// 10 ms of the late wake-up, restarts the schedule that much before now, so it
+// loses only its own time away, not the Queue's lateness (a loop at 1M/s, whose
+// slots are 1 µs apart, would otherwise lose a whole late wake-up each time its own
+// work between two calls took more than 1 µs). The long-run rate therefore does not
+// depend on the timer's resolution, at the price of short bursts: over any window,
+// at most lateness×Rate items more than the rate and Burst allow. No item is
+// released before its slot.
 //
 // Time a caller spends away from Wait (its own work between calls, or being
-// descheduled) is not credited beyond Burst, as in any GCRA: a caller that comes back
-// late is a new arrival. A worker that loops over Wait (or [Queue.Do]) and must keep
-// the rate through such pauses sets Burst to the number of items that may be
-// caught up after one, for example 10 ms worth of items.
+// descheduled) is not credited beyond Burst and that credit, as in any GCRA: a caller
+// that comes back late is a new arrival. A worker that loops over Wait (or
+// [Queue.Do]) and must keep the rate through such pauses sets Burst to the number of
+// items that may be caught up after one, for example 10 ms worth of items.
 //
 // An item whose weight is larger than Burst is not refused: it is released when its
 // turn comes and the weight is paid by the items after it.
@@ -99,6 +104,7 @@ type Queue struct {
 	// mu guards:
 	tat      vtime     // schedule after every released item
 	lag      int64     // lateness credit, ns (see releaseDueLocked)
+	lagAt    int64     // when lag was last set, ns
 	waiters  []*waiter // FIFO; waiters[0] is the head
 	timer    *time.Timer
 	timerAt  int64 // slot the timer is armed for; -1 if stopped
@@ -271,8 +277,15 @@ func (q *Queue) slotLocked(now, n int64) (slot int64, start vtime, due bool) {
 		}
 		return max(now, start.ns-q.tau), start, false
 	}
-	if q.tat.ns < now-q.lag { // idle: restart the schedule at now
-		q.tat, q.lag = vtime{ns: now}, 0
+	if q.tat.ns < now-q.lag {
+		// Behind the schedule by more than the credit: the caller's own
+		// time away is lost, the credit of a recent late wake-up is not;
+		// after maxLag without one the Queue was idle.
+		if q.lag > 0 && now-q.lagAt <= maxLag {
+			q.tat = vtime{ns: now - q.lag}
+		} else {
+			q.tat, q.lag = vtime{ns: now}, 0
+		}
 	}
 	start = q.tat
 	slot = start.ns - q.tau
@@ -328,7 +341,7 @@ func (q *Queue) await(ctx context.Context, w *waiter) (time.Duration, error) {
 		q.mu.Lock()
 		now := q.now()
 		if late := min(now-w.slot, maxLag); late > q.lag && w.state != closedOut {
-			q.lag = late
+			q.lag, q.lagAt = late, now
 		}
 		q.mu.Unlock()
 		if w.state == closedOut {
@@ -381,7 +394,9 @@ func (q *Queue) Do(ctx context.Context, n int64, fn func(context.Context) error)
 // when that waiter's goroutine actually resumes, in Wait): a caller that arrives
 // while the schedule is behind real time by no more than that credit is scheduled
 // from tat rather than from now, so late wake-ups do not lower the rate. An arrival
-// that finds the schedule further behind is idle and restarts it (credit 0).
+// that finds the schedule further behind restarts it at now less the credit if the
+// credit was earned in the last maxLag (see slotLocked), else at now: the Queue was
+// idle (credit 0).
 func (q *Queue) releaseDueLocked(now int64) {
 	n := 0
 	for n < len(q.waiters) && q.waiters[n].slot <= now {
@@ -399,7 +414,7 @@ func (q *Queue) releaseDueLocked(now int64) {
 		q.batch = append(q.batch, w)
 		q.tat = w.end
 	}
-	q.lag = min(now-q.waiters[n-1].slot, maxLag)
+	q.lag, q.lagAt = min(now-q.waiters[n-1].slot, maxLag), now
 	q.stats.Released += uint64(n)
 	clear(q.waiters[:n])
 	q.waiters = q.waiters[n:]

@@ -202,3 +202,49 @@ func TestDecisionStays64Bytes(t *testing.T) {
 		t.Errorf("Decision is %d bytes, want 64", n)
 	}
 }
+
+// TestLatenessCreditOutlivesCallerGap: a wake-up that comes late leaves a
+// credit of its lateness. A caller arriving within the credit continues the
+// schedule; one arriving further behind within maxLag of the late wake-up
+// loses only its own time away, not the lateness (at 1M/s a loop whose own
+// work between calls takes over one interval lost every late wake-up whole);
+// after maxLag without a late wake-up the schedule restarts at now.
+func TestLatenessCreditOutlivesCallerGap(t *testing.T) {
+	const T = int64(time.Millisecond) // the interval at 1000/s
+	const late = 300 * int64(time.Microsecond)
+	// lateWake returns a Queue whose waiter due at 10T was released late, at
+	// 10T+late: the schedule is at 11T with a credit of late.
+	lateWake := func() *Queue {
+		q := NewQueue(PerSecond(1000), QueueConfig{})
+		q.tat = vtime{ns: 10 * T}
+		q.waiters = []*waiter{{n: 1, slot: 10 * T, end: vtime{ns: 11 * T}, ready: make(chan struct{})}}
+		q.releaseDueLocked(10*T + late)
+		if q.tat != (vtime{ns: 11 * T}) || q.lag != late {
+			t.Fatalf("after the late release: tat %v, lag %d; want 11T, %d", q.tat, q.lag, late)
+		}
+		return q
+	}
+	for _, tc := range []struct {
+		name     string
+		arrive   int64 // the caller's next two arrivals (the second at once)
+		nextSlot int64 // the second arrival's slot
+	}{
+		// Within the credit: the schedule goes on from 11T.
+		{"within the credit", 11*T + 200*int64(time.Microsecond), 12 * T},
+		// 2T of the caller's own time after resuming: behind by more than
+		// the credit; the schedule restarts at now-late, not at now.
+		{"behind, credit fresh", 12*T + late, 13 * T},
+		// maxLag after the late wake-up: idle, restart at now.
+		{"behind, credit stale", 10*T + late + maxLag + T, 10*T + late + maxLag + 2*T},
+	} {
+		q := lateWake()
+		if _, _, due := q.slotLocked(tc.arrive, 1); !due {
+			t.Errorf("%s: the first arrival at %v is not due", tc.name, time.Duration(tc.arrive))
+		}
+		slot, _, due := q.slotLocked(tc.arrive, 1)
+		if due || slot != tc.nextSlot {
+			t.Errorf("%s: the second arrival at %v: slot %v (due %v), want %v", tc.name,
+				time.Duration(tc.arrive), time.Duration(slot), due, time.Duration(tc.nextSlot))
+		}
+	}
+}
