@@ -303,7 +303,12 @@ var sinkU uint64
 // Take (which sleeps per item, with its default slack of 10). The Queue runs with
 // no burst and with a burst of 10ms worth of items, which absorbs the loop's own
 // stalls (being descheduled on a busy machine), which GCRA does not credit
-// otherwise. Run with -benchtime=1x. Target: impl=floodgate-queue:
+// otherwise. At 1M/s impl=floor paces the same loop with no burst by spinning
+// on the clock (GCRA with no sleep, so no wake-up is ever late, and no credit):
+// what a pacer without burst can achieve for a loop that spends time of its
+// own between items (at 1M/s the interval is 1µs, and every stall of the loop
+// beyond it is lost), the floor of impl=floodgate-queue/rate=1000000/burst=0.
+// Run with -benchtime=1x. Target: impl=floodgate-queue:
 // achieved/target ≥ 0.99; impl=floodgate-queue: achieved/target ≤ 1.01.
 func BenchmarkShaperAccuracy(b *testing.B) {
 	for _, r := range []int{1_000, 10_000, 100_000, 1_000_000} {
@@ -323,6 +328,15 @@ func BenchmarkShaperAccuracy(b *testing.B) {
 				b.ReportMetric(sum/float64(b.N), "achieved/target")
 			})
 		}
+		if r == 1_000_000 {
+			b.Run("impl=floor/rate="+strconv.Itoa(r)+"/burst=0", func(b *testing.B) {
+				var sum float64
+				for b.Loop() {
+					sum += paced(r, 0, spinPaced(r))
+				}
+				b.ReportMetric(sum/float64(b.N), "achieved/target")
+			})
+		}
 		b.Run("impl=uber/rate="+strconv.Itoa(r), func(b *testing.B) {
 			var sum float64
 			for b.Loop() {
@@ -336,6 +350,26 @@ func BenchmarkShaperAccuracy(b *testing.B) {
 			}
 			b.ReportMetric(sum/float64(b.N), "achieved/target")
 		})
+	}
+}
+
+// spinPaced returns a loop that paces fn at r a second with no burst by
+// spinning on the clock: each item's slot is the previous one's plus the
+// interval, or now if that has passed (GCRA, τ = 0).
+func spinPaced(r int) func(ctx context.Context, fn func()) {
+	return func(ctx context.Context, fn func()) {
+		interval := time.Second / time.Duration(r)
+		base := time.Now()
+		var tat time.Duration
+		for ctx.Err() == nil {
+			now := time.Since(base)
+			tat = max(tat, now)
+			for now < tat {
+				now = time.Since(base)
+			}
+			tat += interval
+			fn()
+		}
 	}
 }
 

@@ -70,6 +70,8 @@ var sections = []section{
 			peers: []string{"BenchmarkShaperAccuracy/impl=uber/rate=100000"}, noRatio: true},
 		{what: "`Queue` pacing a loop, 1M/s", fg: "BenchmarkShaperAccuracy/impl=floodgate-queue/rate=1000000/burst=10000",
 			peers: []string{"BenchmarkShaperAccuracy/impl=uber/rate=1000000"}, noRatio: true},
+		{what: "`Queue` pacing a loop, 1M/s, no burst", fg: "BenchmarkShaperAccuracy/impl=floodgate-queue/rate=1000000/burst=0",
+			peers: []string{"BenchmarkShaperAccuracy/impl=floor/rate=1000000/burst=0"}},
 	}},
 	{"Store breaker (package breaker) vs sony/gobreaker", []row{
 		{what: "`Do` success path, call timeout off", fg: "BenchmarkBreakerSuccess/impl=floodgate/timeout=off",
