@@ -125,7 +125,9 @@ others).
 **Queue accuracy** is the achieved long-run rate over the configured one for
 one loop pacing itself with ´Queue.Wait´ (1.000 is exact), beside uber's
 ´Take´, which sleeps per item and falls behind at high rates because a sleep
-is longer than the interval.
+is longer than the interval. At 1M/s with no burst the floor is the same loop
+paced by spinning on the clock (GCRA with no sleep and no credit): an item's
+interval is 1 µs there, and any stall of the loop beyond it is lost.
 
 **Breaker.** With the call timeout off (or the caller's deadline sooner), ´Do´
 adds a state check and a counter to the call. With the default call timeout
