@@ -27,17 +27,19 @@ local dl = tonumber(ARGV[11])
 if dl and dl > 0 and now_us > dl then
   return {-3, 0, 0, 0, 0, 0, now_us}
 end
--- Fast path: a new grant with the queue empty (so tok is not queued), no
--- tombstone for tok, and the weight fits (so it is not too heavy), as below.
-if fast() and (tn0 == -1 or not redis.call('ZSCORE', T, tok)) then
-  local w = tonumber(ARGV[6])
+-- Fast path: a new grant with the queue empty (so tok is not queued), the
+-- weight fitting (so it is not too heavy) and no tombstone for tok, as below.
+-- The weight is checked before the tombstone is looked up: a call that finds
+-- no room (the head of a queue to be) reads it once, in the next fast path.
+local wq = tonumber(ARGV[6]) -- the weight, of both fast paths
+if fast() and wq <= limit0 and used0 + wq <= limit0 and (tn0 == -1 or not redis.call('ZSCORE', T, tok)) then
   local expiry = now + tonumber(ARGV[7])
-  if w <= limit0 and used0 + w <= limit0 and redis.call('ZADD', H, 'NX', int(expiry), tok) == 1 then
+  if redis.call('ZADD', H, 'NX', int(expiry), tok) == 1 then
     local fence = fence0 + 1
     if fence < now_us then
       fence = now_us
     end
-    local fence_s, used = int(fence), used0 + w
+    local fence_s, used = int(fence), used0 + wq
     redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, fence_s)
     if he0 == -1 or expiry < he0 then
       redis.call('HSET', S, 'used', int(used), 'fence', fence_s, 'he', int(expiry))
@@ -58,7 +60,6 @@ end
 -- can have expired or be healed (he, and H is not empty), tok is neither
 -- tombstoned nor held and no key needs a TTL refresh, as below (see beat).
 -- The common contended acquire, without the shared functions.
-local wq = tonumber(ARGV[6])
 if whole and ARGV[8] == '1' and he0 > now and now >= ta0 and now - ta0 < key_ttl / 4 and wq <= limit0
   and (seq0 or nq0 == 0)
   and (nq0 > 0 and used0 >= limit0 or nq0 <= 0 and used0 + wq > limit0)
