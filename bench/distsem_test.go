@@ -335,54 +335,15 @@ func BenchmarkDistsemScriptCPU(b *testing.B) {
 		})
 	})
 	b.Run("impl=floor-pair", func(b *testing.B) {
-		// The commands of the pair's two fast paths, with their arguments
-		// and replies, and none of the logic around them: what the pair
-		// would cost with the keys it keeps if its Lua were free.
-		acq := redis.NewScript(`
-local S, H, D, tok = KEYS[1], KEYS[2], KEYS[5], ARGV[1]
-local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
-local tm = redis.call('TIME')
-redis.call('ZADD', H, 'NX', ARGV[7], tok)
-redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, ARGV[11])
-redis.call('HSET', S, 'used', ARGV[6], 'fence', ARGV[11])
-redis.call('PEXPIRE', H, ARGV[3])
-redis.call('PEXPIRE', D, ARGV[3])
-return {1, 1795978983896001, 1048576, 1, 0}`)
-		rel := redis.NewScript(`
-local S, H, D, tok = KEYS[1], KEYS[2], KEYS[5], ARGV[1]
-local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
-redis.call('ZREM', H, tok)
-redis.call('HDEL', D, 'w:' .. tok, 'f:' .. tok)
-redis.call('HSET', S, 'used', '0')
-return {1, 1048576, 0}`)
-		keys := []string{"{f}:s", "{f}:h", "{f}:q", "{f}:qe", "{f}:d", "{f}:t"}
-		if err := rdb.HSet(ctx, keys[0], "limit", 1<<20, "used", 0, "fence", 1795978983896001, "nq", 0, "tn", -1,
-			"ta", 1795978983896, "he", -1, "seq", 0).Err(); err != nil {
-			b.Fatal(err)
-		}
-		for _, sc := range []*redis.Script{acq, rel} {
-			if err := sc.Load(ctx, rdb).Err(); err != nil {
-				b.Fatal(err)
-			}
-		}
-		n := 0
+		pair := newFloorPair(b, rdb)
 		floorUs = measure(b, func() int64 { return int64(b.N) }, func() {
 			for b.Loop() {
-				n++
-				tok := "0123456789abcdef." + strconv.Itoa(n)
-				if err := acq.EvalSha(ctx, rdb, keys, tok, 1<<20, 30000, "publish", "{f}:n:", 1,
-					1795978993896, 1, 1000, "0123456789abcdef", 1795978983896001+n).Err(); err != nil {
-					b.Fatal(err)
-				}
-				if err := rel.EvalSha(ctx, rdb, keys, tok, 1<<20, 30000, "publish", "{f}:n:", 1000, 0, 0, 1).Err(); err != nil {
-					b.Fatal(err)
-				}
+				pair()
 			}
 		})
 		if gcraUs > 0 {
 			b.ReportMetric(floorUs/gcraUs, "x-gcra")
 		}
-		rdb.Del(ctx, keys...)
 	})
 	b.Run("impl=floodgate-pair", func(b *testing.B) {
 		s := distsem.New(rdb, "cpu-pair", 1<<20, distsem.Config{})
@@ -473,18 +434,72 @@ return {1, 1048576, 0}`)
 	}
 }
 
+// floorPairAcquire and floorPairRelease are the commands of the pair's two
+// fast paths (acquire.lua's grant, release.lua's first), with their
+// arguments and replies, and none of the logic around them: what the pair
+// would cost with the keys it keeps if its Lua were free.
+// TestFloorScriptsMakeDistsemCommands holds them to the scripts' commands.
+var (
+	floorPairAcquire = redis.NewScript(`
+local S, H, D, tok = KEYS[1], KEYS[2], KEYS[5], ARGV[1]
+local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
+local tm = redis.call('TIME')
+redis.call('ZADD', H, 'NX', ARGV[7], tok)
+redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, ARGV[11])
+redis.call('HSET', S, 'used', ARGV[6], 'fence', ARGV[11])
+redis.call('PEXPIRE', H, ARGV[3])
+redis.call('PEXPIRE', D, ARGV[3])
+return {1, 1795978983896001, 1048576, 1, 0}`)
+	floorPairRelease = redis.NewScript(`
+local S, H, D, tok = KEYS[1], KEYS[2], KEYS[5], ARGV[1]
+local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
+redis.call('ZREM', H, tok)
+redis.call('HDEL', D, 'w:' .. tok, 'f:' .. tok)
+redis.call('HSET', S, 'used', '0')
+return {1, 1048576, 0}`)
+)
+
+// newFloorPair stores a settled semaphore state for the floor pair's scripts
+// and returns a function that makes one pair of their calls. The keys are
+// deleted when tb ends.
+func newFloorPair(tb testing.TB, rdb *redis.Client) func() {
+	ctx := context.Background()
+	keys := []string{"{f}:s", "{f}:h", "{f}:q", "{f}:qe", "{f}:d", "{f}:t"}
+	if err := rdb.HSet(ctx, keys[0], "limit", 1<<20, "used", 0, "fence", 1795978983896001, "nq", 0, "tn", -1,
+		"ta", 1795978983896, "he", -1, "seq", 0).Err(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { rdb.Del(ctx, keys...) })
+	for _, sc := range []*redis.Script{floorPairAcquire, floorPairRelease} {
+		if err := sc.Load(ctx, rdb).Err(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	n := 0
+	return func() {
+		n++
+		tok := "0123456789abcdef." + strconv.Itoa(n)
+		if err := floorPairAcquire.EvalSha(ctx, rdb, keys, tok, 1<<20, 30000, "publish", "{f}:n:", 1,
+			1795978993896, 1, 1000, "0123456789abcdef", 1795978983896001+n).Err(); err != nil {
+			tb.Fatal(err)
+		}
+		if err := floorPairRelease.EvalSha(ctx, rdb, keys, tok, 1<<20, 30000, "publish", "{f}:n:", 1000, 0, 0, 1).Err(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
 // floorGrantQueued is a waiter's queued acquire: the commands of acquire.lua's
-// queued fast path, with their arguments and reply. ARGV[14] = 1: the queue
-// was empty (the call is its head: it reads the earliest lease and gives Q a
-// TTL).
+// queued fast path, with their arguments and reply, a tombstone being stored
+// (as in the contended rows: a waiter that calls twice is released with one).
+// ARGV[14] = 1: the queue was empty (the call is its head: it reads the
+// earliest lease and gives Q a TTL).
 var floorGrantQueued = redis.NewScript(`
 local S, H, Q, QE, D, T, tok = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1]
 local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
 local tm = redis.call('TIME')
 redis.call('ZCARD', H)
-if ARGV[14] ~= '1' then
-  redis.call('ZSCORE', T, tok)
-end
+redis.call('ZSCORE', T, tok)
 redis.call('ZSCORE', H, tok)
 redis.call('ZADD', Q, 'NX', ARGV[12], tok)
 redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'c:' .. tok, ARGV[10], 'l:' .. tok, ARGV[7])
@@ -503,8 +518,10 @@ return {0, 0, 4, 4, pos, 1000, 1795978983896001}`)
 
 // floorGrantHandOff is the release of holder ARGV[1] that hands its permit
 // to the head of the queue: the commands of release.lua's hand-off fast
-// path. It returns the head granted (a floor's only deviation from the
-// reply, so that the loop can release it later).
+// path. ARGV[12] = 1: ARGV[1] is the only holder (its ZREM deletes H, which
+// the grant's ZADD creates again and gives a TTL). It returns the head
+// granted (a floor's only deviation from the reply, so that the loop can
+// release it later).
 var floorGrantHandOff = redis.NewScript(`
 local S, H, Q, QE, D, tok = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1]
 local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
@@ -521,16 +538,36 @@ redis.call('HSET', D, 'f:' .. head, ARGV[11])
 redis.call(ARGV[4], ARGV[5] .. m[2], head .. ':' .. ARGV[11])
 redis.call('HDEL', D, 'w:' .. tok, 'f:' .. tok, 'c:' .. head, 'l:' .. head)
 redis.call('HSET', S, 'nq', '0', 'fence', ARGV[11], 'he', ARGV[10])
+if ARGV[12] == '1' then
+  redis.call('PEXPIRE', H, ARGV[3])
+end
 return head`)
 
 // floorGrant measures the script µs per grant of floorGrantQueued and
 // floorGrantHandOff with backlog waiters queued ahead of each new one (0: a
 // queue of one, one holder; else 4 holders, as the contended rows keep).
 func floorGrant(b *testing.B, rdb *redis.Client, backlog int) float64 {
+	queue, handOff := newFloorGrant(b, rdb, backlog)
+	u0 := redistest.ScriptUsec(b, rdb)
+	for b.Loop() {
+		queue()
+		handOff()
+	}
+	us := float64(redistest.ScriptUsec(b, rdb)-u0) / float64(max(b.N, 1))
+	b.ReportMetric(us, "script-µs/op")
+	return us
+}
+
+// newFloorGrant stores the state of a contended semaphore with backlog
+// waiters queued and returns the two calls of one grant: queue, a new
+// waiter's queued acquire (floorGrantQueued), and handOff, the release of
+// the oldest holder that hands its permit to the head of the queue
+// (floorGrantHandOff). The keys are deleted when tb ends.
+func newFloorGrant(tb testing.TB, rdb *redis.Client, backlog int) (queue, handOff func()) {
 	ctx := context.Background()
 	keys := []string{"{g}:s", "{g}:h", "{g}:q", "{g}:qe", "{g}:d", "{g}:t"}
 	rdb.Del(ctx, keys...)
-	defer rdb.Del(ctx, keys...)
+	tb.Cleanup(func() { rdb.Del(ctx, keys...) })
 	const fence, lease = 1795978983896001, 1795978993896
 	tokN := 0
 	newTok := func() string { tokN++; return "0123456789abcdef." + strconv.Itoa(tokN) }
@@ -540,21 +577,21 @@ func floorGrant(b *testing.B, rdb *redis.Client, backlog int) float64 {
 	}
 	for _, h := range holders {
 		if err := rdb.ZAdd(ctx, keys[1], redis.Z{Score: lease, Member: h}).Err(); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 		if err := rdb.HSet(ctx, keys[4], "w:"+h, 1, "f:"+h, fence).Err(); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
 	if err := rdb.HSet(ctx, keys[0], "limit", len(holders), "used", len(holders), "fence", fence, "nq", backlog,
 		"tn", -1, "ta", 1795978983896, "he", lease, "seq", backlog).Err(); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	if err := rdb.ZAdd(ctx, keys[5], redis.Z{Score: lease, Member: "tombstone"}).Err(); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	seq := 0
-	queue := func(tok string) {
+	enqueue := func(tok string) {
 		seq++
 		head := "0"
 		if backlog == 0 {
@@ -562,28 +599,29 @@ func floorGrant(b *testing.B, rdb *redis.Client, backlog int) float64 {
 		}
 		if err := floorGrantQueued.EvalSha(ctx, rdb, keys, tok, 4, 30000, "publish", "{g}:n:", 1,
 			10000, 1, 1000, "0123456789abcdef", fence, seq, 1795978984896, head).Err(); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
 	for _, sc := range []*redis.Script{floorGrantQueued, floorGrantHandOff} {
 		if err := sc.Load(ctx, rdb).Err(); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
 	for range backlog {
-		queue(newTok())
+		enqueue(newTok())
 	}
-	u0 := redistest.ScriptUsec(b, rdb)
-	for b.Loop() {
-		queue(newTok())
+	queue = func() { enqueue(newTok()) }
+	only := "0"
+	if len(holders) == 1 {
+		only = "1"
+	}
+	handOff = func() {
 		granted, err := floorGrantHandOff.EvalSha(ctx, rdb, keys, holders[0], 4, 30000, "publish", "{g}:n:", 1000, 0, 0, 1,
-			1795978984896, fence+tokN).Text()
+			1795978984896, fence+tokN, only).Text()
 		if err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 		holders = append(holders[1:], granted)
 	}
-	us := float64(redistest.ScriptUsec(b, rdb)-u0) / float64(max(b.N, 1))
-	b.ReportMetric(us, "script-µs/op")
-	return us
+	return queue, handOff
 }

@@ -10,7 +10,8 @@
 # -race -shuffle=on (each test binary at most TEST_TIMEOUT, 10m by default: a hang
 # fails with a goroutine dump), then the allocation tests without -race and one
 # iteration of every benchmark, then vets and smoke-runs bench/ (one iteration each,
-# and one short fault scenario of bench/faults).
+# and one short fault scenario of bench/faults) and runs the tests of bench/report
+# and of bench/ but the report sections.
 # go.work is ignored (GOWORK=off): each module is tested as its go.mod says, as a
 # user gets it. Both servers are stopped and their data removed on every exit path:
 # success, failure or Ctrl-C.
@@ -197,5 +198,11 @@ if [ -f bench/go.mod ]; then
   log "bench/faults and bench/internal: their tests, one short fault scenario end to end among them (TestFaultsQuick, about 15 s)"
   run bash -c 'cd bench && go test -count=1 -timeout "$1" ./faults ./internal/...' bash "$TEST_TIMEOUT" >"$WORK/bench.log" 2>&1 ||
     { cat "$WORK/bench.log" >&2; die "bench/faults failed"; }
+  # The report's own tests, and bench/'s tests but the four that write report
+  # sections (run by make bench: minutes each), among them the check that the
+  # floor scripts make the commands of distsem's fast paths.
+  log "bench/report and bench/'s tests (not the report sections)"
+  run bash -c 'cd bench && go test -count=1 -timeout "$1" ./report && go test -count=1 -timeout "$1" -skip "^(TestAdaptiveSim|TestAdaptiveFleetReport|TestShedSim|TestBackoffReport)$" .' bash "$TEST_TIMEOUT" >"$WORK/bench.log" 2>&1 ||
+    { cat "$WORK/bench.log" >&2; die "bench/ tests failed"; }
 fi
 log "all passed"

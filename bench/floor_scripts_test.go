@@ -1,0 +1,281 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floodgate-go/floodgate/distsem"
+	"github.com/floodgate-go/floodgate/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestFloorScriptsMakeDistsemCommands: the floor rows of
+// BenchmarkDistsemScriptCPU restate by hand the commands that distsem's fast
+// paths make, so the floors mean "the same commands with no other Lua" only
+// while the two agree. Under MONITOR, each floor script makes the commands
+// (names, in order) that the distsem call it stands for makes on a real
+// semaphore: the uncontended acquire and release (floor-pair), and a
+// contended grant's queued acquire and hand-off release, with a queue of one
+// and one holder (floor-grant) and behind waiters with 4 holders
+// (floor-grant32 and floor-grant128).
+func TestFloorScriptsMakeDistsemCommands(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(redistest.Options(srv.Addr))
+	defer rdb.Close()
+	ctx := t.Context()
+	mon := startMonitor(t, rdb, srv.Addr)
+
+	t.Run("pair", func(t *testing.T) {
+		s := distsem.New(rdb, "mon-pair", 1<<20, distsem.Config{})
+		defer s.Close()
+		warm(t, s) // the first call of a new semaphore takes the general path
+		var p *distsem.Permit
+		acquire := mon.commands(t, func() { p = acquireOrFatal(t, s) })
+		release := mon.commands(t, func() { releaseOrFatal(t, p) })
+		s.Close()
+		pair := newFloorPair(t, rdb)
+		floor := mon.commands(t, pair)
+		if want := append(slices.Clone(acquire), release...); !slices.Equal(floor, want) {
+			t.Errorf("floor-pair makes\n\t%v\ndistsem's acquire and release make\n\t%v\n\t%v", floor, acquire, release)
+		}
+	})
+
+	for _, tc := range []struct {
+		name            string
+		holders, behind int  // the semaphore's limit, all held; waiters already queued
+		tombstone       bool // a tombstone is stored (as in the contended rows)
+		floorBacklog    int  // newFloorGrant's backlog
+	}{
+		{"queue of one", 1, 0, true, 0},
+		{"behind waiters", 4, 2, true, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := distsem.New(rdb, "mon-grant-"+strconv.Itoa(tc.holders), int64(tc.holders), distsem.Config{})
+			defer s.Close()
+			warm(t, s)
+			var held []*distsem.Permit
+			defer func() {
+				for _, p := range held {
+					p.Release(context.Background())
+				}
+			}()
+			for range tc.holders {
+				held = append(held, acquireOrFatal(t, s))
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			var waiters []chan *distsem.Permit // in queue order
+			queue := func(ctx context.Context) {
+				c := make(chan *distsem.Permit, 1)
+				waiters = append(waiters, c)
+				go func() {
+					p, err := s.Acquire(ctx, 1)
+					if err != nil {
+						p = nil
+					}
+					c <- p
+				}()
+				mon.awaitQueued(t)
+			}
+			// handOff releases the oldest holder, whose permit goes to the
+			// head waiter, and waits for that waiter's Acquire to return.
+			handOff := func() {
+				releaseOrFatal(t, held[0])
+				held = held[1:]
+				select {
+				case p := <-waiters[0]:
+					if p == nil {
+						t.Fatal("the head waiter was not granted")
+					}
+					held = append(held, p)
+					waiters = waiters[1:]
+				case <-time.After(10 * time.Second):
+					t.Fatal("the head waiter was not granted within 10s")
+				}
+			}
+			// A first grant: the first waiter of a process subscribes to
+			// its hand-off channel and then calls again (which the
+			// contended rows do once, not per grant).
+			mon.commands(t, func() {
+				queue(wctx)
+				handOff()
+				// That waiter made two calls: its release writes a
+				// tombstone. The holder released below made one.
+				releaseOrFatal(t, held[len(held)-1])
+				held[len(held)-1] = acquireOrFatal(t, s)
+			})
+			if tc.tombstone {
+				// A waiter that gives up leaves a tombstone.
+				mon.commands(t, func() {
+					cctx, ccancel := context.WithCancel(ctx)
+					queue(cctx)
+					ccancel()
+					if p := <-waiters[len(waiters)-1]; p != nil {
+						t.Fatal("a cancelled waiter was granted")
+					}
+					waiters = waiters[:len(waiters)-1]
+					mon.awaitTombstone(t) // its withdrawal runs in the background
+				})
+			}
+			for range tc.behind {
+				mon.commands(t, func() { queue(wctx) })
+			}
+			queued := mon.commands(t, func() { queue(wctx) })
+			handedOff := mon.commands(t, handOff)
+
+			// Nothing of this semaphore may run during the floor's calls.
+			cancel()
+			for _, c := range waiters {
+				if p := <-c; p != nil {
+					held = append(held, p)
+				}
+			}
+			for _, p := range held {
+				releaseOrFatal(t, p)
+			}
+			held = nil
+			s.Close()
+
+			floorQueue, floorHandOff := newFloorGrant(t, rdb, tc.floorBacklog)
+			if floor := mon.commands(t, floorQueue); !slices.Equal(floor, queued) {
+				t.Errorf("floorGrantQueued makes\n\t%v\ndistsem's queued acquire makes\n\t%v", floor, queued)
+			}
+			if floor := mon.commands(t, floorHandOff); !slices.Equal(floor, handedOff) {
+				t.Errorf("floorGrantHandOff makes\n\t%v\ndistsem's hand-off release makes\n\t%v", floor, handedOff)
+			}
+		})
+	}
+}
+
+func warm(t *testing.T, s *distsem.Semaphore) {
+	t.Helper()
+	releaseOrFatal(t, acquireOrFatal(t, s))
+}
+
+func acquireOrFatal(t *testing.T, s *distsem.Semaphore) *distsem.Permit {
+	t.Helper()
+	p, err := s.Acquire(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func releaseOrFatal(t *testing.T, p *distsem.Permit) {
+	t.Helper()
+	if err := p.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A monitor reads a MONITOR connection to the test's redis-server.
+type monitor struct {
+	rdb   *redis.Client
+	conn  net.Conn
+	r     *bufio.Reader
+	marks int
+	seen  []string // lines read past the end of a commands call, for awaitQueued
+}
+
+func startMonitor(t *testing.T, rdb *redis.Client, addr string) *monitor {
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	m := &monitor{rdb: rdb, conn: conn, r: bufio.NewReader(conn)}
+	if _, err := conn.Write([]byte("MONITOR\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if l := m.line(t); l != "+OK" {
+		t.Fatalf("MONITOR answered %q", l)
+	}
+	return m
+}
+
+// line reads one line of the monitor (a deadline of 10s fails the test).
+func (m *monitor) line(t *testing.T) string {
+	t.Helper()
+	m.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	l, err := m.r.ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading MONITOR: %v", err)
+	}
+	return strings.TrimRight(l, "\r\n")
+}
+
+// mark sends an ECHO that the monitor will show, and returns its text.
+func (m *monitor) mark(t *testing.T) string {
+	t.Helper()
+	m.marks++
+	text := "floor-scripts-mark-" + strconv.Itoa(m.marks)
+	if err := m.rdb.Echo(context.Background(), text).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return text
+}
+
+// commands runs fn between two marks and returns the names of the commands
+// that scripts made between them, in order (MONITOR shows them as "[0 lua]").
+func (m *monitor) commands(t *testing.T, fn func()) []string {
+	t.Helper()
+	start := m.mark(t)
+	m.seen = nil
+	for !strings.Contains(m.line(t), `"`+start+`"`) {
+	}
+	fn()
+	end := m.mark(t)
+	lines := m.seen
+	for {
+		l := m.line(t)
+		if strings.Contains(l, `"`+end+`"`) {
+			break
+		}
+		lines = append(lines, l)
+	}
+	m.seen = nil
+	var names []string
+	for _, l := range lines {
+		_, rest, ok := strings.Cut(l, " lua] ")
+		if !ok {
+			continue
+		}
+		name, _, _ := strings.Cut(rest, " ")
+		names = append(names, strings.ToUpper(strings.Trim(name, `"`)))
+	}
+	return names
+}
+
+// awaitQueued reads the monitor, inside a commands call, until a waiter's
+// queued acquire has run (a script's ZADD NX to a queue key); the lines read
+// are kept for commands.
+func (m *monitor) awaitQueued(t *testing.T) {
+	t.Helper()
+	m.await(t, `}:q" "NX"`)
+}
+
+// awaitTombstone reads the monitor, inside a commands call, until a script
+// has written a tombstone (a ZADD to a tombstone key).
+func (m *monitor) awaitTombstone(t *testing.T) {
+	t.Helper()
+	m.await(t, `}:t" "`)
+}
+
+// await reads the monitor until a script's ZADD to a key of a mon-grant
+// semaphore, its key suffix and what follows being suffix.
+func (m *monitor) await(t *testing.T, suffix string) {
+	t.Helper()
+	for {
+		l := m.line(t)
+		m.seen = append(m.seen, l)
+		if strings.Contains(l, ` lua] "ZADD" "{mon-grant-`) && strings.Contains(l, suffix) {
+			return
+		}
+	}
+}
