@@ -30,9 +30,13 @@ func TestFloorScriptsMakeDistsemCommands(t *testing.T) {
 	defer rdb.Close()
 	ctx := t.Context()
 	mon := startMonitor(t, rdb, srv.Addr)
+	// Leases and heartbeats long enough that no renewal or heartbeat call
+	// falls inside a measured stretch on a slow machine; the commands do not
+	// depend on them.
+	cfg := distsem.Config{Lease: time.Minute, WaiterTTL: time.Minute}
 
 	t.Run("pair", func(t *testing.T) {
-		s := distsem.New(rdb, "mon-pair", 1<<20, distsem.Config{})
+		s := distsem.New(rdb, "mon-pair", 1<<20, cfg)
 		defer s.Close()
 		warm(t, s) // the first call of a new semaphore takes the general path
 		var p *distsem.Permit
@@ -56,7 +60,7 @@ func TestFloorScriptsMakeDistsemCommands(t *testing.T) {
 		{"behind waiters", 4, 2, true, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := distsem.New(rdb, "mon-grant-"+strconv.Itoa(tc.holders), int64(tc.holders), distsem.Config{})
+			s := distsem.New(rdb, "mon-grant-"+strconv.Itoa(tc.holders), int64(tc.holders), cfg)
 			defer s.Close()
 			warm(t, s)
 			var held []*distsem.Permit
