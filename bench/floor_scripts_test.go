@@ -52,12 +52,11 @@ func TestFloorScriptsMakeDistsemCommands(t *testing.T) {
 
 	for _, tc := range []struct {
 		name            string
-		holders, behind int  // the semaphore's limit, all held; waiters already queued
-		tombstone       bool // a tombstone is stored (as in the contended rows)
-		floorBacklog    int  // newFloorGrant's backlog
+		holders, behind int // the semaphore's limit, all held; waiters already queued
+		floorBacklog    int // newFloorGrant's backlog
 	}{
-		{"queue of one", 1, 0, true, 0},
-		{"behind waiters", 4, 2, true, 2},
+		{"queue of one", 1, 0, 0},
+		{"behind waiters", 4, 2, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := distsem.New(rdb, "mon-grant-"+strconv.Itoa(tc.holders), int64(tc.holders), cfg)
@@ -114,19 +113,18 @@ func TestFloorScriptsMakeDistsemCommands(t *testing.T) {
 				releaseOrFatal(t, held[len(held)-1])
 				held[len(held)-1] = acquireOrFatal(t, s)
 			})
-			if tc.tombstone {
-				// A waiter that gives up leaves a tombstone.
-				mon.commands(t, func() {
-					cctx, ccancel := context.WithCancel(ctx)
-					queue(cctx)
-					ccancel()
-					if p := <-waiters[len(waiters)-1]; p != nil {
-						t.Fatal("a cancelled waiter was granted")
-					}
-					waiters = waiters[:len(waiters)-1]
-					mon.awaitTombstone(t) // its withdrawal runs in the background
-				})
-			}
+			// A tombstone stored, as in the contended rows: a waiter that
+			// gives up leaves one.
+			mon.commands(t, func() {
+				cctx, ccancel := context.WithCancel(ctx)
+				queue(cctx)
+				ccancel()
+				if p := <-waiters[len(waiters)-1]; p != nil {
+					t.Fatal("a cancelled waiter was granted")
+				}
+				waiters = waiters[:len(waiters)-1]
+				mon.awaitTombstone(t) // its withdrawal runs in the background
+			})
 			for range tc.behind {
 				mon.commands(t, func() { queue(wctx) })
 			}
@@ -184,7 +182,7 @@ type monitor struct {
 	conn  net.Conn
 	r     *bufio.Reader
 	marks int
-	seen  []string // lines read past the end of a commands call, for awaitQueued
+	seen  []string // lines read by await inside a commands call, kept for it
 }
 
 func startMonitor(t *testing.T, rdb *redis.Client, addr string) *monitor {
@@ -271,8 +269,9 @@ func (m *monitor) awaitTombstone(t *testing.T) {
 	m.await(t, `}:t" "`)
 }
 
-// await reads the monitor until a script's ZADD to a key of a mon-grant
-// semaphore, its key suffix and what follows being suffix.
+// await reads the monitor until a line of a script's ZADD to a mon-grant
+// semaphore's key that contains suffix (the end of the key's name and what
+// follows it); the lines read are kept in seen.
 func (m *monitor) await(t *testing.T, suffix string) {
 	t.Helper()
 	for {
