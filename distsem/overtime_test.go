@@ -60,9 +60,17 @@ var fastReturns = []struct {
 // the test requires a minimum of each, so that it cannot pass without
 // comparing them; and a minimum of each thing the time does (a lease reaped,
 // a waiter dropped, a tombstone swept, a TTL refresh).
+//
+// It runs with the state written in each format (see PACKED in head.lua).
 func TestFastPathsMatchGeneralPathsOverTime(t *testing.T) {
+	for _, f := range formats {
+		t.Run(f.name, func(t *testing.T) { fastPathsOverTime(t, f.packed) })
+	}
+}
+
+func fastPathsOverTime(t *testing.T, packed bool) {
 	cfg := Config{Lease: time.Second, Breaker: breaker.New("test", breaker.Config{CallTimeout: 300 * time.Millisecond}), WaiterTTL: time.Second, TombstoneTTL: 500 * time.Millisecond}
-	fp := newFastPair(t, 3, cfg)
+	fp := newFastPair(t, 3, cfg, packed)
 	db, sems, keyTTL, ctx := fp.db, fp.sems, fp.keyTTL, context.Background()
 
 	rnd := uint64(20261203)
@@ -144,20 +152,20 @@ func TestFastPathsMatchGeneralPathsOverTime(t *testing.T) {
 				// before it (a corrupt bound).
 				he := fp.now/1000 + next(3000)
 				desc = "HSET :s he " + strconv.FormatInt(he, 10)
-				do = func(s *Semaphore) { db.Client.HSet(ctx, s.keys[0], "he", he) }
+				do = func(s *Semaphore) { setS(t, db.Client, s.keys[0], "he", he) }
 			case 1:
 				// used wrong (below or above what is held).
 				used := next(5)
 				desc = "HSET :s used " + strconv.FormatInt(used, 10)
-				do = func(s *Semaphore) { db.Client.HSet(ctx, s.keys[0], "used", used) }
+				do = func(s *Semaphore) { setS(t, db.Client, s.keys[0], "used", used) }
 			case 2, 3:
 				k := 1 + next(5)
 				desc = "DEL " + sems[0].keys[k]
 				do = func(s *Semaphore) { db.Client.Del(ctx, s.keys[k]) }
 			default:
 				f := []string{"fence", "nq", "tn", "he", "ta", "seq", "used", "limit"}[next(8)]
-				desc = "HDEL :s " + f
-				do = func(s *Semaphore) { db.Client.HDel(ctx, s.keys[0], f) }
+				desc = "lose :s " + f
+				do = func(s *Semaphore) { delS(t, db.Client, s.keys[0], f) }
 			}
 			fp.both(do)
 		default:
@@ -271,9 +279,9 @@ type fastPair struct {
 	marks   int
 }
 
-func newFastPair(t *testing.T, limit int64, cfg Config) *fastPair {
+func newFastPair(t *testing.T, limit int64, cfg Config, packed bool) *fastPair {
 	t.Helper()
-	built, without := overTimeScripts(t)
+	built, without := overTimeScripts(t, packed)
 	fp := &fastPair{t: t, db: redistest.Connect(t), scripts: [2][3]*redisscript.Script{built, without}, now: 1_795_978_983_896_001}
 	for i := range fp.sems {
 		fp.sems[i] = New(fp.db.Client, fp.db.Prefix+"sem"+strconv.Itoa(i), limit, cfg)
@@ -414,8 +422,9 @@ func (fp *fastPair) coverage() map[string]int64 {
 // overTimeScripts returns the scripts (acquire, release, renew) of
 // TestFastPathsMatchGeneralPathsOverTime: as built, and with the fast paths
 // disabled; both with the test's clock and the coverage counters, and with
-// release.lua's first fast path only when fast().
-func overTimeScripts(t *testing.T) (built, without [3]*redisscript.Script) {
+// release.lua's first fast path only when fast(); the state written packed
+// or as text.
+func overTimeScripts(t *testing.T, packed bool) (built, without [3]*redisscript.Script) {
 	t.Helper()
 	replace := func(src, from, to string) string {
 		t.Helper()
@@ -425,7 +434,7 @@ func overTimeScripts(t *testing.T) (built, without [3]*redisscript.Script) {
 		return strings.Replace(src, from, to, 1)
 	}
 	for i, sc := range []*redisscript.Script{acquireScript, releaseScript, renewScript} {
-		src := replace(assembleSource(sc), "local tm = redis.call('TIME')", "local tm = redis.call('HMGET', KEYS[1] .. ':clock', 's', 'us')")
+		src := replace(withFormat(t, assembleSource(sc), packed), "local tm = redis.call('TIME')", "local tm = redis.call('HMGET', KEYS[1] .. ':clock', 's', 'us')")
 		for _, f := range fastReturns {
 			if f.script == sc {
 				src = replace(src, f.ret, "redis.call('HINCRBY', KEYS[1] .. ':cov', '"+f.name+"', 1) "+f.ret)
@@ -472,7 +481,9 @@ func readState(t *testing.T, c *redis.Client, s *Semaphore, keyTTL int64) semSta
 	}
 	for i, k := range s.keys {
 		suf := k[strings.LastIndexByte(k, ':'):]
-		if hs[i] != nil {
+		if i == 0 {
+			st.h[suf] = decodeS(hs[i].Val())
+		} else if hs[i] != nil {
 			st.h[suf] = hs[i].Val()
 		} else {
 			m := map[string]float64{}
@@ -530,7 +541,10 @@ func TestFastPathEdges(t *testing.T) {
 	}
 	rel := func(tok string, w int64) step { return step{"release " + tok, 1, tok, []any{500, 0, 0, w}, nil} }
 	hdel := func(f string) step {
-		return step{desc: "HDEL :s " + f, sc: -1, do: func(db *redistest.DB, s *Semaphore) { db.Client.HDel(context.Background(), s.keys[0], f) }}
+		return step{desc: "lose :s " + f, sc: -1, do: func(db *redistest.DB, s *Semaphore) { delS(t, db.Client, s.keys[0], f) }}
+	}
+	hset := func(f string, v int64) step {
+		return step{desc: "set :s " + f, sc: -1, do: func(db *redistest.DB, s *Semaphore) { setS(t, db.Client, s.keys[0], f, v) }}
 	}
 	for _, tc := range []struct {
 		name  string
@@ -543,13 +557,13 @@ func TestFastPathEdges(t *testing.T) {
 		}, map[string]int64{"acquire-queued": 1}}, // b only
 		{"used below what the release frees (self-heal)", 3, []step{
 			acq("a", 2, false), acq("b", 1, false), acq("c", 1, true),
-			{desc: "HSET :s used 0", sc: -1, do: func(db *redistest.DB, s *Semaphore) { db.Client.HSet(context.Background(), s.keys[0], "used", 0) }},
+			hset("used", 0),
 			rel("a", 2),
 		}, map[string]int64{"acquire-grant": 1, "acquire-queued": 1, "release-handoff": 1}},
 		{"the released token is the head waiter too", 3, []step{
 			acq("a", 3, false), acq("b", 1, true),
 			{"carry b", 2, "b", []any{1, 1000, 0, carryArg}, nil},
-			{desc: "HSET :s used 2", sc: -1, do: func(db *redistest.DB, s *Semaphore) { db.Client.HSet(context.Background(), s.keys[0], "used", 2) }},
+			hset("used", 2),
 			rel("b", 1),
 		}, map[string]int64{"acquire-queued": 1}},
 		{"seq lost before a hand-off", 1, []step{
@@ -571,21 +585,23 @@ func TestFastPathEdges(t *testing.T) {
 			acq("a", 1, false), acq("b", 1, true), {"release a (tombstone)", 1, "a", []any{500, 0, 1, 0}, nil},
 		}, map[string]int64{"acquire-queued": 1, "release-handoff": 1}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			fp := newFastPair(t, tc.limit, cfg)
-			for _, st := range tc.steps {
-				fp.now += 1000 // 1 ms: nothing comes due
-				fp.prepare()
-				if st.sc < 0 {
-					fp.both(func(s *Semaphore) { st.do(fp.db, s) })
-				} else {
-					fp.call(st.desc, st.sc, st.tok, st.args...)
+		for _, f := range formats {
+			t.Run(tc.name+"/"+f.name, func(t *testing.T) {
+				fp := newFastPair(t, tc.limit, cfg, f.packed)
+				for _, st := range tc.steps {
+					fp.now += 1000 // 1 ms: nothing comes due
+					fp.prepare()
+					if st.sc < 0 {
+						fp.both(func(s *Semaphore) { st.do(fp.db, s) })
+					} else {
+						fp.call(st.desc, st.sc, st.tok, st.args...)
+					}
+					fp.check("after " + st.desc)
 				}
-				fp.check("after " + st.desc)
-			}
-			if got := fp.coverage(); !maps.Equal(got, tc.fast) {
-				t.Errorf("fast paths taken %v, want %v", got, tc.fast)
-			}
-		})
+				if got := fp.coverage(); !maps.Equal(got, tc.fast) {
+					t.Errorf("fast paths taken %v, want %v", got, tc.fast)
+				}
+			})
+		}
 	}
 }

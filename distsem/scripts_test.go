@@ -338,9 +338,9 @@ func TestKeyCreatedBetweenRefreshesHasTTL(t *testing.T) {
 	s, ctx := r.s, t.Context()
 	g := r.acquire("a", 1, true) // new state: every key is refreshed
 	ttlsOK(t, db, s, "acquire(a)")
-	ta, err := db.Client.HGet(ctx, s.keys[0], "ta").Result()
-	if err != nil {
-		t.Fatalf("HGET ta: %v", err)
+	ta := readS(t, db.Client, s.keys[0])["ta"]
+	if ta == "" {
+		t.Fatal("no ta in the state")
 	}
 	steps := []struct {
 		name string
@@ -360,11 +360,11 @@ func TestKeyCreatedBetweenRefreshesHasTTL(t *testing.T) {
 		st.do()
 		ttlsOK(t, db, s, st.name)
 	}
-	if got, _ := db.Client.HGet(ctx, s.keys[0], "ta").Result(); got != ta {
+	if got := readS(t, db.Client, s.keys[0])["ta"]; got != ta {
 		t.Fatalf("ta = %s, want %s: the steps must run between refreshes", got, ta)
 	}
 	// An old refresh gives every key a fresh TTL again.
-	db.Client.HSet(ctx, s.keys[0], "ta", 1)
+	setS(t, db.Client, s.keys[0], "ta", 1)
 	for _, k := range s.keys {
 		db.Client.PExpire(ctx, k, time.Second)
 	}
@@ -459,7 +459,7 @@ func assembleSource(sc *redisscript.Script) string {
 // (whole is false, see head.lua), and fails tb if src has no such flag.
 func withoutFastPaths(tb testing.TB, src string) string {
 	tb.Helper()
-	out := strings.Replace(src, "local whole = limit0", "local whole = false and limit0", 1)
+	out := strings.Replace(src, "local whole = not other and limit0", "local whole = false and limit0", 1)
 	if out == src {
 		tb.Fatal("no fast flag to disable")
 	}
@@ -501,7 +501,10 @@ var (
 // One random sequence of calls runs against two semaphores: one with these
 // scripts only, one with each call made by the previous scripts or these at
 // random. Both must answer and store the same, so either version reads what
-// the other wrote, and a mixed fleet behaves as one of either.
+// the other wrote, and a mixed fleet behaves as one of either. These scripts
+// write the state as text here: the previous scripts read only text (a deploy
+// from them goes through a version that writes text: see
+// TestFormatsShareState).
 func TestScriptsShareStateWithPreviousVersion(t *testing.T) {
 	oldAssemble := func(script string) *redisscript.Script {
 		fast, rest, ok := strings.Cut(script, "\n-- @common\n")
@@ -510,21 +513,38 @@ func TestScriptsShareStateWithPreviousVersion(t *testing.T) {
 		}
 		return redisscript.New(oldHeadLua + fast + "\n" + oldCommonLua + rest)
 	}
-	cur := [3]*redisscript.Script{acquireScript, releaseScript, renewScript}
+	cur := formatScripts(t, false)
 	old := [3]*redisscript.Script{oldAssemble(oldAcquireLua), oldAssemble(oldReleaseLua), oldAssemble(oldRenewLua)}
 	if old[0].Hash() == cur[0].Hash() || old[1].Hash() == cur[1].Hash() {
 		t.Fatal("the previous scripts are the current ones: nothing to compare")
 	}
-	rnd := uint64(99)
-	mixed := func(int) [2][3]*redisscript.Script {
+	for _, queue := range []bool{false, true} {
+		matchScripts(t, queue, mixScripts(99, cur, old))
+	}
+}
+
+// mixScripts returns the scripts of matchScripts's steps: all for the first
+// semaphore; for the second all or other, at random (from seed).
+func mixScripts(seed uint64, all, other [3]*redisscript.Script) func(int) [2][3]*redisscript.Script {
+	rnd := seed
+	return func(int) [2][3]*redisscript.Script {
 		rnd = rnd*6364136223846793005 + 1442695040888963407
 		if (rnd>>40)&1 == 0 {
-			return [2][3]*redisscript.Script{cur, old}
+			return [2][3]*redisscript.Script{all, other}
 		}
-		return [2][3]*redisscript.Script{cur, cur}
+		return [2][3]*redisscript.Script{all, all}
 	}
+}
+
+// TestFormatsShareState: a version that writes the state packed and one
+// that writes it as text (both read either) share one semaphore's keys, as
+// TestScriptsShareStateWithPreviousVersion checks for the previous scripts:
+// one semaphore with the packed writer only, one with each call made by
+// either at random, so that the state changes format back and forth.
+func TestFormatsShareState(t *testing.T) {
+	packed, text := formatScripts(t, true), formatScripts(t, false)
 	for _, queue := range []bool{false, true} {
-		matchScripts(t, queue, mixed)
+		matchScripts(t, queue, mixScripts(7, packed, text))
 	}
 }
 
@@ -609,11 +629,11 @@ func matchScripts(t *testing.T, queue bool, scripts func(step int) [2][3]*rediss
 				t.Fatalf("step %d: %s = %v on the first semaphore, %v on the second", step, rs[0].s.keys[k], a, b)
 			}
 		}
+		sa, sb := readS(t, db.Client, rs[0].s.keys[0]), readS(t, db.Client, rs[1].s.keys[0])
 		for _, f := range []string{"limit", "used", "nq", "tn"} {
-			a, _ := db.Client.HGet(ctx, rs[0].s.keys[0], f).Result()
-			b, _ := db.Client.HGet(ctx, rs[1].s.keys[0], f).Result()
-			if a != b && !(f == "tn" && a != "-1" && b != "-1") {
-				t.Fatalf("step %d: state %s = %q with fast paths, %q without", step, f, a, b)
+			a, b := sa[f], sb[f]
+			if a == "" || a != b && !(f == "tn" && a != "-1" && b != "-1") {
+				t.Fatalf("step %d: state %s = %q on the first semaphore, %q on the second", step, f, a, b)
 			}
 		}
 		a, _ := db.Client.HKeys(ctx, rs[0].s.keys[4]).Result()

@@ -3,7 +3,6 @@ package distsem
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync/atomic"
 
 	"github.com/floodgate-go/floodgate/breaker"
@@ -122,7 +121,7 @@ func (s *Semaphore) Stats(ctx context.Context) (Stats, error) {
 	var hc, qc *redis.IntCmd
 	_, _, err := storecall.Do(ctx, &s.fail.st, breaker.FailClosed, func(ctx context.Context, client redis.UniversalClient) (struct{}, error) {
 		_, err := client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			hm = p.HMGet(ctx, s.keys[0], "limit", "used")
+			hm = p.HMGet(ctx, s.keys[0], "p", "limit", "used")
 			hc = p.ZCard(ctx, s.keys[1])
 			qc = p.ZCard(ctx, s.keys[2])
 			return nil
@@ -135,16 +134,8 @@ func (s *Semaphore) Stats(ctx context.Context) (Stats, error) {
 		}
 		return st, fmt.Errorf("distsem: stats %q: %w", s.name, err)
 	}
-	vals := hm.Val()
-	st.Limit = atoi(vals[0])
-	st.InUse = atoi(vals[1])
+	st.Limit, st.InUse = stateLimitUsed(hm.Val())
 	st.Holders = hc.Val()
 	st.Waiting = qc.Val()
 	return st, nil
-}
-
-func atoi(v any) int64 {
-	str, _ := v.(string)
-	n, _ := strconv.ParseInt(str, 10, 64)
-	return n
 }

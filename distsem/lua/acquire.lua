@@ -41,11 +41,11 @@ if fast() and wq <= limit0 and used0 + wq <= limit0 and (tn0 == -1 or not redis.
     end
     local fence_s, used = int(fence), used0 + wq
     redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, fence_s)
-    if he0 == -1 or expiry < he0 then
-      redis.call('HSET', S, 'used', int(used), 'fence', fence_s, 'he', int(expiry))
-    else
-      redis.call('HSET', S, 'used', int(used), 'fence', fence_s)
+    local he = he0
+    if he == -1 or expiry < he then
+      he = expiry
     end
+    save(limit0, used, fence, nq0, tn0, ta0, he, seq0)
     -- Not proven to exist (no read of them): even with weight in use, H or D
     -- may have been lost on its own (eviction, a DEL) while S says otherwise,
     -- and ZADD/HSET would then create it without a TTL.
@@ -67,27 +67,19 @@ if whole and ARGV[8] == '1' and he0 > now and now >= ta0 and now - ta0 < key_ttl
   and not redis.call('ZSCORE', H, tok) then
   local next_seq = (seq0 or 0) + 1
   local fresh = redis.call('ZADD', Q, 'NX', int(next_seq), tok) == 1
-  local a, n = {S}, 1 -- the fields of S to write, after S
   if fresh then
     redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'c:' .. tok, ARGV[10], 'l:' .. tok, ARGV[7])
-    a[2], a[3], n = 'nq', int(nq0 + 1), 3
   end
   redis.call('ZADD', QE, int(now + tonumber(ARGV[9])), tok)
   local pos = redis.call('ZRANK', Q, tok)
   local he = he0
   if pos == 0 then
     he = tonumber(redis.call('ZRANGE', H, '0', '0', 'WITHSCORES')[2] or '-1')
-    if he ~= he0 then
-      a[n + 1], a[n + 2] = 'he', int(he)
-      n = n + 2
-    end
   end
   if fresh then
-    a[n + 1], a[n + 2] = 'seq', int(next_seq)
-    n = n + 2
-  end
-  if n > 1 then
-    redis.call('HSET', unpack(a))
+    save(limit0, used0, fence0, nq0 + 1, tn0, ta0, he, next_seq)
+  elseif he ~= he0 then
+    save(limit0, used0, fence0, nq0, tn0, ta0, he, seq0)
   end
   redis.call('PEXPIRE', QE, key_ttl_s)
   if fresh then

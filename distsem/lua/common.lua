@@ -237,26 +237,11 @@ local function finish()
     ta = now
     dirty = true
   end
-  if dirty then
-    -- Only the fields that changed (a missing one counts as changed).
-    local a, n = {S}, 1
-    local function put(f, v, v0, s)
-      if v ~= v0 then
-        a[n + 1], a[n + 2] = f, s or int(v)
-        n = n + 2
-      end
-    end
-    put('limit', limit, limit0)
-    put('used', used, used0)
-    put('fence', last_fence, fence0, last_fence_s)
-    put('nq', nq, nq0)
-    put('tn', tn, tn0)
-    put('ta', ta, ta0)
-    put('he', he, he0)
-    put('seq', seq, seq0)
-    if n > 1 then
-      redis.call('HSET', unpack(a))
-    end
+  -- Only when something changed (a missing value counts as changed), or
+  -- to convert a state found in the other format.
+  if other or dirty and (limit ~= limit0 or used ~= used0 or last_fence ~= fence0 or nq ~= nq0 or tn ~= tn0
+    or ta ~= ta0 or he ~= he0 or seq ~= seq0) then
+    save(limit, used, last_fence, nq, tn, ta, he, seq)
   end
   if refresh then
     for _, k in ipairs(KEYS) do

@@ -6,15 +6,25 @@
 -- permit to the head waiter) before the shared functions are even created.
 --
 -- KEYS (all under one hash tag, built by the client, never in Lua):
---   KEYS[1] = {name}:s   HASH  limit, used (weight held), seq (last queue number),
---                              fence (last fencing number), and bookkeeping that
---                              lets the common path skip calls:
---                              nq (waiters in the queue; may only over-count),
---                              tn (-1 when there is no tombstone, else a lower
---                              bound of the earliest tombstone expiry, ms),
---                              ta (when every key's TTL was last refreshed, ms),
---                              he (-1 when there is no holder, else a lower
---                              bound of the earliest lease expiry, ms)
+--   KEYS[1] = {name}:s   HASH  the state: limit, used (weight held), fence (last
+--                              fencing number), and bookkeeping that lets the
+--                              common path skip calls: nq (waiters in the
+--                              queue; may only over-count), tn (-1 when there
+--                              is no tombstone, else a lower bound of the
+--                              earliest tombstone expiry, ms), ta (when every
+--                              key's TTL was last refreshed, ms), he (-1 when
+--                              there is no holder, else a lower bound of the
+--                              earliest lease expiry, ms), seq (last queue
+--                              number). Stored packed in field p
+--                              (struct '<dddddddd', in that order, seq 0 when
+--                              there is none: queue numbers start at 1), or,
+--                              as versions before the packed state wrote it,
+--                              one text field each, of those names. Either
+--                              is read; the state is written in the format
+--                              PACKED says, and a state found in the other
+--                              format is converted by the general path
+--                              (finish), which deletes the other format's
+--                              fields (see save).
 --   KEYS[2] = {name}:h   ZSET  holder token -> lease expiry (ms, Redis TIME)
 --   KEYS[3] = {name}:q   ZSET  waiter token -> queue number (FIFO order)
 --   KEYS[4] = {name}:qe  ZSET  waiter token -> heartbeat expiry (ms)
@@ -75,11 +85,58 @@ local function clock()
 end
 local BOUND, BOUND_S = 64, '64' -- at most this many expired entries of each kind reaped per call
 
-local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
--- The values read (nil when missing), to write back only what changed.
-local limit0, used0, fence0, nq0, tn0, ta0, he0, seq0 =
-  tonumber(st[1]), tonumber(st[2]), tonumber(st[3]), tonumber(st[4]), tonumber(st[5]), tonumber(st[6]), tonumber(st[7]),
-  tonumber(st[8])
+-- The state's format: PACKED (one field, p) or text (a field each). A
+-- rolling deploy from a version that reads only text goes through the version
+-- that reads both and writes text (PACKED = false); see the README's
+-- Upgrading.
+local PACKED = false
+local SFMT = '<dddddddd'
+-- The values read (nil when missing), to write back only when they changed;
+-- other: the state was found in the format this version does not write (it
+-- is not whole, so only the general path runs, and finish converts it).
+local limit0, used0, fence0, nq0, tn0, ta0, he0, seq0
+local other = false
+local p = redis.call('HGET', S, 'p')
+if p and #p == 64 then
+  limit0, used0, fence0, nq0, tn0, ta0, he0, seq0 = struct.unpack(SFMT, p)
+  if seq0 == 0 then
+    seq0 = nil
+  end
+  other = not PACKED
+else
+  local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
+  limit0, used0, fence0, nq0, tn0, ta0, he0, seq0 =
+    tonumber(st[1]), tonumber(st[2]), tonumber(st[3]), tonumber(st[4]), tonumber(st[5]), tonumber(st[6]),
+    tonumber(st[7]), tonumber(st[8])
+  if PACKED then
+    other = (p or st[1] or st[2] or st[3] or st[4] or st[5] or st[6] or st[7] or st[8]) and true or false
+  else
+    other = p and true or false -- a p not 64 bytes long: deleted by save
+  end
+end
+
+-- save writes the state, whole, in the format PACKED says (seq may be nil:
+-- none), and deletes the other format's fields when the state was found in
+-- it (other). Every write of S goes through here.
+local function save(limit, used, fence, nq, tn, ta, he, seq)
+  if PACKED then
+    redis.call('HSET', S, 'p', struct.pack(SFMT, limit, used, fence, nq, tn, ta, he, seq or 0))
+    if other then
+      redis.call('HDEL', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
+    end
+  else
+    if seq then
+      redis.call('HSET', S, 'limit', int(limit), 'used', int(used), 'fence', int(fence), 'nq', int(nq), 'tn', int(tn),
+        'ta', int(ta), 'he', int(he), 'seq', int(seq))
+    else
+      redis.call('HSET', S, 'limit', int(limit), 'used', int(used), 'fence', int(fence), 'nq', int(nq), 'tn', int(tn),
+        'ta', int(ta), 'he', int(he))
+    end
+    if other then
+      redis.call('HDEL', S, 'p')
+    end
+  end
+end
 
 -- whole: the state is complete and sane. settled: also no waiter is queued
 -- (no hand-off). fast() (after clock): also no key needs a TTL refresh (see
@@ -90,7 +147,7 @@ local limit0, used0, fence0, nq0, tn0, ta0, he0, seq0 =
 -- skips what only time can tell: see there). A fast path that finds it does
 -- not apply after a call that changed nothing falls through to the general
 -- path.
-local whole = limit0 and limit0 >= 1 and used0 and used0 >= 0 and fence0 and nq0 and tn0 and he0 and ta0
+local whole = not other and limit0 and limit0 >= 1 and used0 and used0 >= 0 and fence0 and nq0 and tn0 and he0 and ta0
 local settled = whole and nq0 == 0
 local function fast()
   return settled and now >= ta0 and now - ta0 < key_ttl / 4 and (he0 > now or (he0 == -1 and used0 == 0))

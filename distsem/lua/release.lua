@@ -37,7 +37,7 @@ if settled and he0 ~= -1 and tn0 == -1 and tok ~= '' and ARGV[8] ~= '1' and tonu
     used = 0 -- self-heal
   end
   if used ~= used0 then
-    redis.call('HSET', S, 'used', int(used))
+    save(limit0, used, fence0, nq0, tn0, ta0, he0, seq0)
   end
   return {1, limit0, used}
 end
@@ -76,7 +76,6 @@ if whole and nq0 > 0 and seq0 and tok ~= '' and tonumber(ARGV[7]) <= 0 then
       n_h = redis.call('ZCARD', H)
     end
     if n_h and n_h > 0 and redis.call('ZREM', H, tok) == 1 then
-      local a, n = {S}, 1 -- the fields of S to write, after S
       local tn = tn0
       if ARGV[8] == '1' then
         local expiry = now + tonumber(ARGV[6])
@@ -103,19 +102,7 @@ if whole and nq0 > 0 and seq0 and tok ~= '' and tonumber(ARGV[7]) <= 0 then
       if after < 0 then
         after = 0 -- self-heal
       end
-      if after ~= used0 then
-        a[2], a[3], n = 'used', int(after), 3
-      end
-      a[n + 1], a[n + 2], a[n + 3], a[n + 4] = 'fence', fence_s, 'nq', int(nq0 - 1)
-      n = n + 4
-      if tn ~= tn0 then
-        a[n + 1], a[n + 2] = 'tn', int(tn)
-        n = n + 2
-      end
-      if expiry < he0 then
-        a[n + 1], a[n + 2] = 'he', int(expiry)
-      end
-      redis.call('HSET', unpack(a))
+      save(limit0, after, fence, nq0 - 1, tn, ta0, math.min(he0, expiry), seq0)
       if ARGV[8] == '1' then
         redis.call('PEXPIRE', T, key_ttl_s)
       end

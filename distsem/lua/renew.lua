@@ -14,7 +14,7 @@ if fast() then
   local expiry = now + tonumber(ARGV[7])
   if redis.call('ZADD', H, 'XX', 'CH', int(expiry), tok) == 1 then
     if he0 == -1 or expiry < he0 then
-      redis.call('HSET', S, 'he', int(expiry))
+      save(limit0, used0, fence0, nq0, tn0, ta0, expiry, seq0)
     end
     return {1, limit0, used0}
   end

@@ -26,7 +26,14 @@ redis.call('HSET', A, 'ver', fmt('%d', ver + 1), 'st', ARGV[2])
 if ARGV[3] == '1' or ver == 0 then
   round = round + 1
   start = now + tonumber(ARGV[4])
-  local used = tonumber(redis.call('HGET', S, 'used')) or 0
+  -- The semaphore's used, packed or text (see flush.lua).
+  local ds = redis.call('HMGET', S, 'p', 'used')
+  local used
+  if ds[1] and #ds[1] == 64 then
+    used = select(2, struct.unpack('<dd', ds[1]))
+  else
+    used = tonumber(ds[2]) or 0
+  end
   redis.call('HSET', A, 'round', fmt('%d', round), 'start', fmt('%d', start), 'n', '0', 'lat', '0', 'sq', '0',
     'dr', '0', 'full', '0', 'mx', fmt('%d', used), 'np', '0', 'lp', v[4] or '0')
   redis.call('DEL', AP)

@@ -12,7 +12,8 @@
 --                            reported in the round), lp (np of the last round
 --                            closed)
 -- KEYS[2] = {name}:ap  SET   the ids of the processes that reported in the round
--- KEYS[3] = {name}:s   HASH  the distsem semaphore's state (read only: limit, used)
+-- KEYS[3] = {name}:s   HASH  the distsem semaphore's state (read only: limit, used;
+--                            see distsem's head.lua)
 -- ARGV[1] = process id, ARGV[2] = the round the samples are for (0: none
 -- known), ARGV[3] = samples, ARGV[4] = latency sum ns, ARGV[5] = squared sum
 -- ns² (a float, as strconv 'g' writes it), ARGV[6] = drops, ARGV[7] = 1 if the
@@ -33,8 +34,15 @@ local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 
 local v = redis.call('HMGET', A, 'ver', 'round')
 local ver = tonumber(v[1]) or 0
-local ds = redis.call('HMGET', S, 'limit', 'used')
-local dlimit, used = tonumber(ds[1]) or 0, tonumber(ds[2]) or 0
+-- The semaphore's limit and used: packed (field p, the first two of its
+-- doubles) or, as versions of distsem before it wrote them, text fields.
+local ds = redis.call('HMGET', S, 'p', 'limit', 'used')
+local dlimit, used
+if ds[1] and #ds[1] == 64 then
+  dlimit, used = struct.unpack('<dd', ds[1])
+else
+  dlimit, used = tonumber(ds[2]) or 0, tonumber(ds[3]) or 0
+end
 local added = 0
 if ver > 0 then
   if ARGV[2] == v[2] then
