@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -437,25 +439,27 @@ func BenchmarkDistsemScriptCPU(b *testing.B) {
 // floorPairAcquire and floorPairRelease are the commands of the pair's two
 // fast paths (acquire.lua's grant, release.lua's first), with their
 // arguments and replies, and none of the logic around them: what the pair
-// would cost with the keys it keeps if its Lua were free.
+// would cost with the keys it keeps if its Lua were free. The state (:s's
+// field p, packed) is written back as read, the same length as the state a
+// script packs.
 // TestFloorScriptsMakeDistsemCommands holds them to the scripts' commands.
 var (
 	floorPairAcquire = redis.NewScript(`
 local S, H, D, tok = KEYS[1], KEYS[2], KEYS[5], ARGV[1]
-local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
+local st = redis.call('HGET', S, 'p')
 local tm = redis.call('TIME')
 redis.call('ZADD', H, 'NX', ARGV[7], tok)
 redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, ARGV[11])
-redis.call('HSET', S, 'used', ARGV[6], 'fence', ARGV[11])
+redis.call('HSET', S, 'p', st)
 redis.call('PEXPIRE', H, ARGV[3])
 redis.call('PEXPIRE', D, ARGV[3])
 return {1, 1795978983896001, 1048576, 1, 0}`)
 	floorPairRelease = redis.NewScript(`
 local S, H, D, tok = KEYS[1], KEYS[2], KEYS[5], ARGV[1]
-local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
+local st = redis.call('HGET', S, 'p')
 redis.call('ZREM', H, tok)
 redis.call('HDEL', D, 'w:' .. tok, 'f:' .. tok)
-redis.call('HSET', S, 'used', '0')
+redis.call('HSET', S, 'p', st)
 return {1, 1048576, 0}`)
 )
 
@@ -465,8 +469,7 @@ return {1, 1048576, 0}`)
 func newFloorPair(tb testing.TB, rdb *redis.Client) func() {
 	ctx := context.Background()
 	keys := []string{"{f}:s", "{f}:h", "{f}:q", "{f}:qe", "{f}:d", "{f}:t"}
-	if err := rdb.HSet(ctx, keys[0], "limit", 1<<20, "used", 0, "fence", 1795978983896001, "nq", 0, "tn", -1,
-		"ta", 1795978983896, "he", -1, "seq", 0).Err(); err != nil {
+	if err := rdb.HSet(ctx, keys[0], "p", packedState(1<<20, 0, 1795978983896001, 0, -1, 1795978983896, -1, 0)).Err(); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { rdb.Del(ctx, keys...) })
@@ -496,7 +499,7 @@ func newFloorPair(tb testing.TB, rdb *redis.Client) func() {
 // earliest lease and gives Q a TTL).
 var floorGrantQueued = redis.NewScript(`
 local S, H, Q, QE, D, T, tok = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1]
-local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
+local st = redis.call('HGET', S, 'p')
 local tm = redis.call('TIME')
 redis.call('ZCARD', H)
 redis.call('ZSCORE', T, tok)
@@ -508,7 +511,7 @@ local pos = redis.call('ZRANK', Q, tok)
 if ARGV[14] == '1' then
   redis.call('ZRANGE', H, '0', '0', 'WITHSCORES')
 end
-redis.call('HSET', S, 'nq', '1', 'seq', ARGV[12])
+redis.call('HSET', S, 'p', st)
 redis.call('PEXPIRE', QE, ARGV[3])
 redis.call('PEXPIRE', D, ARGV[3])
 if ARGV[14] == '1' then
@@ -524,7 +527,7 @@ return {0, 0, 4, 4, pos, 1000, 1795978983896001}`)
 // release it later).
 var floorGrantHandOff = redis.NewScript(`
 local S, H, Q, QE, D, tok = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1]
-local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
+local st = redis.call('HGET', S, 'p')
 local tm = redis.call('TIME')
 local head = redis.call('ZRANGE', Q, '0', '0')[1]
 local m = redis.call('HMGET', D, 'w:' .. head, 'c:' .. head, 'l:' .. head)
@@ -537,7 +540,7 @@ redis.call('ZADD', H, ARGV[10], head)
 redis.call('HSET', D, 'f:' .. head, ARGV[11])
 redis.call(ARGV[4], ARGV[5] .. m[2], head .. ':' .. ARGV[11])
 redis.call('HDEL', D, 'w:' .. tok, 'f:' .. tok, 'c:' .. head, 'l:' .. head)
-redis.call('HSET', S, 'nq', '0', 'fence', ARGV[11], 'he', ARGV[10])
+redis.call('HSET', S, 'p', st)
 if ARGV[12] == '1' then
   redis.call('PEXPIRE', H, ARGV[3])
 end
@@ -583,8 +586,8 @@ func newFloorGrant(tb testing.TB, rdb *redis.Client, backlog int) (queue, handOf
 			tb.Fatal(err)
 		}
 	}
-	if err := rdb.HSet(ctx, keys[0], "limit", len(holders), "used", len(holders), "fence", fence, "nq", backlog,
-		"tn", -1, "ta", 1795978983896, "he", lease, "seq", backlog).Err(); err != nil {
+	if err := rdb.HSet(ctx, keys[0], "p", packedState(float64(len(holders)), float64(len(holders)), fence, float64(backlog),
+		-1, 1795978983896, lease, float64(backlog))).Err(); err != nil {
 		tb.Fatal(err)
 	}
 	if err := rdb.ZAdd(ctx, keys[5], redis.Z{Score: lease, Member: "tombstone"}).Err(); err != nil {
@@ -624,4 +627,15 @@ func newFloorGrant(tb testing.TB, rdb *redis.Client, backlog int) (queue, handOf
 		holders = append(holders[1:], granted)
 	}
 	return queue, handOff
+}
+
+// packedState is a distsem state as the scripts store it (:s's field p):
+// limit, used, fence, nq, tn, ta, he and seq, little-endian float64s
+// (struct '<dddddddd'; see distsem's lua/head.lua).
+func packedState(v ...float64) string {
+	b := make([]byte, 0, 8*len(v))
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+	}
+	return string(b)
 }

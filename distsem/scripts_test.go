@@ -506,13 +506,7 @@ var (
 // from them goes through a version that writes text: see
 // TestFormatsShareState).
 func TestScriptsShareStateWithPreviousVersion(t *testing.T) {
-	oldAssemble := func(script string) *redisscript.Script {
-		fast, rest, ok := strings.Cut(script, "\n-- @common\n")
-		if !ok {
-			t.Fatal("old script without a -- @common line")
-		}
-		return redisscript.New(oldHeadLua + fast + "\n" + oldCommonLua + rest)
-	}
+	oldAssemble := assembleWith(t, oldHeadLua, oldCommonLua)
 	cur := formatScripts(t, false)
 	old := [3]*redisscript.Script{oldAssemble(oldAcquireLua), oldAssemble(oldReleaseLua), oldAssemble(oldRenewLua)}
 	if old[0].Hash() == cur[0].Hash() || old[1].Hash() == cur[1].Hash() {
@@ -520,6 +514,19 @@ func TestScriptsShareStateWithPreviousVersion(t *testing.T) {
 	}
 	for _, queue := range []bool{false, true} {
 		matchScripts(t, queue, mixScripts(99, cur, old))
+	}
+}
+
+// assembleWith returns a function that assembles a script of a previous
+// version from its file, with that version's head.lua and common.lua (as
+// assemble does).
+func assembleWith(tb testing.TB, head, common string) func(string) *redisscript.Script {
+	return func(script string) *redisscript.Script {
+		fast, rest, ok := strings.Cut(script, "\n-- @common\n")
+		if !ok {
+			tb.Fatal("a script without a -- @common line")
+		}
+		return redisscript.New(head + fast + "\n" + common + rest)
 	}
 }
 
@@ -536,15 +543,42 @@ func mixScripts(seed uint64, all, other [3]*redisscript.Script) func(int) [2][3]
 	}
 }
 
-// TestFormatsShareState: a version that writes the state packed and one
-// that writes it as text (both read either) share one semaphore's keys, as
-// TestScriptsShareStateWithPreviousVersion checks for the previous scripts:
-// one semaphore with the packed writer only, one with each call made by
-// either at random, so that the state changes format back and forth.
+// The scripts of commit b7c59eb, the release that reads the state packed or
+// as text and writes text.
+var (
+	//go:embed testdata/scripts-b7c59eb/head.lua
+	textHeadLua string
+	//go:embed testdata/scripts-b7c59eb/common.lua
+	textCommonLua string
+	//go:embed testdata/scripts-b7c59eb/acquire.lua
+	textAcquireLua string
+	//go:embed testdata/scripts-b7c59eb/release.lua
+	textReleaseLua string
+	//go:embed testdata/scripts-b7c59eb/renew.lua
+	textRenewLua string
+)
+
+// TestFormatsShareState: these scripts (writing the state packed) and a
+// version that writes it as text (both read either) share one semaphore's
+// keys, as TestScriptsShareStateWithPreviousVersion checks for the previous
+// scripts: one semaphore with these scripts only, one with each call made by
+// either at random, so that the state changes format back and forth. The
+// text writer is b7c59eb, the release a rolling deploy from a text-only
+// version goes through, and these scripts built to write text.
 func TestFormatsShareState(t *testing.T) {
-	packed, text := formatScripts(t, true), formatScripts(t, false)
-	for _, queue := range []bool{false, true} {
-		matchScripts(t, queue, mixScripts(7, packed, text))
+	b7 := assembleWith(t, textHeadLua, textCommonLua)
+	for _, tc := range []struct {
+		name string
+		text [3]*redisscript.Script
+	}{
+		{"b7c59eb", [3]*redisscript.Script{b7(textAcquireLua), b7(textReleaseLua), b7(textRenewLua)}},
+		{"text build", formatScripts(t, false)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, queue := range []bool{false, true} {
+				matchScripts(t, queue, mixScripts(7, [3]*redisscript.Script{acquireScript, releaseScript, renewScript}, tc.text))
+			}
+		})
 	}
 }
 

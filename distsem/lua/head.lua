@@ -89,7 +89,7 @@ local BOUND, BOUND_S = 64, '64' -- at most this many expired entries of each kin
 -- rolling deploy from a version that reads only text goes through the version
 -- that reads both and writes text (PACKED = false); see the README's
 -- Upgrading.
-local PACKED = false
+local PACKED = true
 local SFMT = '<dddddddd'
 -- The values read (nil when missing), to write back only when they changed;
 -- other: the state was found in the format this version does not write (it
