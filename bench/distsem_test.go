@@ -453,14 +453,14 @@ redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, ARGV[11])
 redis.call('HSET', S, 'p', st)
 redis.call('PEXPIRE', H, ARGV[3])
 redis.call('PEXPIRE', D, ARGV[3])
-return {1, 1795978983896001, 1048576, 1, 0}`)
+return struct.pack('<i8i8i8i8i8', 1, 1795978983896001, 1048576, 1, 0)`)
 	floorPairRelease = redis.NewScript(`
 local S, H, D, tok = KEYS[1], KEYS[2], KEYS[5], ARGV[1]
 local st = redis.call('HGET', S, 'p')
 redis.call('ZREM', H, tok)
 redis.call('HDEL', D, 'w:' .. tok, 'f:' .. tok)
 redis.call('HSET', S, 'p', st)
-return {1, 1048576, 0}`)
+return struct.pack('<i8i8i8', 1, 1048576, 0)`)
 )
 
 // newFloorPair stores a settled semaphore state for the floor pair's scripts
@@ -517,7 +517,7 @@ redis.call('PEXPIRE', D, ARGV[3])
 if ARGV[14] == '1' then
   redis.call('PEXPIRE', Q, ARGV[3])
 end
-return {0, 0, 4, 4, pos, 1000, 1795978983896001}`)
+return struct.pack('<i8i8i8i8i8i8i8', 0, 0, 4, 4, pos, 1000, 1795978983896001)`)
 
 // floorGrantHandOff is the release of holder ARGV[1] that hands its permit
 // to the head of the queue: the commands of release.lua's hand-off fast

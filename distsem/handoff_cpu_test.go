@@ -26,7 +26,7 @@ func BenchmarkHandOffReleaseScriptCPU(b *testing.B) {
 	srv := redistest.Start(b)
 	rdb := redis.NewClient(redistest.Options(srv.Addr))
 	b.Cleanup(func() { rdb.Close() })
-	rels := [2]*redisscript.Script{releaseScript, redisscript.New(withoutFastPaths(b, releaseSource))}
+	rels := [2]*redisscript.Script{releaseScript, redisscript.NewPacked(withoutFastPaths(b, releaseSource))}
 	s := New(rdb, "handoff-cpu", 1, Config{Lease: time.Minute, WaiterTTL: time.Minute, Breaker: breaker.New("bench", breaker.Config{CallTimeout: time.Second})})
 	defer s.Close()
 	ctx := context.Background()

@@ -25,11 +25,11 @@ var fastReturns = []struct {
 	ret    string
 	name   string
 }{
-	{acquireScript, "return {1, fence, limit0, used, 0}", "acquire-grant"},
-	{acquireScript, "return {0, 0, limit0, used0, pos,", "acquire-queued"},
-	{renewScript, "return {1, limit0, used0}", "renew"},
-	{releaseScript, "return {1, limit0, used}", "release"},
-	{releaseScript, "return {1, limit0, after}", "release-handoff"},
+	{acquireScript, "return spack(R5, 1, fence, limit0, used, 0)", "acquire-grant"},
+	{acquireScript, "return spack(R7, 0, 0, limit0, used0, pos,", "acquire-queued"},
+	{renewScript, "return spack(R3, 1, limit0, used0)", "renew"},
+	{releaseScript, "return spack(R3, 1, limit0, used)", "release"},
+	{releaseScript, "return spack(R3, 1, limit0, after)", "release-handoff"},
 }
 
 // TestFastPathsMatchGeneralPathsOverTime runs one random sequence of calls
@@ -443,8 +443,8 @@ func overTimeScripts(t *testing.T, packed bool) (built, without [3]*redisscript.
 		if sc == releaseScript {
 			src = replace(src, "if settled and he0 ~= -1 and", "if settled and not clock() and fast() and he0 ~= -1 and")
 		}
-		built[i] = redisscript.New(src)
-		without[i] = redisscript.New(withoutFastPaths(t, src))
+		built[i] = redisscript.NewPacked(src)
+		without[i] = redisscript.NewPacked(withoutFastPaths(t, src))
 	}
 	return built, without
 }

@@ -2,6 +2,7 @@ package distsem
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -65,8 +66,10 @@ func (g *gateRenew) hold(ctx context.Context, c redis.Cmder, n redis.ProcessHook
 		ctx = context.WithoutCancel(ctx)
 	}
 	err := n(ctx, c)
-	if r, ok := c.(*redis.IntSliceCmd); ok && err == nil && len(r.Val()) > 0 {
-		g.status = r.Val()[0]
+	// The reply is packed (redisscript.NewPacked): its first 8 bytes are
+	// the status, a little-endian int64.
+	if r, ok := c.(*redis.StringCmd); ok && err == nil && len(r.Val()) >= 8 {
+		g.status = int64(binary.LittleEndian.Uint64([]byte(r.Val()[:8])))
 	}
 	return err
 }

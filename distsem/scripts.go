@@ -13,7 +13,9 @@ import (
 // common.lua and the rest of its file, so that the common calls (the
 // uncontended ones, a queued wait, the release that hands the permit to the
 // head waiter) return before Lua creates the shared functions; the resulting
-// source is what Redis caches (EVALSHA, then EVAL on NOSCRIPT).
+// source is what Redis caches (EVALSHA, then EVAL on NOSCRIPT). Their replies
+// are packed (redisscript.NewPacked: a string of little-endian int64s, which
+// Redis sends for less than an array; see head.lua).
 
 //go:embed lua/head.lua
 var headLua string
@@ -35,9 +37,9 @@ var (
 	renewSource   = assemble(renewLua)
 	releaseSource = assemble(releaseLua)
 
-	acquireScript = redisscript.New(acquireSource)
-	renewScript   = redisscript.New(renewSource)
-	releaseScript = redisscript.New(releaseSource)
+	acquireScript = redisscript.NewPacked(acquireSource)
+	renewScript   = redisscript.NewPacked(renewSource)
+	releaseScript = redisscript.NewPacked(releaseSource)
 )
 
 // assemble returns head.lua + the fast path of script + common.lua + the rest

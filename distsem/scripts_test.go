@@ -472,7 +472,7 @@ func withoutFastPaths(tb testing.TB, src string) string {
 // aside).
 func TestFastPathsMatchGeneralPaths(t *testing.T) {
 	slow := func(sc *redisscript.Script) *redisscript.Script {
-		return redisscript.New(withoutFastPaths(t, assembleSource(sc)))
+		return redisscript.NewPacked(withoutFastPaths(t, assembleSource(sc)))
 	}
 	built := [3]*redisscript.Script{acquireScript, releaseScript, renewScript}
 	without := [3]*redisscript.Script{slow(acquireScript), slow(releaseScript), slow(renewScript)}

@@ -120,7 +120,7 @@ func formatScripts(tb testing.TB, packed bool) [3]*redisscript.Script {
 	tb.Helper()
 	var out [3]*redisscript.Script
 	for i, sc := range []*redisscript.Script{acquireScript, releaseScript, renewScript} {
-		out[i] = redisscript.New(withFormat(tb, assembleSource(sc), packed))
+		out[i] = redisscript.NewPacked(withFormat(tb, assembleSource(sc), packed))
 	}
 	return out
 }

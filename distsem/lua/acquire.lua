@@ -25,7 +25,7 @@
 clock()
 local dl = tonumber(ARGV[11])
 if dl and dl > 0 and now_us > dl then
-  return {-3, 0, 0, 0, 0, 0, now_us}
+  return spack(R7, -3, 0, 0, 0, 0, 0, now_us)
 end
 -- Fast path: a new grant with the queue empty (so tok is not queued), the
 -- weight fitting (so it is not too heavy) and no tombstone for tok, as below.
@@ -51,7 +51,7 @@ if fast() and wq <= limit0 and used0 + wq <= limit0 and (tn0 == -1 or not redis.
     -- and ZADD/HSET would then create it without a TTL.
     redis.call('PEXPIRE', H, key_ttl_s)
     redis.call('PEXPIRE', D, key_ttl_s)
-    return {1, fence, limit0, used, 0}
+    return spack(R5, 1, fence, limit0, used, 0)
   end
 end
 -- Fast path: a call that waits in the queue (queued now, or the heartbeat of
@@ -88,7 +88,7 @@ if whole and ARGV[8] == '1' and he0 > now and now >= ta0 and now - ta0 < key_ttl
       redis.call('PEXPIRE', Q, key_ttl_s)
     end
   end
-  return {0, 0, limit0, used0, pos, he == -1 and -1 or math.max(0, he - now), now_us}
+  return spack(R7, 0, 0, limit0, used0, pos, he == -1 and -1 or math.max(0, he - now), now_us)
 end
 
 -- @common
@@ -101,7 +101,7 @@ local id = ARGV[10]
 reap(nq > 0 or w > limit or used + w > limit)
 if tn ~= -1 and redis.call('ZSCORE', T, tok) then
   finish()
-  return {-1, 0, limit, used, 0}
+  return spack(R5, -1, 0, limit, used, 0)
 end
 local empty = handoff()
 
@@ -124,7 +124,7 @@ if empty and w <= limit and used + w <= limit then
     end
     touched[D] = true
     finish()
-    return {1, fence, limit, used, 0}
+    return spack(R5, 1, fence, limit, used, 0)
   end
 end
 
@@ -136,7 +136,7 @@ if held then
   end
   local fence = tonumber(redis.call('HGET', D, 'f:' .. tok) or '0')
   finish()
-  return {1, fence, limit, used, 0}
+  return spack(R5, 1, fence, limit, used, 0)
 end
 
 if w > limit then
@@ -145,7 +145,7 @@ if w > limit then
     handoff()
   end
   finish()
-  return {-2, 0, limit, used, 0}
+  return spack(R5, -2, 0, limit, used, 0)
 end
 
 -- A queued token's heartbeat (fresh: it was just queued): its queue entry
@@ -167,7 +167,7 @@ local function beat(fresh)
     he_exact, dirty = true, true
   end
   finish()
-  return {0, 0, limit, used, pos, he == -1 and -1 or math.max(0, he - now), now_us}
+  return spack(R7, 0, 0, limit, used, pos, he == -1 and -1 or math.max(0, he - now), now_us)
 end
 
 if not queue then
@@ -176,7 +176,7 @@ if not queue then
   end
   local n = redis.call('ZCARD', Q)
   finish()
-  return {2, 0, limit, used, n}
+  return spack(R5, 2, 0, limit, used, n)
 end
 
 -- Queue tok at the back, unless it is queued already (ZADD NX: then this is

@@ -69,6 +69,11 @@ local pub = ARGV[4]
 local chan_prefix = ARGV[5]
 
 local fmt = string.format
+local spack = struct.pack
+-- Replies: the lists each script's header gives, sent packed as little-endian
+-- 64-bit integers (struct '<i8...', read by redisscript.NewPacked), by their
+-- length: Redis sends a string for less than an array.
+local R3, R5, R7 = '<i8i8i8', '<i8i8i8i8i8', '<i8i8i8i8i8i8i8'
 local function int(x)
   return fmt('%d', x)
 end
@@ -120,7 +125,7 @@ end
 -- it (other). Every write of S goes through here.
 local function save(limit, used, fence, nq, tn, ta, he, seq)
   if PACKED then
-    redis.call('HSET', S, 'p', struct.pack(SFMT, limit, used, fence, nq, tn, ta, he, seq or 0))
+    redis.call('HSET', S, 'p', spack(SFMT, limit, used, fence, nq, tn, ta, he, seq or 0))
     if other then
       redis.call('HDEL', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
     end

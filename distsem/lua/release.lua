@@ -39,7 +39,7 @@ if settled and he0 ~= -1 and tn0 == -1 and tok ~= '' and ARGV[8] ~= '1' and tonu
   if used ~= used0 then
     save(limit0, used, fence0, nq0, tn0, ta0, he0, seq0)
   end
-  return {1, limit0, used}
+  return spack(R3, 1, limit0, used)
 end
 -- Fast path: the release of a held token while waiters are queued, when the
 -- weight it frees lets the head waiter be granted and no more is to be done
@@ -111,7 +111,7 @@ if whole and nq0 > 0 and seq0 and tok ~= '' and tonumber(ARGV[7]) <= 0 then
         -- created again.
         redis.call('PEXPIRE', H, key_ttl_s)
       end
-      return {1, limit0, after}
+      return spack(R3, 1, limit0, after)
     end
   end
 end
@@ -165,4 +165,4 @@ if tok ~= '' then
 end
 handoff()
 finish()
-return {was, limit, used}
+return spack(R3, was, limit, used)

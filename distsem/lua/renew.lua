@@ -16,7 +16,7 @@ if fast() then
     if he0 == -1 or expiry < he0 then
       save(limit0, used0, fence0, nq0, tn0, ta0, expiry, seq0)
     end
-    return {1, limit0, used0}
+    return spack(R3, 1, limit0, used0)
   end
 end
 
@@ -48,7 +48,7 @@ if r == 1 or redis.call('ZSCORE', H, tok) then
   note_lease(now + lease)
   handoff()
   finish()
-  return {1, limit, used}
+  return spack(R3, 1, limit, used)
 end
 reap(true)
 if carry and (tn == -1 or not redis.call('ZSCORE', T, tok)) then
@@ -58,7 +58,7 @@ if carry and (tn == -1 or not redis.call('ZSCORE', T, tok)) then
   adopt()
   handoff()
   finish()
-  return {2, limit, used}
+  return spack(R3, 2, limit, used)
 end
 local served = handoff() -- true when no waiter is left queued
 if redis.call('ZSCORE', H, tok) then
@@ -66,14 +66,14 @@ if redis.call('ZSCORE', H, tok) then
   -- queued as well as held by a client): it is held now, so do not add its
   -- weight a second time by re-adopting it.
   finish()
-  return {1, limit, used}
+  return spack(R3, 1, limit, used)
 end
 -- Re-adopt only when no waiter is left queued: a waiter blocked at the head
 -- must not be overtaken (FIFO, no starvation of heavy waiters).
 if readopt and served and (tn == -1 or not redis.call('ZSCORE', T, tok)) and used + w <= limit then
   adopt()
   finish()
-  return {2, limit, used}
+  return spack(R3, 2, limit, used)
 end
 finish()
-return {0, limit, used}
+return spack(R3, 0, limit, used)
