@@ -86,7 +86,10 @@ func TestDoPassesClientAndDeadline(t *testing.T) {
 // store's client (a probe that reaches the dead address fails), and a
 // breaker with one keeps its own.
 func TestProbeInstalledUnlessSet(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
+	// One dial a call (go-redis retries a refused dial 5 times, 100 ms
+	// apart by default): every call here fails in a few ms, where half a
+	// second a call once ran the probe past the 5 s bound in a loaded CI run.
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
 	defer c.Close()
 	refused := func(context.Context, redis.UniversalClient) (int, error) {
 		return 0, c.Ping(context.Background()).Err() // connection refused: a store failure
