@@ -272,13 +272,13 @@ func BenchmarkDistsemContended(b *testing.B) {
 // commandstats, each script call counted once) per operation, on a private
 // redis-server, all in one run so that they compare:
 //   - impl=evalsha: a trivial script with the shape of an acquire call (6
-//     keys, 11 arguments, a 7-integer reply), the floor of one script call;
+//     keys, 11 arguments, a 7-integer reply packed as the scripts send
+//     it), the floor of one script call;
 //   - impl=gcra: one decision of shaperredis.NewMeter (GCRA), admitted and
 //     written;
 //   - impl=floor-pair: the commands the pair's two scripts make, with
 //     their arguments, in two script calls with no other Lua: the floor of
-//     the pair with the keys it keeps (the stored format is shared with
-//     earlier versions during a rolling deploy);
+//     the pair with the keys it keeps;
 //   - impl=floodgate-pair: one uncontended Acquire+Release, sequential;
 //   - impl=floor-grant, floor-grant32, floor-grant128: the commands a
 //     contended grant's two script calls make (a waiter queues; a holder's
@@ -308,7 +308,7 @@ func BenchmarkDistsemScriptCPU(b *testing.B) {
 		return us
 	}
 	b.Run("impl=evalsha", func(b *testing.B) {
-		sc := redis.NewScript("return {1, 0, 0, 0, 0, 0, 0}")
+		sc := redis.NewScript("return struct.pack('<i8i8i8i8i8i8i8', 1, 0, 0, 0, 0, 0, 0)")
 		if err := sc.Load(ctx, rdb).Err(); err != nil {
 			b.Fatal(err)
 		}
