@@ -586,7 +586,10 @@ func TestFormatsShareState(t *testing.T) {
 // calls of step i to semaphore j with scripts(i)[j] (acquire, release, renew),
 // and checks that both answer and store the same (fences and times aside).
 // Acquires mostly only try, unless queue: then they wait as often, and the
-// queue is rarely empty.
+// queue is rarely empty. Now and then a release only sets the limit (as
+// SetLimit does), so that the stored limit differs from the configured one.
+// Each semaphore's state is in one format at a time (no text field beside
+// p), and its stored fence never goes back.
 func matchScripts(t *testing.T, queue bool, scripts func(step int) [2][3]*redisscript.Script) {
 	// Long TTLs: nothing may expire between the calls to the two.
 	db := redistest.Connect(t)
@@ -604,6 +607,7 @@ func matchScripts(t *testing.T, queue bool, scripts func(step int) [2][3]*rediss
 		return int64((rnd >> 33) % n)
 	}
 	var gens [6]int
+	var lastFence [2]int64 // the stored fence after the last step
 	for step := range 600 {
 		sc := scripts(step)
 		// A token tombstoned by a release is not used again (as a client
@@ -619,6 +623,10 @@ func matchScripts(t *testing.T, queue bool, scripts func(step int) [2][3]*rediss
 		if op == 1 && next(3) != 0 {
 			held, _ = db.Client.HGet(ctx, rs[0].s.keys[4], "w:"+tok).Int64()
 		}
+		var limit int64 // a release's new limit (SetLimit), 0 to keep it
+		if op == 1 && next(25) == 0 {
+			tok, held, limit = "", 0, 2+next(4)
+		}
 		var got [2][]int64
 		for i, r := range rs {
 			s := r.s
@@ -627,7 +635,7 @@ func matchScripts(t *testing.T, queue bool, scripts func(step int) [2][3]*rediss
 			case 0:
 				args = []any{w, s.cfg.Lease.Milliseconds(), flag, s.cfg.WaiterTTL.Milliseconds(), s.id}
 			case 1:
-				args = []any{s.cfg.TombstoneTTL.Milliseconds(), 0, flag, held}
+				args = []any{s.cfg.TombstoneTTL.Milliseconds(), limit, flag, held}
 			case 2:
 				args = []any{w, s.cfg.Lease.Milliseconds(), fences[i][tok], flag}
 			}
@@ -649,7 +657,7 @@ func matchScripts(t *testing.T, queue bool, scripts func(step int) [2][3]*rediss
 		if !slices.Equal(got[0], got[1]) {
 			t.Fatalf("step %d: op %d(%s, %d, %d) = %v on the first semaphore, %v on the second", step, op, tok, w, flag, got[0], got[1])
 		}
-		if op == 1 && (flag == 1 || got[0][0] != 1) {
+		if op == 1 && tok != "" && (flag == 1 || got[0][0] != 1) {
 			gens[slot]++
 		}
 		for _, k := range []int{1, 2, 3, 5} {
@@ -666,9 +674,21 @@ func matchScripts(t *testing.T, queue bool, scripts func(step int) [2][3]*rediss
 		sa, sb := readS(t, db.Client, rs[0].s.keys[0]), readS(t, db.Client, rs[1].s.keys[0])
 		for _, f := range []string{"limit", "used", "nq", "tn"} {
 			a, b := sa[f], sb[f]
-			if a == "" || a != b && !(f == "tn" && a != "-1" && b != "-1") {
+			if a == "" || b == "" || a != b && !(f == "tn" && a != "-1" && b != "-1") {
 				t.Fatalf("step %d: state %s = %q on the first semaphore, %q on the second", step, f, a, b)
 			}
+		}
+		for i, st := range []map[string]string{sa, sb} {
+			for f := range st {
+				if strings.HasPrefix(f, "raw:") || f == "p" {
+					t.Fatalf("step %d: semaphore %d holds its state in two formats: %v", step, i, st)
+				}
+			}
+			fence, err := strconv.ParseInt(st["fence"], 10, 64)
+			if err != nil || fence < lastFence[i] {
+				t.Fatalf("step %d: semaphore %d's stored fence is %q, was %d", step, i, st["fence"], lastFence[i])
+			}
+			lastFence[i] = fence
 		}
 		a, _ := db.Client.HKeys(ctx, rs[0].s.keys[4]).Result()
 		b, _ := db.Client.HKeys(ctx, rs[1].s.keys[4]).Result()
