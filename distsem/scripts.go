@@ -45,11 +45,17 @@ var (
 // assemble returns head.lua + the fast path of script + common.lua + the rest
 // of script. It panics if script has no "-- @common" line.
 func assemble(script string) string {
+	return assembleWith(headLua, commonLua, script)
+}
+
+// assembleWith is assemble with the given head.lua and common.lua (the tests
+// assemble previous versions' scripts with it).
+func assembleWith(head, common, script string) string {
 	fast, rest, ok := strings.Cut(script, "\n-- @common\n")
 	if !ok {
 		panic("distsem: script without a -- @common line")
 	}
-	return headLua + fast + "\n" + commonLua + rest
+	return head + fast + "\n" + common + rest
 }
 
 // Status codes returned by the scripts (see the header of each .lua file).

@@ -506,7 +506,7 @@ var (
 // from them goes through a version that writes text: see
 // TestFormatsShareState).
 func TestScriptsShareStateWithPreviousVersion(t *testing.T) {
-	oldAssemble := assembleWith(t, oldHeadLua, oldCommonLua)
+	oldAssemble := previous(oldHeadLua, oldCommonLua)
 	cur := formatScripts(t, false)
 	old := [3]*redisscript.Script{oldAssemble(oldAcquireLua), oldAssemble(oldReleaseLua), oldAssemble(oldRenewLua)}
 	if old[0].Hash() == cur[0].Hash() || old[1].Hash() == cur[1].Hash() {
@@ -517,16 +517,12 @@ func TestScriptsShareStateWithPreviousVersion(t *testing.T) {
 	}
 }
 
-// assembleWith returns a function that assembles a script of a previous
-// version from its file, with that version's head.lua and common.lua (as
-// assemble does).
-func assembleWith(tb testing.TB, head, common string) func(string) *redisscript.Script {
+// previous returns a function that assembles a script of a previous version
+// from its file, with that version's head.lua and common.lua (replies as
+// arrays, as those versions sent them).
+func previous(head, common string) func(string) *redisscript.Script {
 	return func(script string) *redisscript.Script {
-		fast, rest, ok := strings.Cut(script, "\n-- @common\n")
-		if !ok {
-			tb.Fatal("a script without a -- @common line")
-		}
-		return redisscript.New(head + fast + "\n" + common + rest)
+		return redisscript.New(assembleWith(head, common, script))
 	}
 }
 
@@ -566,7 +562,7 @@ var (
 // text writer is b7c59eb, the release a rolling deploy from a text-only
 // version goes through, and these scripts built to write text.
 func TestFormatsShareState(t *testing.T) {
-	b7 := assembleWith(t, textHeadLua, textCommonLua)
+	b7 := previous(textHeadLua, textCommonLua)
 	for _, tc := range []struct {
 		name string
 		text [3]*redisscript.Script

@@ -130,13 +130,12 @@ local function save(limit, used, fence, nq, tn, ta, he, seq)
       redis.call('HDEL', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
     end
   else
+    local a = {S, 'limit', int(limit), 'used', int(used), 'fence', int(fence), 'nq', int(nq), 'tn', int(tn), 'ta',
+      int(ta), 'he', int(he)}
     if seq then
-      redis.call('HSET', S, 'limit', int(limit), 'used', int(used), 'fence', int(fence), 'nq', int(nq), 'tn', int(tn),
-        'ta', int(ta), 'he', int(he), 'seq', int(seq))
-    else
-      redis.call('HSET', S, 'limit', int(limit), 'used', int(used), 'fence', int(fence), 'nq', int(nq), 'tn', int(tn),
-        'ta', int(ta), 'he', int(he))
+      a[16], a[17] = 'seq', int(seq)
     end
+    redis.call('HSET', unpack(a))
     if other then
       redis.call('HDEL', S, 'p')
     end
