@@ -84,6 +84,18 @@ func TestFlushAndCloseScripts(t *testing.T) {
 	if r := flushOnce(t, g, 1, 0, 0, 1); r.semLimit != 4 || r.semUsed != 1 || r.maxIn != 1 {
 		t.Errorf("semaphore seen by the flush: limit %d, used %d, round's max %d; want 4, 1, 1", r.semLimit, r.semUsed, r.maxIn)
 	}
+	// The same from the text fields a distsem writing text (b7c59eb) leaves
+	// instead of the packed p.
+	ctx := context.Background()
+	if n, err := db.Client.HDel(ctx, g.keys[2], "p").Result(); err != nil || n != 1 {
+		t.Fatalf("HDEL %s p = %d, %v: want the packed state there", g.keys[2], n, err)
+	}
+	if err := db.Client.HSet(ctx, g.keys[2], "limit", 4, "used", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := flushOnce(t, g, 1, 0, 0, 1); r.semLimit != 4 || r.semUsed != 1 {
+		t.Errorf("text state seen by the flush: limit %d, used %d; want 4, 1", r.semLimit, r.semUsed)
+	}
 	h.Release()
 
 	flushOnce(t, g, 1, 10, 100*time.Millisecond, 1)
