@@ -116,11 +116,17 @@ func BenchmarkBulkhead(b *testing.B) {
 				}
 			})
 			// throttled's memstore denies a few updates that lose a
-			// compare-and-swap race under contention: report them; fail only
-			// if they would skew the comparison.
+			// compare-and-swap race under contention: report them, and fail
+			// only past 1%, where the cheaper denials would skew its ns/op
+			// (on a loaded machine a short round saw 17 of 10000, 0.17%).
+			// Every other middleware must admit every request.
 			denied := n.Load() - served.Load()
 			b.ReportMetric(float64(denied), "denied")
-			if denied*1000 > n.Load() {
+			tolerated := int64(0)
+			if impl.name == "throttled" {
+				tolerated = n.Load() / 100
+			}
+			if denied > tolerated {
 				b.Fatalf("%s: %d of %d requests admitted", impl.name, served.Load(), n.Load())
 			}
 		})
