@@ -176,11 +176,15 @@ gap between a floor and its ´floodgate´ row is the scripts' own logic.
 otelfloodgate's Observer attached (´metrics=otel´), without
 (´metrics=none´), and the floor of reporting the same two Events through the
 same Observer (´metrics=inline´: the loop builds them itself; ´OtelObserve´
-passes two Events built once). What ´metrics=otel´ adds to the floor is
+passes two Events built once). ´metrics=inline-guarded´ adds to that floor
 the semaphore's panic safety: the admission's report runs under a deferred
 check that gives the weight back if the Observer panics (a panic that net/http
-or a worker loop recovers would otherwise leak the weight for good), which
-also keeps the report from being inlined into Acquire.
+or a worker loop recovers would otherwise leak the weight for good). The
+guard costs a few ns there, so it does not explain ´metrics=otel´'s gap to
+the floor. On the 2-core AMD EPYC of the 2026-12-07 runs that gap was about
+20 ns per pair; it vanished only when the report, without the guard, was
+inlined into Acquire. The copy of the Event into the call was ruled out: the
+same time came with the Event built in place.
 
 **HTTP middleware** is first the per-request overhead of admission with
 local state, handlers called directly (no network): floodgate's bulkhead with
