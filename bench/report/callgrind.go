@@ -34,11 +34,12 @@ import (
 // both runs make. Contended cases are left out: under valgrind Redis runs
 // some 50 times slower, which changes how waiters queue and heartbeat.
 
-// The pass also counts, for a few in-process rows whose timed ratios swing
-// most on a shared machine, the instructions of the whole benchmark process
-// per operation (the benchmark binary itself under callgrind, one goroutine,
-// GOMAXPROCS=1, asynchronous preemption off: callgrind cannot follow Go's
-// preemption signals). These count the benchmark loop too, the same for
+// The pass also counts the instructions of the whole benchmark process per
+// operation for a few in-process rows: those whose timed ratios swing most
+// on a shared machine, and those whose time is not explained by their work
+// (the benchmark binary itself under callgrind, one goroutine, GOMAXPROCS=1,
+// asynchronous preemption off: callgrind cannot follow Go's preemption
+// signals). These count the benchmark loop too, the same for
 // every implementation of a row, and time.Now through the vDSO as valgrind
 // runs it.
 
@@ -82,6 +83,9 @@ var cgCases = []cgCase{
 	{"^BenchmarkSemaphoreAcquireRelease$/^impl=xsync$", "SemaphoreAcquireRelease xsync", nil, ""},
 	{"^BenchmarkSemaphoreAcquireRelease$/^impl=floor$", "SemaphoreAcquireRelease floor", []string{"SemaphoreAcquireRelease xsync"}, ""},
 	{"^BenchmarkSemaphoreAcquireRelease$/^impl=floodgate$", "SemaphoreAcquireRelease floodgate", []string{"SemaphoreAcquireRelease xsync", "SemaphoreAcquireRelease floor"}, ""},
+	{"^BenchmarkOtelSemaphore$/^metrics=inline$", "OtelSemaphore inline", nil, ""},
+	{"^BenchmarkOtelSemaphore$/^metrics=inline-guarded$", "OtelSemaphore inline-guarded", []string{"OtelSemaphore inline"}, ""},
+	{"^BenchmarkOtelSemaphore$/^metrics=otel$", "OtelSemaphore otel", []string{"OtelSemaphore inline", "OtelSemaphore inline-guarded"}, ""},
 }
 
 // runCallgrind runs the callgrind pass with the benchmark binary bin and
@@ -140,8 +144,9 @@ func callgrindTable(counts map[string]float64) string {
 	var local strings.Builder
 	if cgRows(&local, counts, true) > 0 {
 		b.WriteString("\nInstructions of the benchmark process per call for in-process rows whose\n" +
-			"timed ratios swing most here (the benchmark loop included, the same for\n" +
-			"every implementation of a row; one goroutine, GOMAXPROCS=1).\n\n")
+			"timed ratios swing most here, or whose time is not explained by their work\n" +
+			"(the benchmark loop included, the same for every implementation of a row;\n" +
+			"one goroutine, GOMAXPROCS=1).\n\n")
 		b.WriteString("| case | instructions/op | compared with |\n|---|---|---|\n")
 		b.WriteString(local.String())
 	}
@@ -252,7 +257,11 @@ func callgrindRun(ctx context.Context, vg, redisBin, out, bin string, c cgCase, 
 func callgrindLocal(ctx context.Context, vg, out, bin string, c cgCase, n int, env []string) (int64, error) {
 	cmd := exec.CommandContext(ctx, vg, "--tool=callgrind", "--callgrind-out-file="+out,
 		bin, "-test.run=^$", "-test.bench="+c.bench, "-test.count=1", "-test.benchtime="+strconv.Itoa(n)+"x", "-test.timeout=10m")
-	cmd.Env = append(append([]string(nil), env...), "GODEBUG=asyncpreemptoff=1", "GOMAXPROCS=1")
+	// cpu.rdtscp=off: valgrind cannot run RDTSCP, which the runtime's
+	// cputicks uses when one of its locks goes to sleep (rare, so a run
+	// failed now and then with SIGILL, exit status 2); without it cputicks
+	// uses RDTSC.
+	cmd.Env = append(append([]string(nil), env...), "GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off", "GOMAXPROCS=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	o, err := cmd.CombinedOutput()
 	if err != nil {

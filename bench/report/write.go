@@ -181,10 +181,13 @@ the semaphore's panic safety: the admission's report runs under a deferred
 check that gives the weight back if the Observer panics (a panic that net/http
 or a worker loop recovers would otherwise leak the weight for good). The
 guard costs a few ns there, so it does not explain ´metrics=otel´'s gap to
-the floor. On the 2-core AMD EPYC of the 2026-12-07 runs that gap was about
-20 ns per pair; it vanished only when the report, without the guard, was
-inlined into Acquire. The copy of the Event into the call was ruled out: the
-same time came with the Event built in place.
+the floor. Nor does the work: by instructions (the callgrind section's
+´OtelSemaphore´ rows) ´metrics=otel´ runs about as many as
+´metrics=inline-guarded´, so its gap in time is stalls of the processor,
+not instructions. On the 2-core AMD EPYC of the 2026-12-07 runs that gap
+was about 20 ns per pair. It vanished only when the report, without the
+guard, was inlined into Acquire. The copy of the Event into the call was
+ruled out: the same time came with the Event built in place.
 
 **HTTP middleware** is first the per-request overhead of admission with
 local state, handlers called directly (no network): floodgate's bulkhead with
