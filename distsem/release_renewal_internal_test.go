@@ -2,7 +2,6 @@ package distsem
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -66,10 +65,12 @@ func (g *gateRenew) hold(ctx context.Context, c redis.Cmder, n redis.ProcessHook
 		ctx = context.WithoutCancel(ctx)
 	}
 	err := n(ctx, c)
-	// The reply is packed (redisscript.NewPacked): its first 8 bytes are
-	// the status, a little-endian int64.
-	if r, ok := c.(*redis.StringCmd); ok && err == nil && len(r.Val()) >= 8 {
-		g.status = int64(binary.LittleEndian.Uint64([]byte(r.Val()[:8])))
+	// An answered call (err nil: not NOSCRIPT, so Ints needs no client to
+	// send it again) decoded as renew does.
+	if err == nil {
+		if v, err := renewScript.Ints(ctx, nil, c); err == nil && len(v) > 0 {
+			g.status = v[0]
+		}
 	}
 	return err
 }
