@@ -183,11 +183,8 @@ or a worker loop recovers would otherwise leak the weight for good). The
 guard costs a few ns there, so it does not explain ´metrics=otel´'s gap to
 the floor. Nor does the work: by instructions (the callgrind section's
 ´OtelSemaphore´ rows) ´metrics=otel´ runs about as many as
-´metrics=inline-guarded´, so its gap in time is stalls of the processor,
-not instructions. On the 2-core AMD EPYC of the 2026-12-07 runs that gap
-was about 20 ns per pair. It vanished only when the report, without the
-guard, was inlined into Acquire. The copy of the Event into the call was
-ruled out: the same time came with the Event built in place.
+´metrics=inline-guarded´, so what its time adds is stalls of the
+processor, which no floor here measures.
 
 **HTTP middleware** is first the per-request overhead of admission with
 local state, handlers called directly (no network): floodgate's bulkhead with
