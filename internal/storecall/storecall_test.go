@@ -86,9 +86,10 @@ func TestDoPassesClientAndDeadline(t *testing.T) {
 // store's client (a probe that reaches the dead address fails), and a
 // breaker with one keeps its own.
 func TestProbeInstalledUnlessSet(t *testing.T) {
-	// One dial a call (go-redis retries a refused dial 5 times, 100 ms
-	// apart by default): every call here fails in a few ms, where half a
-	// second a call once ran the probe past the 5 s bound in a loaded CI run.
+	// One dial a call: go-redis dials a refused address 5 times, 100 ms
+	// apart, by default, and at half a second a call the probe once ran
+	// past the 5 s bound in a loaded CI run; with one dial every call here
+	// fails in a few ms.
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
 	defer c.Close()
 	refused := func(context.Context, redis.UniversalClient) (int, error) {
