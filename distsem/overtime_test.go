@@ -49,11 +49,11 @@ var fastReturns = []struct {
 //
 // release.lua's first fast path skips, by its contract, what only the time
 // could call for (reaping, sweeping tombstones, the TTL refresh: see there),
-// which the general path does when it is due. Here it runs only when fast()
-// says that nothing is due (its condition gets "and fast()" in both
-// variants, after a clock()); so it is compared whenever it leaves nothing
-// undone, and TestFastPathsMatchGeneralPaths (where nothing ever comes due)
-// covers it as built.
+// which the general path does when it is due. Here it runs only when the
+// time is in head.lua's fast interval, where nothing is due (its condition
+// gets that test in both variants, after a clock()); so it is compared
+// whenever it leaves nothing undone, and TestFastPathsMatchGeneralPaths
+// (where nothing ever comes due) covers it as built.
 //
 // Each fast path counts the calls it answers (a HINCRBY on KEYS[1] ..
 // ':cov', inserted before its return; not a key the comparison reads), and
@@ -422,7 +422,7 @@ func (fp *fastPair) coverage() map[string]int64 {
 // overTimeScripts returns the scripts (acquire, release, renew) of
 // TestFastPathsMatchGeneralPathsOverTime: as built, and with the fast paths
 // disabled; both with the test's clock and the coverage counters, and with
-// release.lua's first fast path only when fast(); the state written packed
+// release.lua's first fast path only in the fast interval; the state written packed
 // or as text.
 func overTimeScripts(t *testing.T, packed bool) (built, without [3]*redisscript.Script) {
 	t.Helper()
@@ -441,7 +441,7 @@ func overTimeScripts(t *testing.T, packed bool) (built, without [3]*redisscript.
 			}
 		}
 		if sc == releaseScript {
-			src = replace(src, "if settled and he0 ~= -1 and", "if settled and not clock() and fast() and he0 ~= -1 and")
+			src = replace(src, "if settled and he0 ~= -1 and", "if settled and not clock() and now >= fast_from and now < fast_until and he0 ~= -1 and")
 		}
 		built[i] = redisscript.NewPacked(src)
 		without[i] = redisscript.NewPacked(withoutFastPaths(t, src))

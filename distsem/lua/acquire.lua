@@ -23,23 +23,23 @@
 --           the socket of a frozen Redis, say).
 -- A call past its deadline does nothing, before anything else.
 clock()
-local dl = tonumber(ARGV[11])
-if dl and dl > 0 and now_us > dl then
+local dl = (ARGV[11] or 0) + 0
+if dl > 0 and now_us > dl then
   return spack(R7, -3, 0, 0, 0, 0, 0, now_us)
 end
 -- Fast path: a new grant with the queue empty (so tok is not queued), the
 -- weight fitting (so it is not too heavy) and no tombstone for tok, as below.
 -- The weight is checked before the tombstone is looked up: a call that finds
 -- no room (the head of a queue to be) reads it once, in the next fast path.
-local wq = tonumber(ARGV[6]) -- the weight, of both fast paths
-if fast() and wq <= limit0 and used0 + wq <= limit0 and (tn0 == -1 or not redis.call('ZSCORE', T, tok)) then
-  local expiry = now + tonumber(ARGV[7])
-  if redis.call('ZADD', H, 'NX', int(expiry), tok) == 1 then
+local wq = ARGV[6] + 0 -- the weight, of both fast paths
+if now >= fast_from and now < fast_until and wq <= limit0 and used0 + wq <= limit0 and (tn0 == -1 or not redis.call('ZSCORE', T, tok)) then
+  local expiry = now + ARGV[7]
+  if redis.call('ZADD', H, 'NX', fmt('%d', expiry), tok) == 1 then
     local fence = fence0 + 1
     if fence < now_us then
       fence = now_us
     end
-    local fence_s, used = int(fence), used0 + wq
+    local fence_s, used = fmt('%d', fence), used0 + wq
     redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, fence_s)
     local he = he0
     if he == -1 or expiry < he then
@@ -66,11 +66,11 @@ if whole and ARGV[8] == '1' and he0 > now and now >= ta0 and now - ta0 < key_ttl
   and redis.call('ZCARD', H) > 0 and (tn0 == -1 or not redis.call('ZSCORE', T, tok))
   and not redis.call('ZSCORE', H, tok) then
   local next_seq = (seq0 or 0) + 1
-  local fresh = redis.call('ZADD', Q, 'NX', int(next_seq), tok) == 1
+  local fresh = redis.call('ZADD', Q, 'NX', fmt('%d', next_seq), tok) == 1
   if fresh then
     redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'c:' .. tok, ARGV[10], 'l:' .. tok, ARGV[7])
   end
-  redis.call('ZADD', QE, int(now + tonumber(ARGV[9])), tok)
+  redis.call('ZADD', QE, fmt('%d', now + ARGV[9]), tok)
   local pos = redis.call('ZRANK', Q, tok)
   local he = he0
   if pos == 0 then
@@ -92,10 +92,10 @@ if whole and ARGV[8] == '1' and he0 > now and now >= ta0 and now - ta0 < key_ttl
 end
 
 -- @common
-local w = tonumber(ARGV[6])
-local lease = tonumber(ARGV[7])
+local w = ARGV[6] + 0
+local lease = ARGV[7] + 0
 local queue = ARGV[8] == '1'
-local wait_ttl = tonumber(ARGV[9])
+local wait_ttl = ARGV[9] + 0
 local id = ARGV[10]
 
 reap(nq > 0 or w > limit or used + w > limit)
@@ -109,13 +109,13 @@ local empty = handoff()
 -- weight fits (so it is not too heavy): ZADD NX grants a new token, and finds
 -- a held one (a repeated call) without changing its lease.
 if empty and w <= limit and used + w <= limit then
-  if redis.call('ZADD', H, 'NX', int(now + lease), tok) == 1 then
+  if redis.call('ZADD', H, 'NX', fmt('%d', now + lease), tok) == 1 then
     note_lease(now + lease)
     local fence = last_fence + 1
     if fence < now_us then
       fence = now_us
     end
-    last_fence, last_fence_s = fence, int(fence)
+    last_fence, last_fence_s = fence, fmt('%d', fence)
     redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, last_fence_s)
     used = used + w
     dirty = true
@@ -131,7 +131,7 @@ end
 local held = redis.call('ZSCORE', H, tok)
 if held then
   if tonumber(held) < now + lease then
-    redis.call('ZADD', H, int(now + lease), tok)
+    redis.call('ZADD', H, fmt('%d', now + lease), tok)
     note_lease(now + lease)
   end
   local fence = tonumber(redis.call('HGET', D, 'f:' .. tok) or '0')
@@ -156,7 +156,7 @@ end
 -- note_lease, so an exact he stays exact); behind the head, next is what he
 -- says, at most the exact value.
 local function beat(fresh)
-  redis.call('ZADD', QE, int(now + wait_ttl), tok)
+  redis.call('ZADD', QE, fmt('%d', now + wait_ttl), tok)
   touched[QE] = true
   local pos = redis.call('ZRANK', Q, tok)
   if fresh and pos == 0 then
@@ -182,7 +182,7 @@ end
 -- Queue tok at the back, unless it is queued already (ZADD NX: then this is
 -- its heartbeat). seq (the last queue number) is written back by finish.
 local next_seq = (seq or 0) + 1
-if redis.call('ZADD', Q, 'NX', int(next_seq), tok) == 0 then
+if redis.call('ZADD', Q, 'NX', fmt('%d', next_seq), tok) == 0 then
   return beat(false)
 end
 seq = next_seq

@@ -23,11 +23,11 @@ local d_tok
 local dirty = false
 local limit = limit0 or 0
 if limit < 1 then
-  limit = tonumber(ARGV[2])
+  limit = ARGV[2] + 0
   dirty = true
 end
 local last_fence = fence0 or 0
-local last_fence_s -- int(last_fence) once a grant made it
+local last_fence_s -- last_fence formatted, once a grant made it
 local used
 if used0 then
   used = used0
@@ -110,7 +110,7 @@ local function reap(force)
   end
   local first = redis.call('ZRANGE', H, '0', '1', 'WITHSCORES')
   if first[2] and tonumber(first[2]) <= now then
-    for _, h in ipairs(redis.call('ZRANGEBYSCORE', H, '-inf', int(now), 'LIMIT', '0', BOUND_S)) do
+    for _, h in ipairs(redis.call('ZRANGEBYSCORE', H, '-inf', fmt('%d', now), 'LIMIT', '0', BOUND_S)) do
       used = used - tonumber(redis.call('HGET', D, 'w:' .. h) or '0')
       redis.call('ZREM', H, h)
       redis.call('HDEL', D, 'w:' .. h, 'f:' .. h)
@@ -136,13 +136,13 @@ local function grant(t, w, expiry, w_held)
   if fence < now_us then
     fence = now_us
   end
-  last_fence, last_fence_s = fence, int(fence)
-  redis.call('ZADD', H, int(expiry), t)
+  last_fence, last_fence_s = fence, fmt('%d', fence)
+  redis.call('ZADD', H, fmt('%d', expiry), t)
   note_lease(expiry)
   if w_held then
     redis.call('HSET', D, 'f:' .. t, last_fence_s)
   else
-    redis.call('HSET', D, 'w:' .. t, int(w), 'f:' .. t, last_fence_s)
+    redis.call('HSET', D, 'w:' .. t, fmt('%d', w), 'f:' .. t, last_fence_s)
     touched[D] = true
   end
   used = used + w
@@ -211,7 +211,7 @@ local function handoff()
       d_dead[nd_dead + 1], d_dead[nd_dead + 2] = 'c:' .. head, 'l:' .. head
       nd_dead = nd_dead + 2
       if id then
-        redis.call(pub, chan_prefix .. id, head .. ':' .. int(fence))
+        redis.call(pub, chan_prefix .. id, head .. ':' .. fmt('%d', fence))
       end
     end
   end

@@ -38,14 +38,16 @@
 --   prefix .. its notify id. Script-specific arguments start at ARGV[6].
 --
 -- Time comes only from TIME. Numbers are passed to redis.call as strings made
--- by int() (string.format '%d', all digits), never through tostring or '..':
--- Lua's own formatting (%.14g) would write 1.795978983896e+15. (A Lua number
--- argument would also keep its digits, but Redis 7.0 formats it with
--- snprintf %.17g, which costs about 1 µs per argument.) Arguments that arrive
--- as strings (ARGV, replies) are passed on unconverted. Fences (µs, ~1.8e15)
--- stay below 2^53, so they are exact in a Lua double. The
--- scripts have no error paths after their first write: every input is validated by
--- the Go caller.
+-- by fmt('%d', x) (all digits), never through tostring or '..': Lua's own
+-- formatting (%.14g) would write 1.795978983896e+15. (A Lua number argument
+-- would also keep its digits, but Redis 7.0 formats it with snprintf %.17g,
+-- which costs more.) Arguments that arrive as strings (ARGV, replies) are
+-- passed on unconverted. Fences (µs, ~1.8e15) stay below 2^53, so they are
+-- exact in a Lua double. The scripts have no error paths after their first
+-- write: every input is validated by the Go caller. So a numeric argument, and
+-- TIME's reply, is converted by arithmetic (ARGV[7] + 0, now + ARGV[7]),
+-- which parses the string once, where Lua 5.1's tonumber parses it twice; a
+-- stored value, which may be missing or corrupt, goes through tonumber.
 --
 -- Cost: every redis.call and every number converted costs Redis CPU, so the common
 -- (uncontended) path makes as few as it can: the bookkeeping fields of KEYS[1],
@@ -64,7 +66,7 @@
 local S, H, Q, QE, D, T = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local tok = ARGV[1]
 local key_ttl_s = ARGV[3]
-local key_ttl = tonumber(key_ttl_s)
+local key_ttl = key_ttl_s + 0
 local pub = ARGV[4]
 local chan_prefix = ARGV[5]
 
@@ -74,20 +76,7 @@ local spack = struct.pack
 -- 64-bit integers (struct '<i8...', read by redisscript.NewPacked), by their
 -- length: Redis sends a string for less than an array.
 local R3, R5, R7 = '<i8i8i8', '<i8i8i8i8i8', '<i8i8i8i8i8i8i8'
-local function int(x)
-  return fmt('%d', x)
-end
 
--- now (ms) and now_us (µs): Redis time, read by clock(). Every script reads
--- it before its first write but release.lua's first fast path, which needs
--- no time (see there); common.lua reads it if no fast path did.
-local now, now_us
-local function clock()
-  local tm = redis.call('TIME')
-  local tm_s, tm_us = tonumber(tm[1]), tonumber(tm[2])
-  now = tm_s * 1000 + math.floor(tm_us / 1000)
-  now_us = tm_s * 1000000 + tm_us
-end
 local BOUND, BOUND_S = 64, '64' -- at most this many expired entries of each kind reaped per call
 
 -- The state's format: PACKED (one field, p) or text (a field each). A
@@ -122,18 +111,21 @@ end
 
 -- save writes the state, whole, in the format PACKED says (seq may be nil:
 -- none), and deletes the other format's fields when the state was found in
--- it (other). Every write of S goes through here.
+-- it (other). Every write of S goes through here. It takes struct.pack and
+-- string.format from the globals, not from the locals above: each local a
+-- function uses costs every call that makes the function (see fast_from).
 local function save(limit, used, fence, nq, tn, ta, he, seq)
   if PACKED then
-    redis.call('HSET', S, 'p', spack(SFMT, limit, used, fence, nq, tn, ta, he, seq or 0))
+    redis.call('HSET', S, 'p', struct.pack(SFMT, limit, used, fence, nq, tn, ta, he, seq or 0))
     if other then
       redis.call('HDEL', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
     end
   else
-    local a = {S, 'limit', int(limit), 'used', int(used), 'fence', int(fence), 'nq', int(nq), 'tn', int(tn), 'ta',
-      int(ta), 'he', int(he)}
+    local f = string.format
+    local a = {S, 'limit', f('%d', limit), 'used', f('%d', used), 'fence', f('%d', fence), 'nq', f('%d', nq), 'tn',
+      f('%d', tn), 'ta', f('%d', ta), 'he', f('%d', he)}
     if seq then
-      a[16], a[17] = 'seq', int(seq)
+      a[16], a[17] = 'seq', f('%d', seq)
     end
     redis.call('HSET', unpack(a))
     if other then
@@ -143,16 +135,36 @@ local function save(limit, used, fence, nq, tn, ta, he, seq)
 end
 
 -- whole: the state is complete and sane. settled: also no waiter is queued
--- (no hand-off). fast() (after clock): also no key needs a TTL refresh (see
--- finish) and no lease can have expired (see reap). A fast path runs only
--- then (acquire.lua's queued one and release.lua's hand-off run with waiters
--- queued: see there), and makes exactly the calls and writes that the
--- general path would make, and nothing else (release.lua's first one also
--- skips what only time can tell: see there). A fast path that finds it does
--- not apply after a call that changed nothing falls through to the general
--- path.
+-- (no hand-off). fast (while fast_from <= now < fast_until): also no key
+-- needs a TTL refresh (see finish) and no lease can have expired (see reap).
+-- A fast path runs only then (acquire.lua's queued one and release.lua's
+-- hand-off run with waiters queued: see there), and makes exactly the calls
+-- and writes that the general path would make, and nothing else
+-- (release.lua's first one also skips what only time can tell: see there). A
+-- fast path that finds it does not apply after a call that changed nothing
+-- falls through to the general path.
 local whole = not other and limit0 and limit0 >= 1 and used0 and used0 >= 0 and fence0 and nq0 and tn0 and he0 and ta0
 local settled = whole and nq0 == 0
-local function fast()
-  return settled and now >= ta0 and now - ta0 < key_ttl / 4 and (he0 > now or (he0 == -1 and used0 == 0))
+-- fast is the interval of the time in which it holds, so that it is known
+-- before the time is, without a function: Lua makes every function anew on
+-- every call, and each variable it uses from outside costs more (about half
+-- a µs each in all). It is settled and ta0 <= now < ta0 + key_ttl / 4 and
+-- (now < he0, or he0 = -1 and used0 = 0); empty when not settled.
+local fast_from, fast_until = 1, 0
+if settled and (he0 ~= -1 or used0 == 0) then
+  fast_from, fast_until = ta0, ta0 + key_ttl / 4
+  if he0 ~= -1 and he0 < fast_until then
+    fast_until = he0
+  end
+end
+
+-- now (ms) and now_us (µs): Redis time, read by clock(). Every script reads
+-- it before its first write but release.lua's first fast path, which needs
+-- no time (see there); common.lua reads it if no fast path did.
+local now, now_us
+local function clock()
+  local tm = redis.call('TIME')
+  local tm_s, tm_us = tm[1] + 0, tm[2] + 0
+  now = tm_s * 1000 + math.floor(tm_us / 1000)
+  now_us = tm_s * 1000000 + tm_us
 end

@@ -24,10 +24,10 @@
 -- tombstone left keeps the keys alive with calls of its own; without any,
 -- the keys may as well expire). With a tombstone it takes the general path,
 -- which sweeps expired ones.
-if settled and he0 ~= -1 and tn0 == -1 and tok ~= '' and ARGV[8] ~= '1' and tonumber(ARGV[7]) <= 0
+if settled and he0 ~= -1 and tn0 == -1 and tok ~= '' and ARGV[8] ~= '1' and ARGV[7] + 0 <= 0
   and redis.call('ZREM', H, tok) == 1 then
   local wk = 'w:' .. tok
-  local w = tonumber(ARGV[9] or '0') or 0
+  local w = (ARGV[9] or 0) + 0
   if w < 1 then
     w = tonumber(redis.call('HGET', D, wk) or '0')
   end
@@ -51,7 +51,7 @@ end
 -- refresh (ta). Everything it looks at is read before its first write, the
 -- ZREM of tok, which writes only when tok is held; if a condition fails,
 -- nothing was written and the general path runs (with the time read here).
-if whole and nq0 > 0 and seq0 and tok ~= '' and tonumber(ARGV[7]) <= 0 then
+if whole and nq0 > 0 and seq0 and tok ~= '' and ARGV[7] + 0 <= 0 then
   clock()
   local head
   if now >= ta0 and now - ta0 < key_ttl / 4 and he0 > now and (tn0 == -1 or tn0 > now) then
@@ -59,7 +59,7 @@ if whole and nq0 > 0 and seq0 and tok ~= '' and tonumber(ARGV[7]) <= 0 then
   end
   if head and head ~= tok then
     local wk = 'w:' .. tok
-    local w = tonumber(ARGV[9] or '0') or 0
+    local w = (ARGV[9] or 0) + 0
     local m
     if w < 1 then
       m = redis.call('HMGET', D, 'w:' .. head, 'c:' .. head, 'l:' .. head, wk)
@@ -78,8 +78,8 @@ if whole and nq0 > 0 and seq0 and tok ~= '' and tonumber(ARGV[7]) <= 0 then
     if n_h and n_h > 0 and redis.call('ZREM', H, tok) == 1 then
       local tn = tn0
       if ARGV[8] == '1' then
-        local expiry = now + tonumber(ARGV[6])
-        redis.call('ZADD', T, int(expiry), tok)
+        local expiry = now + ARGV[6]
+        redis.call('ZADD', T, fmt('%d', expiry), tok)
         if tn == -1 or expiry < tn then
           tn = expiry
         end
@@ -92,8 +92,8 @@ if whole and nq0 > 0 and seq0 and tok ~= '' and tonumber(ARGV[7]) <= 0 then
       if fence < now_us then
         fence = now_us
       end
-      local fence_s = int(fence)
-      redis.call('ZADD', H, int(expiry), head)
+      local fence_s = fmt('%d', fence)
+      redis.call('ZADD', H, fmt('%d', expiry), head)
       redis.call('HSET', D, 'f:' .. head, fence_s)
       if m[2] then
         redis.call(pub, chan_prefix .. m[2], head .. ':' .. fence_s)
@@ -117,13 +117,13 @@ if whole and nq0 > 0 and seq0 and tok ~= '' and tonumber(ARGV[7]) <= 0 then
 end
 
 -- @common
-local tomb_ttl = tonumber(ARGV[6])
-local new_limit = tonumber(ARGV[7])
+local tomb_ttl = ARGV[6] + 0
+local new_limit = ARGV[7] + 0
 local always_tomb = ARGV[8] == '1'
 
 reap(nq > 0)
 if tn ~= -1 and tn <= now then
-  local old = redis.call('ZRANGEBYSCORE', T, '-inf', int(now), 'LIMIT', '0', BOUND_S)
+  local old = redis.call('ZRANGEBYSCORE', T, '-inf', fmt('%d', now), 'LIMIT', '0', BOUND_S)
   if #old > 0 then
     redis.call('ZREM', T, unpack(old))
   end
@@ -138,7 +138,7 @@ local was = 0
 if tok ~= '' then
   if redis.call('ZREM', H, tok) == 1 then
     local wk = 'w:' .. tok
-    local w = tonumber(ARGV[9] or '0') or 0
+    local w = (ARGV[9] or 0) + 0
     if w < 1 then
       w = tonumber(redis.call('HGET', D, wk) or '0')
     end
@@ -155,7 +155,7 @@ if tok ~= '' then
   end
   if always_tomb or was ~= 1 then
     local expiry = now + tomb_ttl
-    redis.call('ZADD', T, int(expiry), tok)
+    redis.call('ZADD', T, fmt('%d', expiry), tok)
     touched[T] = true
     if tn == -1 or expiry < tn then
       tn = expiry

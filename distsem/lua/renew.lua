@@ -10,9 +10,9 @@
 -- was inserted again with its old fence), 0 lost (missing, or tombstoned).
 -- Fast path: the renewal of a held token with the queue empty, as below.
 clock()
-if fast() then
-  local expiry = now + tonumber(ARGV[7])
-  if redis.call('ZADD', H, 'XX', 'CH', int(expiry), tok) == 1 then
+if now >= fast_from and now < fast_until then
+  local expiry = now + ARGV[7]
+  if redis.call('ZADD', H, 'XX', 'CH', fmt('%d', expiry), tok) == 1 then
     if he0 == -1 or expiry < he0 then
       save(limit0, used0, fence0, nq0, tn0, ta0, expiry, seq0)
     end
@@ -21,15 +21,15 @@ if fast() then
 end
 
 -- @common
-local w = tonumber(ARGV[6])
-local lease = tonumber(ARGV[7])
+local w = ARGV[6] + 0
+local lease = ARGV[7] + 0
 local fence = ARGV[8]
 local readopt = ARGV[9] == '1'
 local carry = ARGV[9] == '2'
 
 -- adopt inserts the missing tok as a holder of w, with its old fence.
 local function adopt()
-  redis.call('ZADD', H, int(now + lease), tok)
+  redis.call('ZADD', H, fmt('%d', now + lease), tok)
   note_lease(now + lease)
   redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, fence)
   used = used + w
@@ -43,7 +43,7 @@ end
 reap(nq > 0)
 -- XX CH: 1 when tok is held (and its lease moved); 0 also when the lease did
 -- not move (same ms), which ZSCORE tells apart.
-local r = redis.call('ZADD', H, 'XX', 'CH', int(now + lease), tok)
+local r = redis.call('ZADD', H, 'XX', 'CH', fmt('%d', now + lease), tok)
 if r == 1 or redis.call('ZSCORE', H, tok) then
   note_lease(now + lease)
   handoff()
