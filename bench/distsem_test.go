@@ -463,6 +463,19 @@ redis.call('HSET', S, 'p', st)
 return struct.pack('<i8i8i8', 1, 1048576, 0)`)
 )
 
+// withTTL gives each of keys that exists a TTL of an hour, as distsem's keys
+// always have one (see head.lua): Redis looks up a key's expiry on every
+// access of a key that has one, so a floor whose keys had none would be
+// cheaper than the commands it stands for. The floor scripts give the keys
+// they create a TTL themselves, as the distsem scripts do.
+func withTTL(tb testing.TB, rdb *redis.Client, keys []string) {
+	for _, k := range keys {
+		if err := rdb.PExpire(context.Background(), k, time.Hour).Err(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
 // newFloorPair stores a settled semaphore state for the floor pair's scripts
 // and returns a function that makes one pair of their calls. The keys are
 // deleted when tb ends.
@@ -472,6 +485,7 @@ func newFloorPair(tb testing.TB, rdb *redis.Client) func() {
 	if err := rdb.HSet(ctx, keys[0], "p", packedState(1<<20, 0, 1795978983896001, 0, -1, 1795978983896, -1, 0)).Err(); err != nil {
 		tb.Fatal(err)
 	}
+	withTTL(tb, rdb, keys)
 	tb.Cleanup(func() { rdb.Del(ctx, keys...) })
 	for _, sc := range []*redis.Script{floorPairAcquire, floorPairRelease} {
 		if err := sc.Load(ctx, rdb).Err(); err != nil {
@@ -593,6 +607,7 @@ func newFloorGrant(tb testing.TB, rdb *redis.Client, backlog int) (queue, handOf
 	if err := rdb.ZAdd(ctx, keys[5], redis.Z{Score: lease, Member: "tombstone"}).Err(); err != nil {
 		tb.Fatal(err)
 	}
+	withTTL(tb, rdb, keys)
 	seq := 0
 	enqueue := func(tok string) {
 		seq++
