@@ -170,7 +170,11 @@ semaphore keeps cost if its logic were free. ´floor-grant32´ and
 ´floor-grant128´ do so with the queue the contended rows keep (28 and 124
 waiters, 4 holders): Redis scans a small sorted set or hash to find a member
 or a score's place, so the same commands cost more with a longer queue. The
-gap between a floor and its ´floodgate´ row is the scripts' own logic.
+gap between a floor and its ´floodgate´ row is the scripts' own logic. The
+contended rows' script-µs/op is wall time inside Redis while their
+goroutines share the machine's cores with it: INFO commandstats counts a
+script that is descheduled midway with its wait, which the sequential floors
+do not pay; the callgrind section counts ´floodgate-contended32´'s work.
 
 **Observer.** ´OtelSemaphore´ is a semaphore's Acquire+Release with
 otelfloodgate's Observer attached (´metrics=otel´), without
