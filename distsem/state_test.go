@@ -8,10 +8,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-go/floodgate/internal/redisscript"
+	"github.com/floodgate-go/floodgate/internal/redistest"
 )
 
 // packState is unpackState's inverse.
@@ -147,5 +149,48 @@ func TestUnpackState(t *testing.T) {
 	}
 	if l, u := stateLimitUsed([]any{nil, "4", "1"}); l != 4 || u != 1 {
 		t.Errorf("stateLimitUsed(text) = %d, %d, want 4, 1", l, u)
+	}
+}
+
+// TestNaNLeaseBoundTakesGeneralPath: a stored he (the lower bound of the
+// earliest lease) that is NaN, a corrupt state, keeps the fast paths off, as
+// a comparison with NaN is false: the acquire goes the general path, whose
+// reap reads the holders and writes an exact he back. (head.lua's fast
+// interval once let it through, and the fast acquire wrote the NaN back.)
+func TestNaNLeaseBoundTakesGeneralPath(t *testing.T) {
+	db := redistest.Connect(t)
+	ctx := context.Background()
+	s := New(db.Client, db.Prefix+"sem", 4, Config{})
+	defer s.Close()
+	p, err := s.Acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release(ctx)
+	he := slices.Index(stateFields[:], "he")
+	raw, err := db.Client.HGet(ctx, s.keys[0], "p").Result()
+	if err != nil || len(raw) != packedStateLen {
+		t.Fatalf("HGET p = %d bytes, %v; want a packed state", len(raw), err)
+	}
+	b := []byte(raw)
+	binary.LittleEndian.PutUint64(b[8*he:], math.Float64bits(math.NaN()))
+	if err := db.Client.HSet(ctx, s.keys[0], "p", string(b)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	q, err := s.Acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Release(ctx)
+	raw, err = db.Client.HGet(ctx, s.keys[0], "p").Result()
+	if err != nil || len(raw) != packedStateLen {
+		t.Fatalf("HGET p = %d bytes, %v; want a packed state", len(raw), err)
+	}
+	got := math.Float64frombits(binary.LittleEndian.Uint64([]byte(raw[8*he:])))
+	if math.IsNaN(got) {
+		t.Fatal("he is still NaN after an acquire: a fast path took the corrupt state")
+	}
+	if lo := float64(time.Now().UnixMilli()); got < lo {
+		t.Errorf("he = %v after an acquire with two leases held, want a lease expiry (≥ now, %v)", got, lo)
 	}
 }

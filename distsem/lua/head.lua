@@ -153,7 +153,9 @@ local settled = whole and nq0 == 0
 local fast_from, fast_until = 1, 0
 if settled and (he0 ~= -1 or used0 == 0) then
   fast_from, fast_until = ta0, ta0 + key_ttl / 4
-  if he0 ~= -1 and he0 < fast_until then
+  -- not (he0 >= ...), not he0 < ...: a NaN he0 (a corrupt state) closes
+  -- the interval, as the comparison he0 > now did.
+  if he0 ~= -1 and not (he0 >= fast_until) then
     fast_until = he0
   end
 end
