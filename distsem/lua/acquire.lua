@@ -92,7 +92,7 @@ if whole and ARGV[8] == '1' and he0 > now and now >= ta0 and now - ta0 < key_ttl
 end
 
 -- @common
-local w = ARGV[6] + 0
+local w = wq
 local lease = ARGV[7] + 0
 local queue = ARGV[8] == '1'
 local wait_ttl = ARGV[9] + 0

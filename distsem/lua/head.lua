@@ -147,9 +147,9 @@ local whole = not other and limit0 and limit0 >= 1 and used0 and used0 >= 0 and 
 local settled = whole and nq0 == 0
 -- fast is the interval of the time in which it holds, so that it is known
 -- before the time is, without a function: Lua makes every function anew on
--- every call, and each variable it uses from outside costs more (about half
--- a µs each in all). It is settled and ta0 <= now < ta0 + key_ttl / 4 and
--- (now < he0, or he0 = -1 and used0 = 0); empty when not settled.
+-- every call, and each variable it uses from outside adds to that cost. It
+-- is settled and ta0 <= now < ta0 + key_ttl / 4 and (now < he0, or he0 = -1
+-- and used0 = 0); empty when not settled.
 local fast_from, fast_until = 1, 0
 if settled and (he0 ~= -1 or used0 == 0) then
   fast_from, fast_until = ta0, ta0 + key_ttl / 4

@@ -24,10 +24,12 @@
 -- tombstone left keeps the keys alive with calls of its own; without any,
 -- the keys may as well expire). With a tombstone it takes the general path,
 -- which sweeps expired ones.
-if settled and he0 ~= -1 and tn0 == -1 and tok ~= '' and ARGV[8] ~= '1' and ARGV[7] + 0 <= 0
+-- new_limit and given_w: ARGV[7] and ARGV[9], converted once for every path.
+local new_limit, given_w = ARGV[7] + 0, (ARGV[9] or 0) + 0
+if settled and he0 ~= -1 and tn0 == -1 and tok ~= '' and ARGV[8] ~= '1' and new_limit <= 0
   and redis.call('ZREM', H, tok) == 1 then
   local wk = 'w:' .. tok
-  local w = (ARGV[9] or 0) + 0
+  local w = given_w
   if w < 1 then
     w = tonumber(redis.call('HGET', D, wk) or '0')
   end
@@ -51,7 +53,7 @@ end
 -- refresh (ta). Everything it looks at is read before its first write, the
 -- ZREM of tok, which writes only when tok is held; if a condition fails,
 -- nothing was written and the general path runs (with the time read here).
-if whole and nq0 > 0 and seq0 and tok ~= '' and ARGV[7] + 0 <= 0 then
+if whole and nq0 > 0 and seq0 and tok ~= '' and new_limit <= 0 then
   clock()
   local head
   if now >= ta0 and now - ta0 < key_ttl / 4 and he0 > now and (tn0 == -1 or tn0 > now) then
@@ -59,7 +61,7 @@ if whole and nq0 > 0 and seq0 and tok ~= '' and ARGV[7] + 0 <= 0 then
   end
   if head and head ~= tok then
     local wk = 'w:' .. tok
-    local w = (ARGV[9] or 0) + 0
+    local w = given_w
     local m
     if w < 1 then
       m = redis.call('HMGET', D, 'w:' .. head, 'c:' .. head, 'l:' .. head, wk)
@@ -118,7 +120,6 @@ end
 
 -- @common
 local tomb_ttl = ARGV[6] + 0
-local new_limit = ARGV[7] + 0
 local always_tomb = ARGV[8] == '1'
 
 reap(nq > 0)
@@ -138,7 +139,7 @@ local was = 0
 if tok ~= '' then
   if redis.call('ZREM', H, tok) == 1 then
     local wk = 'w:' .. tok
-    local w = (ARGV[9] or 0) + 0
+    local w = given_w
     if w < 1 then
       w = tonumber(redis.call('HGET', D, wk) or '0')
     end
