@@ -449,10 +449,9 @@ local S, H, D, tok = KEYS[1], KEYS[2], KEYS[5], ARGV[1]
 local st = redis.call('HGET', S, 'p')
 local tm = redis.call('TIME')
 redis.call('ZADD', H, 'NX', ARGV[7], tok)
-redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, ARGV[11])
+redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, ARGV[11], '_', '')
 redis.call('HSET', S, 'p', st)
 redis.call('PEXPIRE', H, ARGV[3])
-redis.call('PEXPIRE', D, ARGV[3])
 return struct.pack('<i8i8i8i8i8', 1, 1795978983896001, 1048576, 1, 0)`)
 	floorPairRelease = redis.NewScript(`
 local S, H, D, tok = KEYS[1], KEYS[2], KEYS[5], ARGV[1]
@@ -483,6 +482,9 @@ func newFloorPair(tb testing.TB, rdb *redis.Client) func() {
 	ctx := context.Background()
 	keys := []string{"{f}:s", "{f}:h", "{f}:q", "{f}:qe", "{f}:d", "{f}:t"}
 	if err := rdb.HSet(ctx, keys[0], "p", packedState(1<<20, 0, 1795978983896001, 0, -1, 1795978983896, -1, 0)).Err(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := rdb.HSet(ctx, keys[4], "_", "").Err(); err != nil { // D is kept: see distsem's head.lua
 		tb.Fatal(err)
 	}
 	withTTL(tb, rdb, keys)
@@ -519,7 +521,7 @@ redis.call('ZCARD', H)
 redis.call('ZSCORE', T, tok)
 redis.call('ZSCORE', H, tok)
 redis.call('ZADD', Q, 'NX', ARGV[12], tok)
-redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'c:' .. tok, ARGV[10], 'l:' .. tok, ARGV[7])
+redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'c:' .. tok, ARGV[10], 'l:' .. tok, ARGV[7], '_', '')
 redis.call('ZADD', QE, ARGV[13], tok)
 local pos = redis.call('ZRANK', Q, tok)
 if ARGV[14] == '1' then
@@ -527,7 +529,6 @@ if ARGV[14] == '1' then
 end
 redis.call('HSET', S, 'p', st)
 redis.call('PEXPIRE', QE, ARGV[3])
-redis.call('PEXPIRE', D, ARGV[3])
 if ARGV[14] == '1' then
   redis.call('PEXPIRE', Q, ARGV[3])
 end
@@ -596,7 +597,7 @@ func newFloorGrant(tb testing.TB, rdb *redis.Client, backlog int) (queue, handOf
 		if err := rdb.ZAdd(ctx, keys[1], redis.Z{Score: lease, Member: h}).Err(); err != nil {
 			tb.Fatal(err)
 		}
-		if err := rdb.HSet(ctx, keys[4], "w:"+h, 1, "f:"+h, fence).Err(); err != nil {
+		if err := rdb.HSet(ctx, keys[4], "w:"+h, 1, "f:"+h, fence, "_", "").Err(); err != nil {
 			tb.Fatal(err)
 		}
 	}

@@ -3,6 +3,7 @@ package distsem
 import (
 	"context"
 	_ "embed"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -346,8 +347,8 @@ func TestKeyCreatedBetweenRefreshesHasTTL(t *testing.T) {
 		name string
 		do   func()
 	}{
-		{"release(a)", func() { r.release("a") }},              // empties :h and :d, creates :t
-		{"acquire(b)", func() { g = r.acquire("b", 1, true) }}, // creates :h and :d again
+		{"release(a)", func() { r.release("a") }},              // empties :h (:d is kept), creates :t
+		{"acquire(b)", func() { g = r.acquire("b", 1, true) }}, // creates :h again
 		{"acquire(c)", func() { r.acquire("c", 1, true) }},     // creates :q and :qe
 		{"lose :h and :d, renew(b, readopt)", func() {
 			db.Client.Del(ctx, s.keys[1], s.keys[4])
@@ -686,8 +687,12 @@ func matchScripts(t *testing.T, queue bool, scripts func(step int) [2][3]*rediss
 			}
 			lastFence[i] = fence
 		}
+		// D's fields, but _: versions before it do not write it (see
+		// head.lua).
 		a, _ := db.Client.HKeys(ctx, rs[0].s.keys[4]).Result()
 		b, _ := db.Client.HKeys(ctx, rs[1].s.keys[4]).Result()
+		a = slices.DeleteFunc(a, func(f string) bool { return f == "_" })
+		b = slices.DeleteFunc(b, func(f string) bool { return f == "_" })
 		slices.Sort(a)
 		slices.Sort(b)
 		if !slices.Equal(a, b) {
@@ -740,4 +745,89 @@ func TestFastAcquireGivesLostKeysATTL(t *testing.T) {
 		t.Fatalf("acquire(b) = %v", got)
 	}
 	ttlsOK(t, db, r.s, "fast acquire after H and D were lost")
+}
+
+// TestDataHashKept: every HSET that may create :d sets _ too (see head.lua),
+// so :d is never emptied, and a call gives :d a TTL only when the HSET found
+// none of its fields, _ included. For each path that writes :d, between
+// refreshes, with the fast paths and without: a :d lost on its own (a DEL)
+// is created again with a TTL; a :d found with _ keeps the TTL it had (no
+// PEXPIRE); a :d written by a version before _ (none) gets _ and a TTL.
+func TestDataHashKept(t *testing.T) {
+	slow := func(sc *redisscript.Script) *redisscript.Script {
+		return redisscript.NewPacked(withoutFastPaths(t, assembleSource(sc)))
+	}
+	for _, fast := range []bool{true, false} {
+		acq, ren := acquireScript, renewScript
+		if !fast {
+			acq, ren = slow(acquireScript), slow(renewScript)
+		}
+		for _, tc := range []struct {
+			name string
+			prep func(r *raw) // leaves a semaphore of limit 2 where do writes :d
+			do   func(r *raw) []int64
+			want int64 // do's status
+		}{
+			{"grant", func(r *raw) {}, func(r *raw) []int64 {
+				return r.evalRaw(acq, "b", 1, r.s.cfg.Lease.Milliseconds(), 0, r.s.cfg.WaiterTTL.Milliseconds(), r.s.id)
+			}, stGranted},
+			{"queue", func(r *raw) {
+				r.evalRaw(acq, "c", 1, r.s.cfg.Lease.Milliseconds(), 0, r.s.cfg.WaiterTTL.Milliseconds(), r.s.id)
+			},
+				func(r *raw) []int64 {
+					return r.evalRaw(acq, "w", 1, r.s.cfg.Lease.Milliseconds(), 1, r.s.cfg.WaiterTTL.Milliseconds(), r.s.id)
+				}, stQueued},
+			{"re-adopt", func(r *raw) {}, func(r *raw) []int64 {
+				return r.evalRaw(ren, "gone", 1, r.s.cfg.Lease.Milliseconds(), 7, 1)
+			}, stReadopted},
+		} {
+			for _, d := range []string{"lost", "kept", "written before _"} {
+				t.Run(fmt.Sprintf("fast=%v/%s/%s", fast, tc.name, d), func(t *testing.T) {
+					r, db := newRaw(t, 2)
+					s, ctx := r.s, t.Context()
+					// A holder a (weight 1), so that :h and :d exist; the
+					// state is refreshed now, so no call below refreshes.
+					if got := r.evalRaw(acq, "a", 1, s.cfg.Lease.Milliseconds(), 0, s.cfg.WaiterTTL.Milliseconds(), s.id); got[0] != stGranted {
+						t.Fatalf("acquire(a) = %v", got)
+					}
+					tc.prep(r)
+					const mark = time.Hour + 7*time.Second // no key TTL
+					switch d {
+					case "lost":
+						db.Client.Del(ctx, s.keys[4])
+					case "kept":
+						if n, _ := db.Client.HExists(ctx, s.keys[4], "_").Result(); !n {
+							t.Fatal(":d has no _ after acquire(a)")
+						}
+						db.Client.PExpire(ctx, s.keys[4], mark)
+					case "written before _":
+						db.Client.HDel(ctx, s.keys[4], "_")
+						db.Client.PExpire(ctx, s.keys[4], mark)
+					}
+					if got := tc.do(r); got[0] != tc.want {
+						t.Fatalf("%s = %v, want status %d", tc.name, got, tc.want)
+					}
+					ttlsOK(t, db, s, tc.name)
+					if n, _ := db.Client.HExists(ctx, s.keys[4], "_").Result(); !n {
+						t.Errorf("after %s: :d has no _", tc.name)
+					}
+					ttl, _ := db.Client.PTTL(ctx, s.keys[4]).Result()
+					if kept := ttl > time.Hour; kept != (d == "kept") {
+						t.Errorf("after %s on a :d %s: PTTL %v; want the TTL kept only when _ was there", tc.name, d, ttl)
+					}
+				})
+			}
+		}
+	}
+}
+
+// evalRaw runs sc (one of the three scripts, or a variant) with tok and the
+// script's own ARGV.
+func (r *raw) evalRaw(sc *redisscript.Script, tok string, extra ...any) []int64 {
+	r.t.Helper()
+	v, err := r.s.eval(context.Background(), sc, tok, extra...)
+	if err != nil {
+		r.t.Fatalf("%s: %v", tok, err)
+	}
+	return v
 }

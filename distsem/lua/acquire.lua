@@ -40,17 +40,20 @@ if now >= fast_from and now < fast_until and wq <= limit0 and used0 + wq <= limi
       fence = now_us
     end
     local fence_s, used = fmt('%d', fence), used0 + wq
-    redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, fence_s)
+    local d_new = redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, fence_s, '_', '') == 3
     local he = he0
     if he == -1 or expiry < he then
       he = expiry
     end
     save(limit0, used, fence, nq0, tn0, ta0, he, seq0)
-    -- Not proven to exist (no read of them): even with weight in use, H or D
-    -- may have been lost on its own (eviction, a DEL) while S says otherwise,
-    -- and ZADD/HSET would then create it without a TTL.
+    -- H is not proven to exist (no read of it): even with weight in use, it
+    -- may have been lost on its own (eviction, a DEL) while S says
+    -- otherwise, and ZADD would then create it without a TTL. D is, unless
+    -- the HSET found none of its fields, _ included (see head.lua).
     redis.call('PEXPIRE', H, key_ttl_s)
-    redis.call('PEXPIRE', D, key_ttl_s)
+    if d_new then
+      redis.call('PEXPIRE', D, key_ttl_s)
+    end
     return spack(R5, 1, fence, limit0, used, 0)
   end
 end
@@ -67,9 +70,7 @@ if whole and ARGV[8] == '1' and he0 > now and now >= ta0 and now - ta0 < key_ttl
   and not redis.call('ZSCORE', H, tok) then
   local next_seq = (seq0 or 0) + 1
   local fresh = redis.call('ZADD', Q, 'NX', fmt('%d', next_seq), tok) == 1
-  if fresh then
-    redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'c:' .. tok, ARGV[10], 'l:' .. tok, ARGV[7])
-  end
+  local d_new = fresh and redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'c:' .. tok, ARGV[10], 'l:' .. tok, ARGV[7], '_', '') == 4
   redis.call('ZADD', QE, fmt('%d', now + ARGV[9]), tok)
   local pos = redis.call('ZRANK', Q, tok)
   local he = he0
@@ -82,11 +83,11 @@ if whole and ARGV[8] == '1' and he0 > now and now >= ta0 and now - ta0 < key_ttl
     save(limit0, used0, fence0, nq0, tn0, ta0, he, seq0)
   end
   redis.call('PEXPIRE', QE, key_ttl_s)
-  if fresh then
+  if d_new then
     redis.call('PEXPIRE', D, key_ttl_s)
-    if pos == 0 then
-      redis.call('PEXPIRE', Q, key_ttl_s)
-    end
+  end
+  if fresh and pos == 0 then
+    redis.call('PEXPIRE', Q, key_ttl_s)
   end
   return spack(R7, 0, 0, limit0, used0, pos, he == -1 and -1 or math.max(0, he - now), now_us)
 end
@@ -116,13 +117,14 @@ if empty and w <= limit and used + w <= limit then
       fence = now_us
     end
     last_fence, last_fence_s = fence, fmt('%d', fence)
-    redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, last_fence_s)
+    if redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, last_fence_s, '_', '') == 3 then
+      touched[D] = true -- see head.lua
+    end
     used = used + w
     dirty = true
     if h_n == 0 then
       touched[H] = true
     end
-    touched[D] = true
     finish()
     return spack(R5, 1, fence, limit, used, 0)
   end
@@ -188,6 +190,7 @@ end
 seq = next_seq
 nq = nq + 1
 dirty = true
-redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'c:' .. tok, id, 'l:' .. tok, ARGV[7])
-touched[D] = true
+if redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'c:' .. tok, id, 'l:' .. tok, ARGV[7], '_', '') == 4 then
+  touched[D] = true
+end
 return beat(true)

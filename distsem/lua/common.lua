@@ -127,11 +127,11 @@ local function reap(force)
   end
 end
 
--- Make t a holder of weight w until expiry; returns its fencing number,
--- max(last + 1, now in µs): monotonic, and seeded from time so that it keeps
--- growing after the state is lost. w_held: D holds w:<t> = w already (a
+-- Make the waiter t, of weight w, a holder until expiry; returns its fencing
+-- number, max(last + 1, now in µs): monotonic, and seeded from time so that
+-- it keeps growing after the state is lost. D holds w:<t> = w already (the
 -- waiter's, just read), so D exists and only the fence is written.
-local function grant(t, w, expiry, w_held)
+local function grant(t, w, expiry)
   local fence = last_fence + 1
   if fence < now_us then
     fence = now_us
@@ -139,12 +139,7 @@ local function grant(t, w, expiry, w_held)
   last_fence, last_fence_s = fence, fmt('%d', fence)
   redis.call('ZADD', H, fmt('%d', expiry), t)
   note_lease(expiry)
-  if w_held then
-    redis.call('HSET', D, 'f:' .. t, last_fence_s)
-  else
-    redis.call('HSET', D, 'w:' .. t, fmt('%d', w), 'f:' .. t, last_fence_s)
-    touched[D] = true
-  end
+  redis.call('HSET', D, 'f:' .. t, last_fence_s)
   used = used + w
   dirty = true
   if h_n == 0 then
@@ -207,7 +202,7 @@ local function handoff()
       -- or an acquire call that finds it held) extends it to the lease. Its
       -- weight stays in D (w:<head>, just read: D exists), its waiter fields
       -- go with finish's HDEL.
-      local fence = grant(head, w, math.min(now + lease, beat), true)
+      local fence = grant(head, w, math.min(now + lease, beat))
       d_dead[nd_dead + 1], d_dead[nd_dead + 2] = 'c:' .. head, 'l:' .. head
       nd_dead = nd_dead + 2
       if id then

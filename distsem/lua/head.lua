@@ -29,7 +29,13 @@
 --   KEYS[3] = {name}:q   ZSET  waiter token -> queue number (FIFO order)
 --   KEYS[4] = {name}:qe  ZSET  waiter token -> heartbeat expiry (ms)
 --   KEYS[5] = {name}:d   HASH  w:<tok> weight, f:<tok> fence (holders),
---                              c:<tok> notify id, l:<tok> lease ms (waiters)
+--                              c:<tok> notify id, l:<tok> lease ms (waiters),
+--                              and _ = '' (kept: every HSET that may create D
+--                              sets it too, so D is never emptied and an HSET
+--                              whose reply counts every field it set as new
+--                              created D, or found it without _: either way
+--                              only then is D given a TTL; versions before
+--                              it ignore the field)
 --   KEYS[6] = {name}:t   ZSET  tombstone token -> expiry (ms)
 -- ARGV (common part):
 --   ARGV[1] = token ("" for none), ARGV[2] = configured limit (used only when the

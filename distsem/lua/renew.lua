@@ -31,13 +31,14 @@ local carry = ARGV[9] == '2'
 local function adopt()
   redis.call('ZADD', H, fmt('%d', now + lease), tok)
   note_lease(now + lease)
-  redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, fence)
+  if redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, fence, '_', '') == 3 then
+    touched[D] = true -- see head.lua
+  end
   used = used + w
   dirty = true
   if h_n == 0 then
     touched[H] = true
   end
-  touched[D] = true
 end
 
 reap(nq > 0)
