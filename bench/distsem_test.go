@@ -272,8 +272,8 @@ func BenchmarkDistsemContended(b *testing.B) {
 // commandstats, each script call counted once) per operation, on a private
 // redis-server, all in one run so that they compare:
 //   - impl=evalsha: a trivial script with the shape of an acquire call (6
-//     keys, 11 arguments, a 7-integer reply packed as the scripts send
-//     it), the floor of one script call;
+//     keys, 6 arguments, one of them its 7 numbers packed, a 7-integer reply
+//     packed as the scripts send it), the floor of one script call;
 //   - impl=gcra: one decision of shaperredis.NewMeter (GCRA), admitted and
 //     written;
 //   - impl=floor-pair: the commands the pair's two scripts make, with
@@ -313,7 +313,7 @@ func BenchmarkDistsemScriptCPU(b *testing.B) {
 			b.Fatal(err)
 		}
 		keys := []string{"{e}:s", "{e}:h", "{e}:q", "{e}:qe", "{e}:d", "{e}:t"}
-		args := []any{"0123456789abcdef.1", 4, 30000, "publish", "{e}:n:", 1, 10000, 1, 1000, "0123456789abcdef", 1795978983896001}
+		args := floorArgs("0123456789abcdef.1", "{e}:n:", 4, 10000, 1, 1000, 1795978983896001, 1, "0123456789abcdef")
 		measure(b, func() int64 { return int64(b.N) }, func() {
 			for b.Loop() {
 				if err := sc.EvalSha(ctx, rdb, keys, args...).Err(); err != nil {
@@ -441,17 +441,19 @@ func BenchmarkDistsemScriptCPU(b *testing.B) {
 // arguments and replies, and none of the logic around them: what the pair
 // would cost with the keys it keeps if its Lua were free. The state (:s's
 // field p, packed) is written back as read, the same length as the state a
-// script packs.
+// script packs; the numbers a script formats (a lease expiry, a fence) are
+// constants of the same length. The calls take the arguments distsem's do
+// (floorArgs).
 // TestFloorScriptsMakeDistsemCommands holds them to the scripts' commands.
 var (
 	floorPairAcquire = redis.NewScript(`
 local S, H, D, tok = KEYS[1], KEYS[2], KEYS[5], ARGV[1]
 local st = redis.call('HGET', S, 'p')
 local tm = redis.call('TIME')
-redis.call('ZADD', H, 'NX', ARGV[7], tok)
-redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, ARGV[11], '_', '')
+redis.call('ZADD', H, 'NX', '1795978993896', tok)
+redis.call('HSET', D, 'w:' .. tok, ARGV[5], 'f:' .. tok, '1795978983896001', '_', '')
 redis.call('HSET', S, 'p', st)
-redis.call('PEXPIRE', H, ARGV[3])
+redis.call('PEXPIRE', H, ARGV[2])
 return struct.pack('<i8i8i8i8i8', 1, 1795978983896001, 1048576, 1, 0)`)
 	floorPairRelease = redis.NewScript(`
 local S, H, D, tok = KEYS[1], KEYS[2], KEYS[5], ARGV[1]
@@ -498,11 +500,10 @@ func newFloorPair(tb testing.TB, rdb *redis.Client) func() {
 	return func() {
 		n++
 		tok := "0123456789abcdef." + strconv.Itoa(n)
-		if err := floorPairAcquire.EvalSha(ctx, rdb, keys, tok, 1<<20, 30000, "publish", "{f}:n:", 1,
-			1795978993896, 1, 1000, "0123456789abcdef", 1795978983896001+n).Err(); err != nil {
+		if err := floorPairAcquire.EvalSha(ctx, rdb, keys, floorArgs(tok, "{f}:n:", 1<<20, 10000, 0, 1000, 1795978983896001+int64(n), 1, "0123456789abcdef")...).Err(); err != nil {
 			tb.Fatal(err)
 		}
-		if err := floorPairRelease.EvalSha(ctx, rdb, keys, tok, 1<<20, 30000, "publish", "{f}:n:", 1000, 0, 0, 1).Err(); err != nil {
+		if err := floorPairRelease.EvalSha(ctx, rdb, keys, floorArgs(tok, "{f}:n:", 1<<20, 10000, 0, 0, 1)...).Err(); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -511,8 +512,9 @@ func newFloorPair(tb testing.TB, rdb *redis.Client) func() {
 // floorGrantQueued is a waiter's queued acquire: the commands of acquire.lua's
 // queued fast path, with their arguments and reply, a tombstone being stored
 // (as in the contended rows: a waiter that calls twice is released with one).
-// ARGV[14] = 1: the queue was empty (the call is its head: it reads the
-// earliest lease and gives Q a TTL).
+// After the call's arguments (floorArgs), ARGV[7] = the queue number,
+// ARGV[8] = the heartbeat expiry and ARGV[9] = 1: the queue was empty (the
+// call is its head: it reads the earliest lease and gives Q a TTL).
 var floorGrantQueued = redis.NewScript(`
 local S, H, Q, QE, D, T, tok = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1]
 local st = redis.call('HGET', S, 'p')
@@ -520,24 +522,26 @@ local tm = redis.call('TIME')
 redis.call('ZCARD', H)
 redis.call('ZSCORE', T, tok)
 redis.call('ZSCORE', H, tok)
-redis.call('ZADD', Q, 'NX', ARGV[12], tok)
-redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'c:' .. tok, ARGV[10], 'l:' .. tok, ARGV[7], '_', '')
-redis.call('ZADD', QE, ARGV[13], tok)
+redis.call('ZADD', Q, 'NX', ARGV[7], tok)
+redis.call('HSET', D, 'w:' .. tok, ARGV[5], 'c:' .. tok, ARGV[6], 'l:' .. tok, '10000', '_', '')
+redis.call('ZADD', QE, ARGV[8], tok)
 local pos = redis.call('ZRANK', Q, tok)
-if ARGV[14] == '1' then
+if ARGV[9] == '1' then
   redis.call('ZRANGE', H, '0', '0', 'WITHSCORES')
 end
 redis.call('HSET', S, 'p', st)
-redis.call('PEXPIRE', QE, ARGV[3])
-if ARGV[14] == '1' then
-  redis.call('PEXPIRE', Q, ARGV[3])
+redis.call('PEXPIRE', QE, ARGV[2])
+if ARGV[9] == '1' then
+  redis.call('PEXPIRE', Q, ARGV[2])
 end
 return struct.pack('<i8i8i8i8i8i8i8', 0, 0, 4, 4, pos, 1000, 1795978983896001)`)
 
 // floorGrantHandOff is the release of holder ARGV[1] that hands its permit
 // to the head of the queue: the commands of release.lua's hand-off fast
-// path. ARGV[12] = 1: ARGV[1] is the only holder (its ZREM deletes H, which
-// the grant's ZADD creates again and gives a TTL). It returns the head
+// path. After the call's arguments (floorArgs), ARGV[5] = the grant's lease
+// expiry, ARGV[6] = its fence and ARGV[7] = 1: ARGV[1] is the only holder
+// (its ZREM deletes H, which the grant's ZADD creates again and gives a
+// TTL). It returns the head
 // granted (a floor's only deviation from the reply, so that the loop can
 // release it later).
 var floorGrantHandOff = redis.NewScript(`
@@ -551,13 +555,13 @@ redis.call('ZCARD', H)
 redis.call('ZREM', H, tok)
 redis.call('ZREM', Q, head)
 redis.call('ZREM', QE, head)
-redis.call('ZADD', H, ARGV[10], head)
-redis.call('HSET', D, 'f:' .. head, ARGV[11])
-redis.call(ARGV[4], ARGV[5] .. m[2], head .. ':' .. ARGV[11])
+redis.call('ZADD', H, ARGV[5], head)
+redis.call('HSET', D, 'f:' .. head, ARGV[6])
+redis.call('publish', ARGV[3] .. m[2], head .. ':' .. ARGV[6])
 redis.call('HDEL', D, 'w:' .. tok, 'f:' .. tok, 'c:' .. head, 'l:' .. head)
 redis.call('HSET', S, 'p', st)
-if ARGV[12] == '1' then
-  redis.call('PEXPIRE', H, ARGV[3])
+if ARGV[7] == '1' then
+  redis.call('PEXPIRE', H, ARGV[2])
 end
 return head`)
 
@@ -616,8 +620,8 @@ func newFloorGrant(tb testing.TB, rdb *redis.Client, backlog int) (queue, handOf
 		if backlog == 0 {
 			head = "1"
 		}
-		if err := floorGrantQueued.EvalSha(ctx, rdb, keys, tok, 4, 30000, "publish", "{g}:n:", 1,
-			10000, 1, 1000, "0123456789abcdef", fence, seq, 1795978984896, head).Err(); err != nil {
+		args := append(floorArgs(tok, "{g}:n:", 4, 10000, 1, 1000, fence, 1, "0123456789abcdef"), seq, 1795978984896, head)
+		if err := floorGrantQueued.EvalSha(ctx, rdb, keys, args...).Err(); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -635,14 +639,22 @@ func newFloorGrant(tb testing.TB, rdb *redis.Client, backlog int) (queue, handOf
 		only = "1"
 	}
 	handOff = func() {
-		granted, err := floorGrantHandOff.EvalSha(ctx, rdb, keys, holders[0], 4, 30000, "publish", "{g}:n:", 1000, 0, 0, 1,
-			1795978984896, fence+tokN, only).Text()
+		args := append(floorArgs(holders[0], "{g}:n:", 4, 1000, 0, 1, 0), 1795978984896, fence+tokN, only)
+		granted, err := floorGrantHandOff.EvalSha(ctx, rdb, keys, args...).Text()
 		if err != nil {
 			tb.Fatal(err)
 		}
 		holders = append(holders[1:], granted)
 	}
 	return queue, handOff
+}
+
+// floorArgs returns the arguments of a distsem script call (see distsem's
+// lua/head.lua): the token, the key TTL (30000 ms here), the channel prefix
+// chanPrefix, the call's numbers packed (the limit, the key TTL, 0 to
+// PUBLISH, then n4 .. n7), then the script's strings.
+func floorArgs(tok, chanPrefix string, limit, n4, n5, n6, n7 int64, strs ...any) []any {
+	return append([]any{tok, 30000, chanPrefix, packedState(float64(limit), 30000, 0, float64(n4), float64(n5), float64(n6), float64(n7))}, strs...)
 }
 
 // packedState is a distsem state as the scripts store it (:s's field p):

@@ -120,7 +120,11 @@ func (a *attempt) send(ctx context.Context) ([]int64, error) {
 	a.start = time.Now()
 	// Through the breaker with FailClosed: the policy is applied by failed, so
 	// that a queued waiter can ride out a blip before falling back.
-	r, _, ran, err := s.callBefore(ctx, breaker.FailClosed, acquireScript, a.tok, a.n, s.leaseArg, b2i(a.wait), s.waitArg, s.idArg)
+	n := s.numHead
+	n.set(3, s.cfg.Lease.Milliseconds())
+	n.set(4, int64(b2i(a.wait)))
+	n.set(5, s.cfg.WaiterTTL.Milliseconds())
+	r, _, ran, err := s.callBefore(ctx, breaker.FailClosed, acquireScript, a.tok, &n, a.n, s.idArg)
 	a.sent = a.sent || ran
 	if ran {
 		a.calls++

@@ -2,8 +2,10 @@ package distsem
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -84,15 +86,45 @@ func subscribeTimeout(st storecall.Store) time.Duration {
 	return breaker.DefaultCallTimeout
 }
 
-// command returns the script command for token tok with the script-specific
-// ARGV extra: the keys and the common ARGV are boxed once in New (cmdHead),
-// so a call allocates one slice and boxes only what varies per call, instead
+// nums is a script call's numbers, its ARGV[4] (see lua/head.lua): seven
+// little-endian doubles, the configured limit, the key TTL (ms) and 1 to
+// SPUBLISH (else 0), from Semaphore.numHead, then four of the script's own.
+// One argument where the scripts took a string for each number saves Redis
+// reading six and Lua converting each. Every value is an integer below 2^53
+// (see MaxLimit and MaxTTL), so exact. go-redis sends it with MarshalBinary.
+type nums [7 * 8]byte
+
+// set sets number i to v.
+func (n *nums) set(i int, v int64) {
+	binary.LittleEndian.PutUint64(n[8*i:], math.Float64bits(float64(v)))
+}
+
+// MarshalBinary returns n's bytes, for go-redis.
+func (n *nums) MarshalBinary() ([]byte, error) { return n[:], nil }
+
+// releaseNums returns the numbers of a release call (see release.lua): a new
+// limit to store (0 to keep it), whether to always write a tombstone, and the
+// weight the token was granted with (0 if unknown).
+func (s *Semaphore) releaseNums(limit int64, always bool, w int64) *nums {
+	n := s.numHead
+	n.set(3, s.cfg.TombstoneTTL.Milliseconds())
+	n.set(4, limit)
+	n.set(5, int64(b2i(always)))
+	n.set(6, w)
+	return &n
+}
+
+// command returns the script command for token tok with the numbers n and
+// the script-specific ARGV extra (see lua/head.lua): the keys and the common
+// ARGV are boxed once in New (cmdHead), so a call allocates one slice and
+// boxes only what varies per call, instead
 // of go-redis's Script.Run boxing every key and argument again. The script's
 // EVALSHA head is written when it is sent (redisscript.Script.Cmd).
-func (s *Semaphore) command(tok any, extra ...any) []any {
-	a := make([]any, len(s.cmdHead), len(s.cmdHead)+len(extra))
+func (s *Semaphore) command(tok any, n *nums, extra ...any) []any {
+	a := make([]any, len(s.cmdHead), len(s.cmdHead)+1+len(extra))
 	copy(a, s.cmdHead)
 	a[argTok] = tok
+	a = append(a, n)
 	return append(a, extra...)
 }
 
@@ -113,12 +145,12 @@ func run(ctx context.Context, client redis.UniversalClient, sc *redisscript.Scri
 	return r, nil
 }
 
-// call runs a script through the breaker with policy p (see command for tok
-// and extra). ran reports whether the script was sent (its outcome may then be
+// call runs a script through the breaker with policy p (see command for tok,
+// n and extra). ran reports whether the script was sent (its outcome may then be
 // unknown on error). With FailOpen or FailLocal and no answer from Redis, it
 // returns a nil reply, a nil error and the breaker's Source.
-func (s *Semaphore) call(ctx context.Context, p breaker.Policy, sc *redisscript.Script, tok any, extra ...any) (r []int64, src breaker.Source, ran bool, err error) {
-	args := s.command(tok, extra...) // built here: extra does not escape
+func (s *Semaphore) call(ctx context.Context, p breaker.Policy, sc *redisscript.Script, tok any, n *nums, extra ...any) (r []int64, src breaker.Source, ran bool, err error) {
+	args := s.command(tok, n, extra...) // built here: extra does not escape
 	r, src, err = storecall.Do(ctx, &s.fail.st, p,
 		func(ctx context.Context, client redis.UniversalClient) ([]int64, error) {
 			ran = true
@@ -129,27 +161,26 @@ func (s *Semaphore) call(ctx context.Context, p breaker.Policy, sc *redisscript.
 }
 
 // callBefore is call for a script that takes the call's deadline as its last
-// argument and does nothing once it has passed (acquire.lua: it replies
+// number (n's, set here before each send) and does nothing once it has passed (acquire.lua: it replies
 // stExpired with Redis's time at index 6), so that a call that timed out here
 // but still runs in Redis (it sat in the socket of a frozen Redis) spends
 // nothing. The deadline comes from the call's context (bounded by the
 // breaker's CallTimeout) through the Store's Clock; an expired reply while the
 // call's context still has time means Redis's clock is ahead: the Clock learns
 // it and the call is sent once more.
-func (s *Semaphore) callBefore(ctx context.Context, p breaker.Policy, sc *redisscript.Script, tok any, extra ...any) (r []int64, src breaker.Source, ran bool, err error) {
-	args := s.command(tok, append(extra, nil)...)
-	dl := len(args) - 1
+func (s *Semaphore) callBefore(ctx context.Context, p breaker.Policy, sc *redisscript.Script, tok any, n *nums, extra ...any) (r []int64, src breaker.Source, ran bool, err error) {
+	args := s.command(tok, n, extra...)
 	clock := s.fail.st.Clock
 	r, src, err = storecall.Do(ctx, &s.fail.st, p,
 		func(ctx context.Context, client redis.UniversalClient) ([]int64, error) {
 			ran = true
-			args[dl] = clock.Deadline(ctx)
+			n.set(6, clock.Deadline(ctx))
 			r, err := run(ctx, client, sc, args)
 			if err == nil && r[0] == stExpired && len(r) > 6 {
 				if !clock.Expired(ctx, r[6]) {
 					return nil, context.DeadlineExceeded
 				}
-				args[dl] = clock.Deadline(ctx)
+				n.set(6, clock.Deadline(ctx))
 				if r, err = run(ctx, client, sc, args); err == nil && r[0] == stExpired {
 					return nil, context.DeadlineExceeded
 				}

@@ -140,12 +140,13 @@ type Semaphore struct {
 	pub    string // publish or spublish
 	keyTTL int64  // ms
 	// cmdHead is the start of every script command: "evalsha", the digest
-	// (set per call), the keys and the common ARGV (see lua/head.lua), the
-	// token at argTok (set per call). The constant arguments below are boxed
-	// once, so that a call does not allocate them again.
-	cmdHead                           []any
-	leaseArg, waitArg, tombArg, idArg any
-	fail                              failure
+	// (set per call), the keys, the token at argTok (set per call) and the
+	// common ARGV after it (see lua/head.lua). numHead is the start of every
+	// call's numbers (see nums). idArg, boxed once, is the notify id.
+	cmdHead []any
+	numHead nums
+	idArg   any
+	fail    failure
 
 	readopts atomic.Int64
 	lost     atomic.Int64
@@ -231,22 +232,22 @@ func newSemaphore(client redis.UniversalClient, name string, limit int64, cfg Co
 		pub:    "publish",
 	}
 	s.keyTTL = 2*max(cfg.Lease, cfg.WaiterTTL, cfg.TombstoneTTL).Milliseconds() + 10_000
-	s.leaseArg = cfg.Lease.Milliseconds()
-	s.waitArg = cfg.WaiterTTL.Milliseconds()
-	s.tombArg = cfg.TombstoneTTL.Milliseconds()
 	s.idArg = h.id
 	s.fail.init(st, cfg)
 	return s
 }
 
-// setHead builds s.cmdHead from the keys and the common ARGV.
+// setHead builds s.cmdHead from the keys and the common ARGV, and s.numHead.
 func (s *Semaphore) setHead() {
-	s.cmdHead = make([]any, 0, argTok+5)
+	s.cmdHead = make([]any, 0, argTok+3)
 	s.cmdHead = append(s.cmdHead, "evalsha", nil, len(s.keys))
 	for _, k := range s.keys {
 		s.cmdHead = append(s.cmdHead, k)
 	}
-	s.cmdHead = append(s.cmdHead, nil, s.limit, s.keyTTL, s.pub, s.prefix)
+	s.cmdHead = append(s.cmdHead, nil, s.keyTTL, s.prefix)
+	s.numHead.set(0, s.limit)
+	s.numHead.set(1, s.keyTTL)
+	s.numHead.set(2, int64(b2i(s.pub == "spublish")))
 }
 
 // withDefaults returns cfg with its zero fields set to their defaults; it
@@ -443,11 +444,11 @@ func (h *hub) track() bool {
 // retrying store failures until it succeeds, the lease has passed (the permit
 // is then gone anyway) or the Semaphore is closed.
 func (s *Semaphore) cleanup(tok any) {
-	// The release always writes a tombstone (ARGV[8] = 1).
+	// The release always writes a tombstone.
 	if !s.track() {
 		// No background work after Close: one attempt, bounded by CallTimeout,
 		// and none at all while the breaker is open.
-		s.call(context.Background(), breaker.FailClosed, releaseScript, tok, s.tombArg, 0, 1, 0)
+		s.call(context.Background(), breaker.FailClosed, releaseScript, tok, s.releaseNums(0, true, 0))
 		return
 	}
 	go func() {
@@ -458,7 +459,7 @@ func (s *Semaphore) cleanup(tok any) {
 		deadline := time.Now().Add(max(s.cfg.Lease, s.cfg.WaiterTTL))
 		backoff := 20 * time.Millisecond
 		for {
-			_, _, _, err := s.call(s.stopCtx, breaker.FailClosed, releaseScript, tok, s.tombArg, 0, 1, 0)
+			_, _, _, err := s.call(s.stopCtx, breaker.FailClosed, releaseScript, tok, s.releaseNums(0, true, 0))
 			if err == nil || s.stopCtx.Err() != nil || time.Now().Add(backoff).After(deadline) {
 				return
 			}
@@ -485,7 +486,7 @@ func (s *Semaphore) SetLimit(ctx context.Context, limit int64) error {
 	if s.isClosed() {
 		return ErrClosed
 	}
-	_, _, _, err := s.call(ctx, breaker.FailClosed, releaseScript, "", s.tombArg, limit, 0, 0)
+	_, _, _, err := s.call(ctx, breaker.FailClosed, releaseScript, "", s.releaseNums(limit, false, 0))
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr

@@ -60,7 +60,7 @@ func BenchmarkHandOffReleaseScriptCPU(b *testing.B) {
 			u0 = redistest.ScriptUsec(b, rdb)
 			b.StartTimer()
 		}
-		v, err := s.eval(ctx, rels[cur], "h."+strconv.Itoa(held), s.tombArg, 0, 0, 1)
+		v, err := s.eval(ctx, rels[cur], "h."+strconv.Itoa(held), s.cfg.TombstoneTTL.Milliseconds(), 0, 0, 1)
 		if err != nil || v[0] != 1 || v[2] != 1 {
 			b.Fatalf("release = %v, %v; want held, 1 in use (handed off)", v, err)
 		}

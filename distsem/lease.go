@@ -190,7 +190,7 @@ func (p *Permit) Release(ctx context.Context) error {
 	// The grant was seen. If the token's only acquire call was the one that
 	// granted it, no late acquire of it can be pending and no tombstone is
 	// needed, unless a late renewal could re-adopt the token.
-	_, _, _, err := s.call(ctx, breaker.FailClosed, releaseScript, p.tokArg, s.tombArg, 0, b2i(s.cfg.Readopt || p.tomb), p.weight)
+	_, _, _, err := s.call(ctx, breaker.FailClosed, releaseScript, p.tokArg, s.releaseNums(0, s.cfg.Readopt || p.tomb, p.weight))
 	if err != nil {
 		s.cleanup(p.tokArg)
 		return fmt.Errorf("distsem: release %q: %w", s.name, err)
@@ -225,7 +225,7 @@ func (p *Permit) markReleased() (first, wasLost, carried bool) {
 		//   - Without Config.Readopt, renew.lua only extends a token that is
 		//     held (ZADD XX): run after the release, it writes nothing.
 		//   - With Readopt it could insert the token again, so the release
-		//     writes a tombstone (ARGV[8] in Release), and renew.lua does not
+		//     writes a tombstone (always_tomb in Release), and renew.lua does not
 		//     re-adopt a tombstoned token.
 		//   - A renewal that reaches Redis only after the tombstone is gone
 		//     (expired, TombstoneTTL after the release, and then swept by a
@@ -297,18 +297,21 @@ func (p *Permit) renewDue() {
 	go p.renew(ctx, cancel, b2i(p.s.cfg.Readopt))
 }
 
-// carryArg is renew.lua's ARGV[9] for a carry call (see Permit.carry).
+// carryArg is renew.lua's mode for a carry call (see Permit.carry).
 const carryArg = 2
 
 // renew makes one renewal call, or a carry call (mode carryArg; otherwise
-// whether to re-adopt: see renew.lua's ARGV[9]); see renewed for what
+// whether to re-adopt: see renew.lua's mode); see renewed for what
 // follows. A renewal's context ends at the local deadline, so that a hung
 // call cannot delay the loss past it; a carry call's is bounded by the
 // breaker's CallTimeout.
 func (p *Permit) renew(ctx context.Context, cancel context.CancelFunc, mode int) {
 	s := p.s
 	sent := time.Now()
-	r, _, ran, err := s.call(ctx, breaker.FailClosed, renewScript, p.tokArg, p.weight, s.leaseArg, p.fence, mode)
+	n := s.numHead
+	n.set(3, s.cfg.Lease.Milliseconds())
+	n.set(4, int64(mode))
+	r, _, ran, err := s.call(ctx, breaker.FailClosed, renewScript, p.tokArg, &n, p.weight, p.fence)
 	cancel()
 	releaseAgain, tracked := p.renewed(r, err, sent, ran)
 	if releaseAgain {
@@ -391,7 +394,7 @@ func (p *Permit) renewed(r []int64, err error, sent time.Time, ran bool) (releas
 // carryLocked takes the answer of a carry call of p sent at sent (ran: it
 // was sent to Redis, which may know the token from then on, so the release
 // must tombstone it). A FailLocal permit is granted while Redis cannot answer
-// and Redis does not count it; each carry call (renew.lua with ARGV[9] = 2)
+// and Redis does not count it; each carry call (renew.lua with mode carryArg)
 // tells Redis of it, whatever its capacity, so that Redis grants nothing
 // more until the weight is back below the limit. Once Redis answers, p is a
 // Redis permit, renewed from then on, counted on the local share still and

@@ -70,7 +70,7 @@ func (r *raw) renew(tok string, w, fence int64, readopt bool) []int64 {
 	return r.renewMode(tok, w, fence, b2i(readopt))
 }
 
-// carry is the carry call of a FailLocal permit (renew.lua, ARGV[9] = 2).
+// carry is the carry call of a FailLocal permit (renew.lua, mode carryArg).
 func (r *raw) carry(tok string, w int64) []int64 {
 	r.t.Helper()
 	return r.renewMode(tok, w, 0, carryArg)

@@ -1,11 +1,10 @@
 -- acquire.lua: take, claim or wait for weight w of a distributed semaphore.
 -- Idempotent per token: a repeated call for a held token returns the same fence
 -- and extends the lease; for a queued token it refreshes the waiter heartbeat.
--- KEYS, ARGV[1..5]: see head.lua.
--- ARGV[6] = weight (1..), ARGV[7] = lease ms, ARGV[8] = 1 to queue when not
--- granted, 0 to only try, ARGV[9] = waiter heartbeat TTL ms, ARGV[10] = notify
--- id of the calling process, ARGV[11] = the call's deadline in Redis time (µs;
--- 0 or absent for none: see storecall.Clock).
+-- KEYS, ARGV[1..4]: see head.lua; its numbers n4 .. n7 are lease ms, 1 to
+-- queue when not granted (0 to only try), waiter heartbeat TTL ms, the call's
+-- deadline in Redis time (µs; 0 for none: see storecall.Clock).
+-- ARGV[5] = weight (1..), ARGV[6] = notify id of the calling process.
 -- Returns {status, fence, limit, used, position, next[, now_us]}:
 --   status  1 granted (fence set), 0 queued (position = waiters ahead, next = ms
 --           until the earliest holder lease expires, -1 if none: the head waiter
@@ -23,7 +22,7 @@
 --           the socket of a frozen Redis, say).
 -- A call past its deadline does nothing, before anything else.
 clock()
-local dl = (ARGV[11] or 0) + 0
+local lease, queue, wait_ttl, dl = n4, n5 == 1, n6, n7
 if dl > 0 and now_us > dl then
   return spack(R7, -3, 0, 0, 0, 0, 0, now_us)
 end
@@ -31,16 +30,16 @@ end
 -- weight fitting (so it is not too heavy) and no tombstone for tok, as below.
 -- The weight is checked before the tombstone is looked up: a call that finds
 -- no room (the head of a queue to be) reads it once, in the next fast path.
-local wq = ARGV[6] + 0 -- the weight, of both fast paths
+local wq = ARGV[5] + 0 -- the weight, of both fast paths
 if now >= fast_from and now < fast_until and wq <= limit0 and used0 + wq <= limit0 and (tn0 == -1 or not redis.call('ZSCORE', T, tok)) then
-  local expiry = now + ARGV[7]
+  local expiry = now + lease
   if redis.call('ZADD', H, 'NX', fmt('%d', expiry), tok) == 1 then
     local fence = fence0 + 1
     if fence < now_us then
       fence = now_us
     end
     local fence_s, used = fmt('%d', fence), used0 + wq
-    local d_new = redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, fence_s, '_', '') == 3
+    local d_new = redis.call('HSET', D, 'w:' .. tok, ARGV[5], 'f:' .. tok, fence_s, '_', '') == 3
     local he = he0
     if he == -1 or expiry < he then
       he = expiry
@@ -63,15 +62,15 @@ end
 -- can have expired or be healed (he, and H is not empty), tok is neither
 -- tombstoned nor held and no key needs a TTL refresh, as below (see beat).
 -- The common contended acquire, without the shared functions.
-if whole and ARGV[8] == '1' and he0 > now and now >= ta0 and now - ta0 < key_ttl / 4 and wq <= limit0
+if whole and queue and he0 > now and now >= ta0 and now - ta0 < key_ttl / 4 and wq <= limit0
   and (seq0 or nq0 == 0)
   and (nq0 > 0 and used0 >= limit0 or nq0 <= 0 and used0 + wq > limit0)
   and redis.call('ZCARD', H) > 0 and (tn0 == -1 or not redis.call('ZSCORE', T, tok))
   and not redis.call('ZSCORE', H, tok) then
   local next_seq = (seq0 or 0) + 1
   local fresh = redis.call('ZADD', Q, 'NX', fmt('%d', next_seq), tok) == 1
-  local d_new = fresh and redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'c:' .. tok, ARGV[10], 'l:' .. tok, ARGV[7], '_', '') == 4
-  redis.call('ZADD', QE, fmt('%d', now + ARGV[9]), tok)
+  local d_new = fresh and redis.call('HSET', D, 'w:' .. tok, ARGV[5], 'c:' .. tok, ARGV[6], 'l:' .. tok, fmt('%d', lease), '_', '') == 4
+  redis.call('ZADD', QE, fmt('%d', now + wait_ttl), tok)
   local pos = redis.call('ZRANK', Q, tok)
   local he = he0
   if pos == 0 then
@@ -94,10 +93,7 @@ end
 
 -- @common
 local w = wq
-local lease = ARGV[7] + 0
-local queue = ARGV[8] == '1'
-local wait_ttl = ARGV[9] + 0
-local id = ARGV[10]
+local id = ARGV[6]
 
 reap(nq > 0 or w > limit or used + w > limit)
 if tn ~= -1 and redis.call('ZSCORE', T, tok) then
@@ -117,7 +113,7 @@ if empty and w <= limit and used + w <= limit then
       fence = now_us
     end
     last_fence, last_fence_s = fence, fmt('%d', fence)
-    if redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, last_fence_s, '_', '') == 3 then
+    if redis.call('HSET', D, 'w:' .. tok, ARGV[5], 'f:' .. tok, last_fence_s, '_', '') == 3 then
       touched[D] = true -- see head.lua
     end
     used = used + w
@@ -190,7 +186,7 @@ end
 seq = next_seq
 nq = nq + 1
 dirty = true
-if redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'c:' .. tok, id, 'l:' .. tok, ARGV[7], '_', '') == 4 then
+if redis.call('HSET', D, 'w:' .. tok, ARGV[5], 'c:' .. tok, id, 'l:' .. tok, fmt('%d', lease), '_', '') == 4 then
   touched[D] = true
 end
 return beat(true)

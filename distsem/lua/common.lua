@@ -23,7 +23,7 @@ local d_tok
 local dirty = false
 local limit = limit0 or 0
 if limit < 1 then
-  limit = ARGV[2] + 0
+  limit = limit_cfg
   dirty = true
 end
 local last_fence = fence0 or 0

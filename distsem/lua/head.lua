@@ -38,10 +38,17 @@
 --                              it ignore the field)
 --   KEYS[6] = {name}:t   ZSET  tombstone token -> expiry (ms)
 -- ARGV (common part):
---   ARGV[1] = token ("" for none), ARGV[2] = configured limit (used only when the
---   semaphore has no stored limit yet), ARGV[3] = key TTL ms, ARGV[4] = "publish" or
---   "spublish", ARGV[5] = notify channel prefix ({name}:n:), the channel of a waiter is
---   prefix .. its notify id. Script-specific arguments start at ARGV[6].
+--   ARGV[1] = token ("" for none), ARGV[2] = key TTL ms (the string PEXPIRE
+--   takes), ARGV[3] = notify channel prefix ({name}:n:), the channel of a
+--   waiter is prefix .. its notify id, ARGV[4] = the call's numbers, seven
+--   little-endian doubles (struct '<ddddddd', 56 bytes: nums in call.go):
+--   the configured limit (used only when the semaphore has no stored limit
+--   yet), the key TTL ms, 1 to SPUBLISH (else PUBLISH), then n4 .. n7, the
+--   script's own, which it names. Every number is an integer below 2^53, so
+--   exact. One argument where a string per number was sent saves Redis
+--   reading six and Lua converting them. Script-specific strings start at
+--   ARGV[5]. The argument layout is private to a version: each process calls
+--   its own scripts (by their digest).
 --
 -- Time comes only from TIME. Numbers are passed to redis.call as strings made
 -- by fmt('%d', x) (all digits), never through tostring or '..': Lua's own
@@ -50,8 +57,8 @@
 -- which costs more.) Arguments that arrive as strings (ARGV, replies) are
 -- passed on unconverted. Fences (µs, ~1.8e15) stay below 2^53, so they are
 -- exact in a Lua double. The scripts have no error paths after their first
--- write: every input is validated by the Go caller. So a numeric argument, and
--- TIME's reply, is converted by arithmetic (ARGV[7] + 0, now + ARGV[7]),
+-- write: every input is validated by the Go caller. So a numeric string
+-- argument, and TIME's reply, is converted by arithmetic (ARGV[5] + 0),
 -- which parses the string once, where Lua 5.1's tonumber parses it twice; a
 -- stored value, which may be missing or corrupt, goes through tonumber.
 --
@@ -71,10 +78,10 @@
 -- call, which is more than twice any lease, heartbeat or tombstone TTL.
 local S, H, Q, QE, D, T = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local tok = ARGV[1]
-local key_ttl_s = ARGV[3]
-local key_ttl = key_ttl_s + 0
-local pub = ARGV[4]
-local chan_prefix = ARGV[5]
+local key_ttl_s = ARGV[2]
+local chan_prefix = ARGV[3]
+local limit_cfg, key_ttl, spub, n4, n5, n6, n7 = struct.unpack('<ddddddd', ARGV[4])
+local pub = spub == 1 and 'spublish' or 'publish'
 
 local fmt = string.format
 local spack = struct.pack

@@ -2,16 +2,16 @@
 -- freed capacity to the head of the queue. Writes a tombstone for the token, so
 -- that an acquire of it that runs later (a go-redis retry, or a call that timed
 -- out at the client but was still queued in Redis) is refused instead of
--- granted: always for the cleanup of a failed or cancelled acquire (ARGV[8] =
--- 1), and otherwise only when the token was not held (ARGV[8] = 0: the release
+-- granted: always for the cleanup of a failed or cancelled acquire
+-- (always_tomb), and otherwise only when the token was not held (the release
 -- of a permit whose grant the client saw; skipping its tombstone saves a write
 -- and memory per release at full throughput).
 -- Idempotent: a second release changes nothing but the tombstone's expiry.
--- KEYS, ARGV[1..5]: see head.lua (ARGV[1] may be "" to only set the limit).
--- ARGV[6] = tombstone TTL ms, ARGV[7] = new limit to store, or 0 to keep it,
--- ARGV[8] = 1 to always write the tombstone, 0 to write it unless held,
--- ARGV[9] = the weight the token was granted with, or 0 if unknown (the
--- script then reads it). It is trusted, to save a read: only Permit.Release
+-- KEYS, ARGV[1..4]: see head.lua (ARGV[1] may be "" to only set the limit);
+-- its numbers n4 .. n7 are the tombstone TTL ms, a new limit to store (0 to
+-- keep it), 1 to always write the tombstone (0 to write it unless held), the
+-- weight the token was granted with (0 if unknown: the script then reads
+-- it). It is trusted, to save a read: only Permit.Release
 -- sends it, with the weight of the grant; a wrong one would free weight still
 -- held until a reap finds the holders gone.
 -- Returns {was, limit, used}: was = 1 held, 2 queued, 0 neither.
@@ -24,9 +24,8 @@
 -- tombstone left keeps the keys alive with calls of its own; without any,
 -- the keys may as well expire). With a tombstone it takes the general path,
 -- which sweeps expired ones.
--- new_limit and given_w: ARGV[7] and ARGV[9], converted once for every path.
-local new_limit, given_w = ARGV[7] + 0, (ARGV[9] or 0) + 0
-if settled and he0 ~= -1 and tn0 == -1 and tok ~= '' and ARGV[8] ~= '1' and new_limit <= 0
+local tomb_ttl, new_limit, always_tomb, given_w = n4, n5, n6 == 1, n7
+if settled and he0 ~= -1 and tn0 == -1 and tok ~= '' and not always_tomb and new_limit <= 0
   and redis.call('ZREM', H, tok) == 1 then
   local wk = 'w:' .. tok
   local w = given_w
@@ -47,7 +46,7 @@ end
 -- weight it frees lets the head waiter be granted and no more is to be done
 -- (the limit is then reached, or the queue is then empty: the stored count
 -- never under-counts, see head.lua): the common contended release, as below,
--- tombstone (ARGV[8] = 1) included, the limit kept. It reads the time, and
+-- tombstone (always_tomb) included, the limit kept. It reads the time, and
 -- runs only when nothing is due that the general path would do first: no
 -- lease can have expired (he), no tombstone is to be swept (tn), no TTL
 -- refresh (ta). Everything it looks at is read before its first write, the
@@ -79,8 +78,8 @@ if whole and nq0 > 0 and seq0 and tok ~= '' and new_limit <= 0 then
     end
     if n_h and n_h > 0 and redis.call('ZREM', H, tok) == 1 then
       local tn = tn0
-      if ARGV[8] == '1' then
-        local expiry = now + ARGV[6]
+      if always_tomb then
+        local expiry = now + tomb_ttl
         redis.call('ZADD', T, fmt('%d', expiry), tok)
         if tn == -1 or expiry < tn then
           tn = expiry
@@ -105,7 +104,7 @@ if whole and nq0 > 0 and seq0 and tok ~= '' and new_limit <= 0 then
         after = 0 -- self-heal
       end
       save(limit0, after, fence, nq0 - 1, tn, ta0, math.min(he0, expiry), seq0)
-      if ARGV[8] == '1' then
+      if always_tomb then
         redis.call('PEXPIRE', T, key_ttl_s)
       end
       if n_h == 1 then
@@ -119,8 +118,6 @@ if whole and nq0 > 0 and seq0 and tok ~= '' and new_limit <= 0 then
 end
 
 -- @common
-local tomb_ttl = ARGV[6] + 0
-local always_tomb = ARGV[8] == '1'
 
 reap(nq > 0)
 if tn ~= -1 and tn <= now then

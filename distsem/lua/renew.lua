@@ -1,17 +1,18 @@
 -- renew.lua: extend the lease of a held token.
--- KEYS, ARGV[1..5]: see head.lua.
--- ARGV[6] = weight, ARGV[7] = lease ms, ARGV[8] = fence of the permit,
--- ARGV[9] = 1 to re-adopt a missing token when capacity is free and no waiter is
+-- KEYS, ARGV[1..4]: see head.lua; its numbers n4 and n5 are lease ms and the
+-- mode: 1 to re-adopt a missing token when capacity is free and no waiter is
 -- left queued after the queue was served, 2 to carry it (insert a missing token
 -- whatever the capacity and the queue: its weight is already in use, granted
 -- by FailLocal while Redis could not answer, so Redis must count it before it
 -- grants anything more), else 0.
+-- ARGV[5] = weight, ARGV[6] = fence of the permit.
 -- Returns {status, limit, used}: 1 renewed, 2 re-adopted (the token was missing and
 -- was inserted again with its old fence), 0 lost (missing, or tombstoned).
 -- Fast path: the renewal of a held token with the queue empty, as below.
+local lease, mode = n4, n5
 clock()
 if now >= fast_from and now < fast_until then
-  local expiry = now + ARGV[7]
+  local expiry = now + lease
   if redis.call('ZADD', H, 'XX', 'CH', fmt('%d', expiry), tok) == 1 then
     if he0 == -1 or expiry < he0 then
       save(limit0, used0, fence0, nq0, tn0, ta0, expiry, seq0)
@@ -21,17 +22,16 @@ if now >= fast_from and now < fast_until then
 end
 
 -- @common
-local w = ARGV[6] + 0
-local lease = ARGV[7] + 0
-local fence = ARGV[8]
-local readopt = ARGV[9] == '1'
-local carry = ARGV[9] == '2'
+local w = ARGV[5] + 0
+local fence = ARGV[6]
+local readopt = mode == 1
+local carry = mode == 2
 
 -- adopt inserts the missing tok as a holder of w, with its old fence.
 local function adopt()
   redis.call('ZADD', H, fmt('%d', now + lease), tok)
   note_lease(now + lease)
-  if redis.call('HSET', D, 'w:' .. tok, ARGV[6], 'f:' .. tok, fence, '_', '') == 3 then
+  if redis.call('HSET', D, 'w:' .. tok, ARGV[5], 'f:' .. tok, fence, '_', '') == 3 then
     touched[D] = true -- see head.lua
   end
   used = used + w
