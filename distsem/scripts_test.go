@@ -457,14 +457,15 @@ func assembleSource(sc *redisscript.Script) string {
 }
 
 // withoutFastPaths returns src, an assembled script, with its fast paths off
-// (whole is false, see head.lua), and fails tb if src has no such flag.
+// (whole set false before settled is derived from it, see head.lua), and
+// fails tb if src has no such line.
 func withoutFastPaths(tb testing.TB, src string) string {
 	tb.Helper()
-	out := strings.Replace(src, "local whole = not other and limit0", "local whole = false and limit0", 1)
-	if out == src {
+	const line = "\nlocal settled = whole and "
+	if strings.Count(src, line) != 1 {
 		tb.Fatal("no fast flag to disable")
 	}
-	return out
+	return strings.Replace(src, line, "\nwhole = false"+line, 1)
 }
 
 // TestFastPathsMatchGeneralPaths runs one random sequence of calls against two

@@ -21,7 +21,7 @@
 --           done, as its caller was answered with a timeout (the call sat in
 --           the socket of a frozen Redis, say).
 -- A call past its deadline does nothing, before anything else.
-clock()
+now, now_us = clock()
 local lease, queue, wait_ttl, dl = n4, n5 == 1, n6, n7
 if dl > 0 and now_us > dl then
   return spack(R7, -3, 0, 0, 0, 0, 0, now_us)

@@ -1,7 +1,7 @@
 -- common.lua: the functions shared by acquire.lua, renew.lua and release.lua,
 -- inserted into each after its fast path (see head.lua).
 if not now then
-  clock()
+  now, now_us = clock()
 end
 -- Keys this call may have created; finish() gives each a TTL.
 local touched = {}
@@ -206,7 +206,7 @@ local function handoff()
       d_dead[nd_dead + 1], d_dead[nd_dead + 2] = 'c:' .. head, 'l:' .. head
       nd_dead = nd_dead + 2
       if id then
-        redis.call(pub, chan_prefix .. id, head .. ':' .. fmt('%d', fence))
+        redis.call(spub == 1 and 'spublish' or 'publish', chan_prefix .. id, head .. ':' .. fmt('%d', fence))
       end
     end
   end
@@ -237,6 +237,13 @@ local function finish()
   if other or dirty and (limit ~= limit0 or used ~= used0 or last_fence ~= fence0 or nq ~= nq0 or tn ~= tn0
     or ta ~= ta0 or he ~= he0 or seq ~= seq0) then
     save(limit, used, last_fence, nq, tn, ta, he, seq)
+    if other then -- delete the other format's fields (see head.lua)
+      if PACKED then
+        redis.call('HDEL', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
+      else
+        redis.call('HDEL', S, 'p')
+      end
+    end
   end
   if refresh then
     for _, k in ipairs(KEYS) do

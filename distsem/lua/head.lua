@@ -76,12 +76,11 @@
 -- fresh TTL of key_ttl when the last such refresh (ta) is older than
 -- key_ttl / 4 or unknown, so a key lives at least 3/4 key_ttl after the last
 -- call, which is more than twice any lease, heartbeat or tombstone TTL.
-local S, H, Q, QE, D, T = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local S, H, Q, QE, D, T = unpack(KEYS)
 local tok = ARGV[1]
 local key_ttl_s = ARGV[2]
 local chan_prefix = ARGV[3]
 local limit_cfg, key_ttl, spub, n4, n5, n6, n7 = struct.unpack('<ddddddd', ARGV[4])
-local pub = spub == 1 and 'spublish' or 'publish'
 
 local fmt = string.format
 local spack = struct.pack
@@ -118,32 +117,29 @@ else
   if PACKED then
     other = (p or st[1] or st[2] or st[3] or st[4] or st[5] or st[6] or st[7] or st[8]) and true or false
   else
-    other = p and true or false -- a p not 64 bytes long: deleted by save
+    other = p and true or false -- a p not 64 bytes long: deleted by finish
   end
 end
 
 -- save writes the state, whole, in the format PACKED says (seq may be nil:
--- none), and deletes the other format's fields when the state was found in
--- it (other). Every write of S goes through here. It takes struct.pack and
--- string.format from the globals, not from the locals above: each local a
--- function uses costs every call that makes the function (see fast_from).
+-- none). Every write of S goes through here; finish deletes the other
+-- format's fields when the state was found in it (other: never on a fast
+-- path, which needs it whole). Of the locals above it uses only PACKED
+-- (KEYS[1] is S, SFMT is written out, struct.pack and string.format come
+-- from the globals): Lua makes every function anew on every call, and each
+-- local from outside that it uses costs that call about 400 instructions
+-- more (an upvalue found, closed and freed).
 local function save(limit, used, fence, nq, tn, ta, he, seq)
   if PACKED then
-    redis.call('HSET', S, 'p', struct.pack(SFMT, limit, used, fence, nq, tn, ta, he, seq or 0))
-    if other then
-      redis.call('HDEL', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
-    end
+    redis.call('HSET', KEYS[1], 'p', struct.pack('<dddddddd', limit, used, fence, nq, tn, ta, he, seq or 0))
   else
     local f = string.format
-    local a = {S, 'limit', f('%d', limit), 'used', f('%d', used), 'fence', f('%d', fence), 'nq', f('%d', nq), 'tn',
+    local a = {KEYS[1], 'limit', f('%d', limit), 'used', f('%d', used), 'fence', f('%d', fence), 'nq', f('%d', nq), 'tn',
       f('%d', tn), 'ta', f('%d', ta), 'he', f('%d', he)}
     if seq then
       a[16], a[17] = 'seq', f('%d', seq)
     end
     redis.call('HSET', unpack(a))
-    if other then
-      redis.call('HDEL', S, 'p')
-    end
   end
 end
 
@@ -159,8 +155,7 @@ end
 local whole = not other and limit0 and limit0 >= 1 and used0 and used0 >= 0 and fence0 and nq0 and tn0 and he0 and ta0
 local settled = whole and nq0 == 0
 -- fast is the interval of the time in which it holds, so that it is known
--- before the time is, without a function: Lua makes every function anew on
--- every call, and each variable it uses from outside adds to that cost. It
+-- before the time is, without a function (see save). It
 -- is settled and ta0 <= now < ta0 + key_ttl / 4 and (now < he0, or he0 = -1
 -- and used0 = 0); empty when not settled.
 local fast_from, fast_until = 1, 0
@@ -173,13 +168,13 @@ if settled and (he0 ~= -1 or used0 == 0) then
   end
 end
 
--- now (ms) and now_us (µs): Redis time, read by clock(). Every script reads
--- it before its first write but release.lua's first fast path, which needs
--- no time (see there); common.lua reads it if no fast path did.
+-- now (ms) and now_us (µs): Redis time, returned by clock() (which sets
+-- nothing outside it: see save). Every script reads it before its first
+-- write but release.lua's first fast path, which needs no time (see there);
+-- common.lua reads it if no fast path did.
 local now, now_us
 local function clock()
   local tm = redis.call('TIME')
   local tm_s, tm_us = tm[1] + 0, tm[2] + 0
-  now = tm_s * 1000 + math.floor(tm_us / 1000)
-  now_us = tm_s * 1000000 + tm_us
+  return tm_s * 1000 + math.floor(tm_us / 1000), tm_s * 1000000 + tm_us
 end

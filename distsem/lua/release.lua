@@ -53,7 +53,7 @@ end
 -- ZREM of tok, which writes only when tok is held; if a condition fails,
 -- nothing was written and the general path runs (with the time read here).
 if whole and nq0 > 0 and seq0 and tok ~= '' and new_limit <= 0 then
-  clock()
+  now, now_us = clock()
   local head
   if now >= ta0 and now - ta0 < key_ttl / 4 and he0 > now and (tn0 == -1 or tn0 > now) then
     head = redis.call('ZRANGE', Q, '0', '0')[1]
@@ -97,7 +97,7 @@ if whole and nq0 > 0 and seq0 and tok ~= '' and new_limit <= 0 then
       redis.call('ZADD', H, fmt('%d', expiry), head)
       redis.call('HSET', D, 'f:' .. head, fence_s)
       if m[2] then
-        redis.call(pub, chan_prefix .. m[2], head .. ':' .. fence_s)
+        redis.call(spub == 1 and 'spublish' or 'publish', chan_prefix .. m[2], head .. ':' .. fence_s)
       end
       redis.call('HDEL', D, wk, 'f:' .. tok, 'c:' .. head, 'l:' .. head)
       if after < 0 then

@@ -10,7 +10,7 @@
 -- was inserted again with its old fence), 0 lost (missing, or tombstoned).
 -- Fast path: the renewal of a held token with the queue empty, as below.
 local lease, mode = n4, n5
-clock()
+now, now_us = clock()
 if now >= fast_from and now < fast_until then
   local expiry = now + lease
   if redis.call('ZADD', H, 'XX', 'CH', fmt('%d', expiry), tok) == 1 then
