@@ -3,13 +3,18 @@ package bench
 import (
 	"bufio"
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/distsem"
 	"github.com/floodgate-go/floodgate/internal/redistest"
 	"github.com/redis/go-redis/v9"
@@ -281,4 +286,106 @@ func (m *monitor) await(t *testing.T, suffix string) {
 			return
 		}
 	}
+}
+
+// TestIsAcquire: the round-trip counter of the distsem benchmarks counts
+// distsem's acquire calls and nothing else: an uncontended acquire, a queued
+// waiter's calls, the renewals of a held permit and the releases are sent,
+// and only the acquires are counted as such.
+func TestIsAcquire(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(redistest.Options(srv.Addr))
+	defer rdb.Close()
+	ctx := t.Context()
+	var acquires, renews, others atomic.Int64
+	c := &rttCounter{}
+	rdb.AddHook(c)
+	rdb.AddHook(newScriptSpy(&acquires, &renews, &others))
+	// Short leases, so that the permit held below is renewed (every third of a
+	// lease) while the test waits.
+	s := distsem.New(rdb, "isacquire", 1, distsem.Config{Lease: 300 * time.Millisecond, WaiterTTL: 300 * time.Millisecond,
+		Breaker: breaker.New("isacquire", breaker.Config{CallTimeout: 100 * time.Millisecond})})
+	defer s.Close()
+	p := acquireOrFatal(t, s)
+	// A second caller queues behind p and heartbeats until p is released.
+	got := make(chan error, 1)
+	go func() {
+		q, err := s.Acquire(ctx, 1)
+		if err == nil {
+			err = q.Release(ctx)
+		}
+		got <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for renews.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // real time: Redis's clock drives the renewals
+	}
+	if renews.Load() < 2 {
+		t.Fatalf("%d renewals in 10s, want at least 2", renews.Load())
+	}
+	releaseOrFatal(t, p)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if a := acquires.Load(); a < 2 || c.acquire.Load() != a {
+		t.Errorf("isAcquire counted %d calls, the acquire script was called %d times (want at least 2)", c.acquire.Load(), a)
+	}
+	t.Logf("%d acquire, %d renew and %d other script calls", acquires.Load(), renews.Load(), others.Load())
+}
+
+// scriptSpy counts the distsem script calls by the script they run, told
+// apart by its source: EVAL sends it; an EVALSHA is known by the digest of a
+// source sent before, or (the first, refused with NOSCRIPT) by the EVAL that
+// follows it.
+type scriptSpy struct {
+	acquires, renews, others *atomic.Int64
+	mu                       *sync.Mutex
+	kinds                    map[string]*atomic.Int64 // by digest
+	pending                  map[string]int64         // EVALSHAs of a digest not yet known
+}
+
+func newScriptSpy(acquires, renews, others *atomic.Int64) scriptSpy {
+	return scriptSpy{acquires, renews, others, &sync.Mutex{}, map[string]*atomic.Int64{}, map[string]int64{}}
+}
+
+func (scriptSpy) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h scriptSpy) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		a := cmd.Args()
+		name := cmd.Name()
+		if (name != "evalsha" && name != "eval") || len(a) < 2 {
+			return err
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if name == "evalsha" {
+			sha, _ := a[1].(string)
+			if k := h.kinds[sha]; k != nil {
+				k.Add(1)
+			} else {
+				h.pending[sha]++
+			}
+			return err
+		}
+		src, _ := a[1].(string)
+		k := h.others
+		switch {
+		case strings.Contains(src, "\n-- acquire.lua: "):
+			k = h.acquires
+		case strings.Contains(src, "\n-- renew.lua: "):
+			k = h.renews
+		}
+		sum := sha1.Sum([]byte(src))
+		sha := hex.EncodeToString(sum[:])
+		h.kinds[sha] = k
+		k.Add(1 + h.pending[sha])
+		delete(h.pending, sha)
+		return err
+	}
+}
+
+func (scriptSpy) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
