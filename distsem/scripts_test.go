@@ -699,7 +699,9 @@ func matchScripts(t *testing.T, queue bool, scripts func(step int) [2][3]*rediss
 		if !slices.Equal(a, b) {
 			t.Fatalf("step %d: fields of :d = %v on the first semaphore, %v on the second", step, a, b)
 		}
-		ttlsOK(t, db, rs[0].s, "step "+strconv.Itoa(step))
+		for _, r := range rs { // the mixed fleet's keys too
+			ttlsOK(t, db, r.s, "step "+strconv.Itoa(step))
+		}
 	}
 }
 

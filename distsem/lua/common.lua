@@ -10,9 +10,10 @@ local touched = {}
 -- once before a read that must not see them.
 --
 -- Cost: every function defined here is a closure created anew on every call
--- that gets this far (about a µs each, more with many upvalues), so only
--- what several paths share is a function; the rest is written out where it
--- is used.
+-- that gets this far (about 400 instructions each, and about as much again
+-- per local from outside that it uses: see save in head.lua), so only what
+-- several paths share is a function; the rest is written out where it is
+-- used.
 local d_dead, nd_dead = {}, 0
 -- d_tok: a token whose fields are in d_dead (see handoff).
 local d_tok
@@ -237,11 +238,11 @@ local function finish()
   if other or dirty and (limit ~= limit0 or used ~= used0 or last_fence ~= fence0 or nq ~= nq0 or tn ~= tn0
     or ta ~= ta0 or he ~= he0 or seq ~= seq0) then
     save(limit, used, last_fence, nq, tn, ta, he, seq)
-    if other then -- delete the other format's fields (see head.lua)
+    if other then -- delete the other format's fields (see head.lua; KEYS[1] is S, see save)
       if PACKED then
-        redis.call('HDEL', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
+        redis.call('HDEL', KEYS[1], 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
       else
-        redis.call('HDEL', S, 'p')
+        redis.call('HDEL', KEYS[1], 'p')
       end
     end
   end

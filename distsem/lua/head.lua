@@ -24,7 +24,7 @@
 --                              PACKED says, and a state found in the other
 --                              format is converted by the general path
 --                              (finish), which deletes the other format's
---                              fields (see save).
+--                              fields.
 --   KEYS[2] = {name}:h   ZSET  holder token -> lease expiry (ms, Redis TIME)
 --   KEYS[3] = {name}:q   ZSET  waiter token -> queue number (FIFO order)
 --   KEYS[4] = {name}:qe  ZSET  waiter token -> heartbeat expiry (ms)
