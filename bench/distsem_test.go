@@ -536,13 +536,12 @@ redis.call('ZSCORE', T, tok)
 redis.call('ZSCORE', H, tok)
 redis.call('ZADD', Q, 'NX', ARGV[7], tok)
 redis.call('HSET', D, 'w:' .. tok, ARGV[5], 'c:' .. tok, ARGV[6], 'l:' .. tok, '10000', '_', '')
-redis.call('ZADD', QE, ARGV[8], tok)
+redis.call('ZADD', QE, ARGV[8], tok, '0', '_')
 local pos = redis.call('ZRANK', Q, tok)
 if ARGV[9] == '1' then
   redis.call('ZRANGE', H, '0', '0', 'WITHSCORES')
 end
 redis.call('HSET', S, 'p', st)
-redis.call('PEXPIRE', QE, ARGV[2])
 if ARGV[9] == '1' then
   redis.call('PEXPIRE', Q, ARGV[2])
 end
@@ -622,6 +621,9 @@ func newFloorGrant(tb testing.TB, rdb *redis.Client, backlog int) (queue, handOf
 		tb.Fatal(err)
 	}
 	if err := rdb.ZAdd(ctx, keys[5], redis.Z{Score: lease, Member: "tombstone"}).Err(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := rdb.ZAdd(ctx, keys[3], redis.Z{Score: 0, Member: "_"}).Err(); err != nil { // :qe is kept: see distsem's head.lua
 		tb.Fatal(err)
 	}
 	withTTL(tb, rdb, keys)

@@ -73,10 +73,11 @@
 // TombstoneTTL) + 10s, set when a call may have created the key and refreshed
 // on every key by any call at most every key_ttl/4 (so that the uncontended
 // path skips most PEXPIREs): an idle semaphore disappears ¾ to 1 × key_ttl
-// after its last call. Until then it keeps its state ({name}:s) and its
-// per-token hash ({name}:d, kept with one marker field, so that a grant
-// need not give it a TTL again: about 130 bytes of Redis memory), beside
-// any tombstones ({name}:t).
+// after its last call. Until then it keeps its state ({name}:s), its
+// per-token hash ({name}:d) and, once a caller has waited, its heartbeat set
+// ({name}:qe), beside any tombstones ({name}:t): :d and :qe keep a marker,
+// so that a grant or a heartbeat need not give them a TTL again (about 130
+// bytes of Redis memory each).
 //
 // # The limit
 //

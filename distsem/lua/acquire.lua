@@ -70,7 +70,7 @@ if whole and queue and he0 > now and now >= ta0 and now - ta0 < key_ttl / 4 and 
   local next_seq = (seq0 or 0) + 1
   local fresh = redis.call('ZADD', Q, 'NX', fmt('%d', next_seq), tok) == 1
   local d_new = fresh and redis.call('HSET', D, 'w:' .. tok, ARGV[5], 'c:' .. tok, ARGV[6], 'l:' .. tok, fmt('%d', lease), '_', '') == 4
-  redis.call('ZADD', QE, fmt('%d', now + wait_ttl), tok)
+  local qe_new = redis.call('ZADD', QE, fmt('%d', now + wait_ttl), tok, '0', '_') == 2 -- see head.lua
   local pos = redis.call('ZRANK', Q, tok)
   local he = he0
   if pos == 0 then
@@ -81,7 +81,9 @@ if whole and queue and he0 > now and now >= ta0 and now - ta0 < key_ttl / 4 and 
   elseif he ~= he0 then
     save(limit0, used0, fence0, nq0, tn0, ta0, he, seq0)
   end
-  redis.call('PEXPIRE', QE, key_ttl_s)
+  if qe_new then
+    redis.call('PEXPIRE', QE, key_ttl_s)
+  end
   if d_new then
     redis.call('PEXPIRE', D, key_ttl_s)
   end
@@ -154,8 +156,9 @@ end
 -- note_lease, so an exact he stays exact); behind the head, next is what he
 -- says, at most the exact value.
 local function beat(fresh)
-  redis.call('ZADD', QE, fmt('%d', now + wait_ttl), tok)
-  touched[QE] = true
+  if redis.call('ZADD', QE, fmt('%d', now + wait_ttl), tok, '0', '_') == 2 then
+    touched[QE] = true -- see head.lua
+  end
   local pos = redis.call('ZRANK', Q, tok)
   if fresh and pos == 0 then
     touched[Q] = true -- Q may have been created; else it held others before

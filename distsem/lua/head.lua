@@ -27,7 +27,11 @@
 --                              fields.
 --   KEYS[2] = {name}:h   ZSET  holder token -> lease expiry (ms, Redis TIME)
 --   KEYS[3] = {name}:q   ZSET  waiter token -> queue number (FIFO order)
---   KEYS[4] = {name}:qe  ZSET  waiter token -> heartbeat expiry (ms)
+--   KEYS[4] = {name}:qe  ZSET  waiter token -> heartbeat expiry (ms), and
+--                              _ -> 0 (kept, as D's _: every ZADD sets it
+--                              too, and a ZADD that adds both created QE
+--                              or found it without _; QE is only ever read
+--                              by member, in every version)
 --   KEYS[5] = {name}:d   HASH  w:<tok> weight, f:<tok> fence (holders),
 --                              c:<tok> notify id, l:<tok> lease ms (waiters),
 --                              and _ = '' (kept: every HSET that may create D
