@@ -120,11 +120,10 @@ func (a *attempt) send(ctx context.Context) ([]int64, error) {
 	a.start = time.Now()
 	// Through the breaker with FailClosed: the policy is applied by failed, so
 	// that a queued waiter can ride out a blip before falling back.
-	n := s.numHead
-	n.set(3, s.cfg.Lease.Milliseconds())
-	n.set(4, int64(b2i(a.wait)))
-	n.set(5, s.cfg.WaiterTTL.Milliseconds())
-	r, _, ran, err := s.callBefore(ctx, breaker.FailClosed, acquireScript, a.tok, &n, a.n, s.idArg)
+	// Numbers: lease, queue or only try, heartbeat TTL, the deadline (set by
+	// callBefore); strings: the weight and the notify id (see acquire.lua).
+	n := s.nums(s.cfg.Lease.Milliseconds(), int64(b2i(a.wait)), s.cfg.WaiterTTL.Milliseconds(), 0)
+	r, _, ran, err := s.callBefore(ctx, breaker.FailClosed, acquireScript, a.tok, n, a.n, s.idArg)
 	a.sent = a.sent || ran
 	if ran {
 		a.calls++

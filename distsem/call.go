@@ -102,24 +102,29 @@ func (n *nums) set(i int, v int64) {
 // MarshalBinary returns n's bytes, for go-redis.
 func (n *nums) MarshalBinary() ([]byte, error) { return n[:], nil }
 
+// nums returns a call's numbers: numHead, then the script's own n4 .. n7
+// (see each script's header).
+func (s *Semaphore) nums(n4, n5, n6, n7 int64) *nums {
+	n := s.numHead
+	for i, v := range [...]int64{n4, n5, n6, n7} {
+		n.set(3+i, v)
+	}
+	return &n
+}
+
 // releaseNums returns the numbers of a release call (see release.lua): a new
 // limit to store (0 to keep it), whether to always write a tombstone, and the
 // weight the token was granted with (0 if unknown).
 func (s *Semaphore) releaseNums(limit int64, always bool, w int64) *nums {
-	n := s.numHead
-	n.set(3, s.cfg.TombstoneTTL.Milliseconds())
-	n.set(4, limit)
-	n.set(5, int64(b2i(always)))
-	n.set(6, w)
-	return &n
+	return s.nums(s.cfg.TombstoneTTL.Milliseconds(), limit, int64(b2i(always)), w)
 }
 
 // command returns the script command for token tok with the numbers n and
 // the script-specific ARGV extra (see lua/head.lua): the keys and the common
 // ARGV are boxed once in New (cmdHead), so a call allocates one slice and
-// boxes only what varies per call, instead
-// of go-redis's Script.Run boxing every key and argument again. The script's
-// EVALSHA head is written when it is sent (redisscript.Script.Cmd).
+// boxes only what varies per call, instead of go-redis's Script.Run boxing
+// every key and argument again. The script's EVALSHA head is written when it
+// is sent (redisscript.Script.Cmd).
 func (s *Semaphore) command(tok any, n *nums, extra ...any) []any {
 	a := make([]any, len(s.cmdHead), len(s.cmdHead)+1+len(extra))
 	copy(a, s.cmdHead)
@@ -161,8 +166,9 @@ func (s *Semaphore) call(ctx context.Context, p breaker.Policy, sc *redisscript.
 }
 
 // callBefore is call for a script that takes the call's deadline as its last
-// number (n's, set here before each send) and does nothing once it has passed (acquire.lua: it replies
-// stExpired with Redis's time at index 6), so that a call that timed out here
+// number (n's, set here before each send) and does nothing once it has
+// passed (acquire.lua: it replies stExpired with Redis's time at index 6), so
+// that a call that timed out here
 // but still runs in Redis (it sat in the socket of a frozen Redis) spends
 // nothing. The deadline comes from the call's context (bounded by the
 // breaker's CallTimeout) through the Store's Clock; an expired reply while the

@@ -137,7 +137,6 @@ type Semaphore struct {
 	cfg    Config
 	keys   []string
 	prefix string // notify channel prefix: the hub's channel is prefix+id
-	pub    string // publish or spublish
 	keyTTL int64  // ms
 	// cmdHead is the start of every script command: "evalsha", the digest
 	// (set per call), the keys, the token at argTok (set per call) and the
@@ -208,16 +207,12 @@ func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Se
 	}
 	_, sharded := client.(*redis.ClusterClient)
 	s := newSemaphore(client, name, limit, cfg, st, newHub(client, hashTag(name)+":n:", sharded, subscribeTimeout(st)))
-	if sharded {
-		s.pub = "spublish"
-	}
 	s.setHead()
 	return s
 }
 
 // newSemaphore returns the Semaphore of New on hub h, without its command
-// head: the caller sets pub and prefix if they differ from "publish" and h's
-// channel prefix, then calls setHead. cfg has its defaults; name and limit
+// head: the caller calls setHead. cfg has its defaults; name and limit
 // are valid.
 func newSemaphore(client redis.UniversalClient, name string, limit int64, cfg Config, st storecall.Store, h *hub) *Semaphore {
 	tag := hashTag(name)
@@ -229,7 +224,6 @@ func newSemaphore(client redis.UniversalClient, name string, limit int64, cfg Co
 		cfg:    cfg,
 		keys:   []string{tag + ":s", tag + ":h", tag + ":q", tag + ":qe", tag + ":d", tag + ":t"},
 		prefix: h.chanPrefix,
-		pub:    "publish",
 	}
 	s.keyTTL = 2*max(cfg.Lease, cfg.WaiterTTL, cfg.TombstoneTTL).Milliseconds() + 10_000
 	s.idArg = h.id
@@ -237,7 +231,8 @@ func newSemaphore(client redis.UniversalClient, name string, limit int64, cfg Co
 	return s
 }
 
-// setHead builds s.cmdHead from the keys and the common ARGV, and s.numHead.
+// setHead builds s.cmdHead from the keys and the common ARGV, and s.numHead:
+// the scripts SPUBLISH where the hub SSUBSCRIBEs (a Semaphore on Cluster).
 func (s *Semaphore) setHead() {
 	s.cmdHead = make([]any, 0, argTok+3)
 	s.cmdHead = append(s.cmdHead, "evalsha", nil, len(s.keys))
@@ -247,7 +242,7 @@ func (s *Semaphore) setHead() {
 	s.cmdHead = append(s.cmdHead, nil, s.keyTTL, s.prefix)
 	s.numHead.set(0, s.limit)
 	s.numHead.set(1, s.keyTTL)
-	s.numHead.set(2, int64(b2i(s.pub == "spublish")))
+	s.numHead.set(2, int64(b2i(s.sharded)))
 }
 
 // withDefaults returns cfg with its zero fields set to their defaults; it

@@ -26,35 +26,33 @@ func (s *Semaphore) eval(ctx context.Context, sc *redisscript.Script, tok any, a
 	src := sc.Source()
 	var cmd []any
 	if strings.Contains(src, "struct.unpack('<ddddddd', ARGV[4])") {
-		n := s.numHead
+		var n *nums
 		var extra []any
 		switch {
 		case strings.Contains(src, "\n-- acquire.lua: "):
 			// weight and notify id as strings; lease, queue, heartbeat and
 			// deadline packed.
-			n.set(3, num(args[1]))
-			n.set(4, num(args[2]))
-			n.set(5, num(args[3]))
+			var dl int64
 			if len(args) > 5 {
-				n.set(6, num(args[5]))
+				dl = num(args[5])
 			}
-			extra = []any{args[0], args[4]}
+			n, extra = s.nums(num(args[1]), num(args[2]), num(args[3]), dl), []any{args[0], args[4]}
 		case strings.Contains(src, "\n-- release.lua: "):
-			for i, a := range args {
-				n.set(3+i, num(a))
-			}
+			n = s.nums(num(args[0]), num(args[1]), num(args[2]), num(args[3]))
 		case strings.Contains(src, "\n-- renew.lua: "):
 			// weight and fence as strings; lease and mode packed.
-			n.set(3, num(args[1]))
-			n.set(4, num(args[3]))
-			extra = []any{args[0], args[2]}
+			n, extra = s.nums(num(args[1]), num(args[3]), 0, 0), []any{args[0], args[2]}
 		default:
 			panic("eval: not a distsem script")
 		}
-		cmd = s.command(tok, &n, extra...)
+		cmd = s.command(tok, n, extra...)
 	} else {
 		// ARGV[1..5]: token, limit, key TTL, publish command, channel prefix.
-		cmd = append(append([]any(nil), s.cmdHead[:argTok]...), tok, s.limit, s.keyTTL, s.pub, s.prefix)
+		pub := "publish"
+		if s.sharded {
+			pub = "spublish"
+		}
+		cmd = append(append([]any(nil), s.cmdHead[:argTok]...), tok, s.limit, s.keyTTL, pub, s.prefix)
 		cmd = append(cmd, args...)
 	}
 	return run(ctx, s.client, sc, cmd)

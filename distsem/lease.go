@@ -308,10 +308,9 @@ const carryArg = 2
 func (p *Permit) renew(ctx context.Context, cancel context.CancelFunc, mode int) {
 	s := p.s
 	sent := time.Now()
-	n := s.numHead
-	n.set(3, s.cfg.Lease.Milliseconds())
-	n.set(4, int64(mode))
-	r, _, ran, err := s.call(ctx, breaker.FailClosed, renewScript, p.tokArg, &n, p.weight, p.fence)
+	// Numbers: lease, mode; strings: the weight and the fence (see renew.lua).
+	n := s.nums(s.cfg.Lease.Milliseconds(), int64(mode), 0, 0)
+	r, _, ran, err := s.call(ctx, breaker.FailClosed, renewScript, p.tokArg, n, p.weight, p.fence)
 	cancel()
 	releaseAgain, tracked := p.renewed(r, err, sent, ran)
 	if releaseAgain {
