@@ -155,7 +155,7 @@ func (k *Keyed) Acquire(ctx context.Context, key string, n int64) error {
 	}
 	if err := ctx.Err(); err != nil {
 		if k.obs != nil {
-			emit(k.obs, floodgate.Event{Kind: floodgate.KindCancel, N: n})
+			report(k.obs, floodgate.KindCancel, n, 0)
 		}
 		return err
 	}
@@ -286,7 +286,7 @@ func (k *Keyed) releaser() func(string, int64) {
 func (k *Keyed) Release(key string, n int64) {
 	k.releaseQuiet(key, n)
 	if k.obs != nil {
-		emit(k.obs, floodgate.Event{Kind: floodgate.KindRelease, N: n})
+		report(k.obs, floodgate.KindRelease, n, 0)
 	}
 }
 
@@ -318,7 +318,7 @@ func (k *Keyed) admitted(key string, n int64, waited time.Duration) {
 			k.releaseQuiet(key, n)
 		}
 	}()
-	emit(k.obs, floodgate.Event{Kind: floodgate.KindAdmit, N: n, Duration: waited})
+	report(k.obs, floodgate.KindAdmit, n, waited)
 	ok = true
 }
 
@@ -330,7 +330,7 @@ func (k *Keyed) waited(key string, n int64, waited time.Duration, err error) {
 		return
 	}
 	if _, ok := err.(*RejectError); !ok {
-		emit(k.obs, floodgate.Event{Kind: floodgate.KindCancel, N: n, Duration: waited})
+		report(k.obs, floodgate.KindCancel, n, waited)
 		return
 	}
 	k.rejected(n, err, waited)

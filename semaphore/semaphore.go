@@ -146,7 +146,7 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) error {
 			s.canceled++
 			s.mu.Unlock()
 			if s.cfg.Observer != nil {
-				s.emit(floodgate.Event{Kind: floodgate.KindCancel, N: n})
+				report(s.cfg.Observer, floodgate.KindCancel, n, 0)
 			}
 			return ctx.Err()
 		default:
@@ -379,7 +379,7 @@ func (s *Weighted) Release(n int64) {
 	s.releaseLocked(n)
 	s.mu.Unlock()
 	if s.cfg.Observer != nil {
-		s.emit(floodgate.Event{Kind: floodgate.KindRelease, N: n})
+		report(s.cfg.Observer, floodgate.KindRelease, n, 0)
 	}
 }
 

@@ -184,11 +184,15 @@ passes two Events built once). ´metrics=inline-guarded´ adds to that floor
 the semaphore's panic safety: the admission's report runs under a deferred
 check that gives the weight back if the Observer panics (a panic that net/http
 or a worker loop recovers would otherwise leak the weight for good). The
-guard costs a few ns there, so it does not explain ´metrics=otel´'s gap to
-the floor. Nor does the work: by instructions (the callgrind section's
+guard costs a few ns there. By instructions (the callgrind section's
 ´OtelSemaphore´ rows) ´metrics=otel´ runs about as many as
-´metrics=inline-guarded´, so what its time adds is stalls of the
-processor, which no floor here measures.
+´metrics=inline-guarded´; what its time can add beyond that is stalls. One
+was measured and removed: Go builds an Event literal with more than four
+words set aside and copies it into the call, and the copy's 16-byte loads
+of the narrower stores just made stall the processor (no store forwarding,
+about 7 ns an event; ´go tool pprof -disasm´ on this benchmark puts the
+samples on the copy). The semaphore builds the Events of a grant without a
+wait and of a release with four words (semaphore's ´report´), in place.
 
 **HTTP middleware** is first the per-request overhead of admission with
 local state, handlers called directly (no network): floodgate's bulkhead with
