@@ -21,7 +21,9 @@
 --           done, as its caller was answered with a timeout (the call sat in
 --           the socket of a frozen Redis, say).
 -- A call past its deadline does nothing, before anything else.
-now, now_us = clock()
+local tm = call('TIME')
+local tm_s, tm_us = tm[1] + 0, tm[2] + 0
+now, now_us = tm_s * 1000 + math.floor(tm_us / 1000), tm_s * 1000000 + tm_us
 local lease, queue, wait_ttl, dl = n4, n5 == 1, n6, n7
 if dl > 0 and now_us > dl then
   return spack(R7, -3, 0, 0, 0, 0, 0, now_us)
@@ -31,27 +33,27 @@ end
 -- The weight is checked before the tombstone is looked up: a call that finds
 -- no room (the head of a queue to be) reads it once, in the next fast path.
 local wq = ARGV[5] + 0 -- the weight, of both fast paths
-if now >= fast_from and now < fast_until and wq <= limit0 and used0 + wq <= limit0 and (tn0 == -1 or not redis.call('ZSCORE', T, tok)) then
+if now >= fast_from and now < fast_until and wq <= limit0 and used0 + wq <= limit0 and (tn0 == -1 or not call('ZSCORE', T, tok)) then
   local expiry = now + lease
-  if redis.call('ZADD', H, 'NX', fmt('%d', expiry), tok) == 1 then
+  if call('ZADD', H, 'NX', fmt('%d', expiry), tok) == 1 then
     local fence = fence0 + 1
     if fence < now_us then
       fence = now_us
     end
     local fence_s, used = fmt('%d', fence), used0 + wq
-    local d_new = redis.call('HSET', D, 'w:' .. tok, ARGV[5], 'f:' .. tok, fence_s, '_', '') == 3
+    local d_new = call('HSET', D, 'w:' .. tok, ARGV[5], 'f:' .. tok, fence_s, '_', '') == 3
     local he = he0
     if he == -1 or expiry < he then
       he = expiry
     end
-    save(limit0, used, fence, nq0, tn0, ta0, he, seq0)
+    call('HSET', S, 'p', spack(SFMT, limit0, used, fence, nq0, tn0, ta0, he, seq0 or 0))
     -- H is not proven to exist (no read of it): even with weight in use, it
     -- may have been lost on its own (eviction, a DEL) while S says
     -- otherwise, and ZADD would then create it without a TTL. D is, unless
     -- the HSET found none of its fields, _ included (see head.lua).
-    redis.call('PEXPIRE', H, key_ttl_s)
+    call('PEXPIRE', H, key_ttl_s)
     if d_new then
-      redis.call('PEXPIRE', D, key_ttl_s)
+      call('PEXPIRE', D, key_ttl_s)
     end
     return spack(R5, 1, fence, limit0, used, 0)
   end
@@ -65,30 +67,30 @@ end
 if whole and queue and he0 > now and now >= ta0 and now - ta0 < key_ttl / 4 and wq <= limit0
   and (seq0 or nq0 == 0)
   and (nq0 > 0 and used0 >= limit0 or nq0 <= 0 and used0 + wq > limit0)
-  and redis.call('ZCARD', H) > 0 and (tn0 == -1 or not redis.call('ZSCORE', T, tok))
-  and not redis.call('ZSCORE', H, tok) then
+  and call('ZCARD', H) > 0 and (tn0 == -1 or not call('ZSCORE', T, tok))
+  and not call('ZSCORE', H, tok) then
   local next_seq = (seq0 or 0) + 1
-  local fresh = redis.call('ZADD', Q, 'NX', fmt('%d', next_seq), tok) == 1
-  local d_new = fresh and redis.call('HSET', D, 'w:' .. tok, ARGV[5], 'c:' .. tok, ARGV[6], 'l:' .. tok, fmt('%d', lease), '_', '') == 4
-  local qe_new = redis.call('ZADD', QE, fmt('%d', now + wait_ttl), tok, '0', '_') == 2 -- see head.lua
-  local pos = redis.call('ZRANK', Q, tok)
+  local fresh = call('ZADD', Q, 'NX', fmt('%d', next_seq), tok) == 1
+  local d_new = fresh and call('HSET', D, 'w:' .. tok, ARGV[5], 'c:' .. tok, ARGV[6], 'l:' .. tok, fmt('%d', lease), '_', '') == 4
+  local qe_new = call('ZADD', QE, fmt('%d', now + wait_ttl), tok, '0', '_') == 2 -- see head.lua
+  local pos = call('ZRANK', Q, tok)
   local he = he0
   if pos == 0 then
-    he = tonumber(redis.call('ZRANGE', H, '0', '0', 'WITHSCORES')[2] or '-1')
+    he = tonumber(call('ZRANGE', H, '0', '0', 'WITHSCORES')[2] or '-1')
   end
   if fresh then
-    save(limit0, used0, fence0, nq0 + 1, tn0, ta0, he, next_seq)
+    call('HSET', S, 'p', spack(SFMT, limit0, used0, fence0, nq0 + 1, tn0, ta0, he, next_seq))
   elseif he ~= he0 then
-    save(limit0, used0, fence0, nq0, tn0, ta0, he, seq0)
+    call('HSET', S, 'p', spack(SFMT, limit0, used0, fence0, nq0, tn0, ta0, he, seq0 or 0))
   end
   if qe_new then
-    redis.call('PEXPIRE', QE, key_ttl_s)
+    call('PEXPIRE', QE, key_ttl_s)
   end
   if d_new then
-    redis.call('PEXPIRE', D, key_ttl_s)
+    call('PEXPIRE', D, key_ttl_s)
   end
   if fresh and pos == 0 then
-    redis.call('PEXPIRE', Q, key_ttl_s)
+    call('PEXPIRE', Q, key_ttl_s)
   end
   return spack(R7, 0, 0, limit0, used0, pos, he == -1 and -1 or math.max(0, he - now), now_us)
 end

@@ -1,8 +1,33 @@
 -- common.lua: the functions shared by acquire.lua, renew.lua and release.lua,
 -- inserted into each after its fast path (see head.lua).
 if not now then
-  now, now_us = clock()
+  local tm = redis.call('TIME')
+  local tm_s, tm_us = tm[1] + 0, tm[2] + 0
+  now, now_us = tm_s * 1000 + math.floor(tm_us / 1000), tm_s * 1000000 + tm_us
 end
+-- save writes the state, whole, in the format PACKED says (seq may be nil:
+-- none). Every write of S but a fast path's goes through here (see head.lua);
+-- finish deletes the other format's fields when the state was found in it
+-- (other: never on a fast path, which needs it whole). Of the locals from
+-- head.lua it uses only PACKED (KEYS[1] is S, SFMT is written out,
+-- struct.pack and string.format come from the globals): Lua makes every
+-- function anew on every call, and each local from outside that it uses
+-- costs that call about 400 instructions more (an upvalue found, closed and
+-- freed).
+local function save(limit, used, fence, nq, tn, ta, he, seq)
+  if PACKED then
+    redis.call('HSET', KEYS[1], 'p', struct.pack('<dddddddd', limit, used, fence, nq, tn, ta, he, seq or 0))
+  else
+    local f = string.format
+    local a = {KEYS[1], 'limit', f('%d', limit), 'used', f('%d', used), 'fence', f('%d', fence), 'nq', f('%d', nq), 'tn',
+      f('%d', tn), 'ta', f('%d', ta), 'he', f('%d', he)}
+    if seq then
+      a[16], a[17] = 'seq', f('%d', seq)
+    end
+    redis.call('HSET', unpack(a))
+  end
+end
+
 -- Keys this call may have created; finish() gives each a TTL.
 local touched = {}
 -- Fields of D to delete, by finish (one HDEL): those of a released holder and
@@ -11,7 +36,7 @@ local touched = {}
 --
 -- Cost: every function defined here is a closure created anew on every call
 -- that gets this far (about 400 instructions each, and about as much again
--- per local from outside that it uses: see save in head.lua), so only what
+-- per local from outside that it uses: see save), so only what
 -- several paths share is a function; the rest is written out where it is
 -- used.
 local d_dead, nd_dead = {}, 0

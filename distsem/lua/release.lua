@@ -26,19 +26,19 @@
 -- which sweeps expired ones.
 local tomb_ttl, new_limit, always_tomb, given_w = n4, n5, n6 == 1, n7
 if settled and he0 ~= -1 and tn0 == -1 and tok ~= '' and not always_tomb and new_limit <= 0
-  and redis.call('ZREM', H, tok) == 1 then
+  and call('ZREM', H, tok) == 1 then
   local wk = 'w:' .. tok
   local w = given_w
   if w < 1 then
-    w = tonumber(redis.call('HGET', D, wk) or '0')
+    w = tonumber(call('HGET', D, wk) or '0')
   end
   local used = used0 - w
-  redis.call('HDEL', D, wk, 'f:' .. tok)
+  call('HDEL', D, wk, 'f:' .. tok)
   if used < 0 then
     used = 0 -- self-heal
   end
   if used ~= used0 then
-    save(limit0, used, fence0, nq0, tn0, ta0, he0, seq0)
+    call('HSET', S, 'p', spack(SFMT, limit0, used, fence0, nq0, tn0, ta0, he0, seq0 or 0))
   end
   return spack(R3, 1, limit0, used)
 end
@@ -53,40 +53,42 @@ end
 -- ZREM of tok, which writes only when tok is held; if a condition fails,
 -- nothing was written and the general path runs (with the time read here).
 if whole and nq0 > 0 and seq0 and tok ~= '' and new_limit <= 0 then
-  now, now_us = clock()
+  local tm = call('TIME')
+  local tm_s, tm_us = tm[1] + 0, tm[2] + 0
+  now, now_us = tm_s * 1000 + math.floor(tm_us / 1000), tm_s * 1000000 + tm_us
   local head
   if now >= ta0 and now - ta0 < key_ttl / 4 and he0 > now and (tn0 == -1 or tn0 > now) then
-    head = redis.call('ZRANGE', Q, '0', '0')[1]
+    head = call('ZRANGE', Q, '0', '0')[1]
   end
   if head and head ~= tok then
     local wk = 'w:' .. tok
     local w = given_w
     local m
     if w < 1 then
-      m = redis.call('HMGET', D, 'w:' .. head, 'c:' .. head, 'l:' .. head, wk)
+      m = call('HMGET', D, 'w:' .. head, 'c:' .. head, 'l:' .. head, wk)
       w = tonumber(m[4] or '0')
     else
-      m = redis.call('HMGET', D, 'w:' .. head, 'c:' .. head, 'l:' .. head)
+      m = call('HMGET', D, 'w:' .. head, 'c:' .. head, 'l:' .. head)
     end
     local hw = tonumber(m[1] or '0')
-    local beat = hw >= 1 and tonumber(redis.call('ZSCORE', QE, head) or '0') or 0
+    local beat = hw >= 1 and tonumber(call('ZSCORE', QE, head) or '0') or 0
     local left = used0 - w -- in use once tok is released
     local after = left + hw -- and the head granted
     local n_h -- holders before the release (tok among them)
     if beat > now and after <= limit0 and (after >= limit0 or nq0 == 1) then
-      n_h = redis.call('ZCARD', H)
+      n_h = call('ZCARD', H)
     end
-    if n_h and n_h > 0 and redis.call('ZREM', H, tok) == 1 then
+    if n_h and n_h > 0 and call('ZREM', H, tok) == 1 then
       local tn = tn0
       if always_tomb then
         local expiry = now + tomb_ttl
-        redis.call('ZADD', T, fmt('%d', expiry), tok)
+        call('ZADD', T, fmt('%d', expiry), tok)
         if tn == -1 or expiry < tn then
           tn = expiry
         end
       end
-      redis.call('ZREM', Q, head)
-      redis.call('ZREM', QE, head)
+      call('ZREM', Q, head)
+      call('ZREM', QE, head)
       -- Granted until its heartbeat expiry, at most its lease (see handoff).
       local expiry = math.min(now + tonumber(m[3] or '1000'), beat)
       local fence = fence0 + 1
@@ -94,23 +96,23 @@ if whole and nq0 > 0 and seq0 and tok ~= '' and new_limit <= 0 then
         fence = now_us
       end
       local fence_s = fmt('%d', fence)
-      redis.call('ZADD', H, fmt('%d', expiry), head)
-      redis.call('HSET', D, 'f:' .. head, fence_s)
+      call('ZADD', H, fmt('%d', expiry), head)
+      call('HSET', D, 'f:' .. head, fence_s)
       if m[2] then
-        redis.call(spub == 1 and 'spublish' or 'publish', chan_prefix .. m[2], head .. ':' .. fence_s)
+        call(spub == 1 and 'spublish' or 'publish', chan_prefix .. m[2], head .. ':' .. fence_s)
       end
-      redis.call('HDEL', D, wk, 'f:' .. tok, 'c:' .. head, 'l:' .. head)
+      call('HDEL', D, wk, 'f:' .. tok, 'c:' .. head, 'l:' .. head)
       if after < 0 then
         after = 0 -- self-heal
       end
-      save(limit0, after, fence, nq0 - 1, tn, ta0, math.min(he0, expiry), seq0)
+      call('HSET', S, 'p', spack(SFMT, limit0, after, fence, nq0 - 1, tn, ta0, math.min(he0, expiry), seq0 or 0))
       if always_tomb then
-        redis.call('PEXPIRE', T, key_ttl_s)
+        call('PEXPIRE', T, key_ttl_s)
       end
       if n_h == 1 then
         -- tok was the only holder: its ZREM deleted H, which the ZADD
         -- created again.
-        redis.call('PEXPIRE', H, key_ttl_s)
+        call('PEXPIRE', H, key_ttl_s)
       end
       return spack(R3, 1, limit0, after)
     end

@@ -10,12 +10,14 @@
 -- was inserted again with its old fence), 0 lost (missing, or tombstoned).
 -- Fast path: the renewal of a held token with the queue empty, as below.
 local lease, mode = n4, n5
-now, now_us = clock()
+local tm = call('TIME')
+local tm_s, tm_us = tm[1] + 0, tm[2] + 0
+now, now_us = tm_s * 1000 + math.floor(tm_us / 1000), tm_s * 1000000 + tm_us
 if now >= fast_from and now < fast_until then
   local expiry = now + lease
-  if redis.call('ZADD', H, 'XX', 'CH', fmt('%d', expiry), tok) == 1 then
+  if call('ZADD', H, 'XX', 'CH', fmt('%d', expiry), tok) == 1 then
     if he0 == -1 or expiry < he0 then
-      save(limit0, used0, fence0, nq0, tn0, ta0, expiry, seq0)
+      call('HSET', S, 'p', spack(SFMT, limit0, used0, fence0, nq0, tn0, ta0, expiry, seq0 or 0))
     end
     return spack(R3, 1, limit0, used0)
   end
