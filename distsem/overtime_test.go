@@ -568,6 +568,15 @@ func TestFastPathEdges(t *testing.T) {
 		{"a waiter queued after seq was lost", 1, []step{
 			acq("a", 1, false), acq("b", 1, true), hdel("seq"), acq("c", 1, true),
 		}, map[string]int64{"acquire-queued": 1}}, // b only
+		// A state with a negative weight in use or a limit below 1 is
+		// not whole (head.lua): the general path heals the one (used 0)
+		// and replaces the other with the configured limit.
+		{"a negative weight in use", 3, []step{
+			acq("a", 1, false), hset("used", -2), acq("b", 1, false), rel("b", 1),
+		}, map[string]int64{"release": 1}}, // a is the first call (no state yet)
+		{"a stored limit of 0", 3, []step{
+			acq("a", 1, false), hset("limit", 0), rel("a", 1), acq("b", 1, false),
+		}, map[string]int64{"acquire-grant": 1}},
 		{"used below what the release frees (self-heal)", 3, []step{
 			acq("a", 2, false), acq("b", 1, false), acq("c", 1, true),
 			hset("used", 0),

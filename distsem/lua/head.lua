@@ -113,8 +113,9 @@ local SFMT = '<dddddddd'
 -- The values read (nil when missing), to write back only when they changed;
 -- other: the state was found in the format this version does not write (it
 -- is not whole, so only the general path runs, and finish converts it).
+-- whole: see below.
 local limit0, used0, fence0, nq0, tn0, ta0, he0, seq0
-local other = false
+local other, whole = false, false
 local p = call('HGET', S, 'p')
 if p and #p == 64 then
   limit0, used0, fence0, nq0, tn0, ta0, he0, seq0 = struct.unpack(SFMT, p)
@@ -122,6 +123,8 @@ if p and #p == 64 then
     seq0 = nil
   end
   other = not PACKED
+  -- Every value is a number (NaN fails both comparisons).
+  whole = PACKED and limit0 >= 1 and used0 >= 0
 else
   local st = redis.call('HMGET', S, 'limit', 'used', 'fence', 'nq', 'tn', 'ta', 'he', 'seq')
   limit0, used0, fence0, nq0, tn0, ta0, he0, seq0 =
@@ -134,9 +137,10 @@ else
   end
 end
 
--- whole: the state is complete and sane, and in the PACKED format (so a
--- version that writes text has no fast paths). settled: also no waiter is queued
--- (no hand-off). fast (while fast_from <= now < fast_until): also no key
+-- whole (set above): the state is complete and sane, and packed in a
+-- version that writes it PACKED (so a version that writes text has no fast
+-- paths: a text state is never whole). settled: also no waiter is queued (no
+-- hand-off). fast (while fast_from <= now < fast_until): also no key
 -- needs a TTL refresh (see finish) and no lease can have expired (see reap).
 -- A fast path runs only then (acquire.lua's queued one and release.lua's
 -- hand-off run with waiters queued: see there), and makes exactly the calls
@@ -144,7 +148,6 @@ end
 -- (release.lua's first one also skips what only time can tell: see there). A
 -- fast path that finds it does not apply after a call that changed nothing
 -- falls through to the general path.
-local whole = PACKED and not other and limit0 and limit0 >= 1 and used0 and used0 >= 0 and fence0 and nq0 and tn0 and he0 and ta0
 local settled = whole and nq0 == 0
 -- fast is the interval of the time in which it holds, so that it is known
 -- before the time is, without a function. It is settled and ta0 <= now < ta0 + key_ttl / 4 and (now < he0, or he0 = -1
