@@ -35,14 +35,14 @@ var fastReturns = []struct {
 // TestFastPathsMatchGeneralPathsOverTime runs one random sequence of calls
 // against two semaphores, one with the scripts as built and one with their
 // fast paths disabled, as TestFastPathsMatchGeneralPaths does, but with the
-// scripts' time under the test's control: clock() reads the time from a hash
-// the test sets (KEYS[1] .. ':clock') instead of calling TIME, and the test
+// scripts' time under the test's control: every read of the time reads a
+// hash the test sets (KEYS[1] .. ':clock') instead of calling TIME, and the test
 // moves it on by random steps, often to just before, at or after the next
 // instant something comes due, so leases, heartbeats, tombstones and the key
 // TTL refresh (ta) expire and come due between the calls, and the calls meet
 // their edges. Now and then the state is damaged (a key deleted, a field of S
-// deleted, used or he made wrong), the same way on both. After every step both must have answered the same, hold exactly the
-// same (every field and value of the hashes, every member and score of the
+// deleted, used or he made wrong), the same way on both. After every step
+// both must have answered the same, hold exactly the same (every field and value of the hashes, every member and score of the
 // sets: the time is the same for both, so fences and expiries are too), have
 // refreshed the TTL of the same keys, and have published the same hand-off
 // messages on the same channels.
@@ -51,7 +51,7 @@ var fastReturns = []struct {
 // could call for (reaping, sweeping tombstones, the TTL refresh: see there),
 // which the general path does when it is due. Here it runs only when the
 // time is in head.lua's fast interval, where nothing is due (its condition
-// gets that test in both variants, after a clock()); so it is compared
+// gets that test in both variants, after reading the time); so it is compared
 // whenever it leaves nothing undone, and TestFastPathsMatchGeneralPaths
 // (where nothing ever comes due) covers it as built.
 //
@@ -62,6 +62,9 @@ var fastReturns = []struct {
 // a waiter dropped, a tombstone swept, a TTL refresh).
 //
 // It runs with the state written in each format (see PACKED in head.lua).
+// The fast paths run only in a version that writes the state packed, so
+// with text the test requires that none is ever taken, and compares the
+// general path with itself over time.
 func TestFastPathsMatchGeneralPathsOverTime(t *testing.T) {
 	for _, f := range formats {
 		t.Run(f.name, func(t *testing.T) { fastPathsOverTime(t, f.packed) })

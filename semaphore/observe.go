@@ -17,14 +17,17 @@ func emit(o floodgate.Observer, e floodgate.Event) {
 func (s *Weighted) emit(e floodgate.Event) { emit(s.cfg.Observer, e) }
 
 // report reports an event of kind k and weight n, after d, to o, which is
-// non-nil: the events of every grant and release, so built for speed. Go
-// builds an Event literal with at most four words set (Kind, Component's
-// two, N) in the call's own arguments; with more it builds it aside and
-// copies it, and the copy's 16-byte loads of the narrower stores just made
-// cannot be forwarded from the store buffer: the processor stalls, about 7 ns
-// an event on the bench machine (BenchmarkOtelSemaphore; emit pays the same
-// for the copy of its argument). So Duration is set only when it is not 0,
-// which a grant without a wait and a release never are.
+// non-nil: the events of every grant, release and cancellation, so built for
+// speed. The gc compiler (go1.26, amd64) builds an Event literal with at most
+// four words set (Kind, Component's two, N) in the call's own arguments;
+// with more it builds it aside and copies it, and the copy's 16-byte loads
+// of the narrower stores just made cannot be forwarded from the store
+// buffer: the processor stalls, about 7 ns an event on the bench machine
+// (BenchmarkOtelSemaphore; emit pays the same for the copy of its
+// argument). So Duration is set only when it is not 0, which a grant
+// without a wait and a release never are. Nothing in the language promises
+// this: a compiler change can bring the copy back, which the benchmark's
+// metrics=otel row against metrics=inline-guarded would show.
 func report(o floodgate.Observer, k floodgate.Kind, n int64, d time.Duration) {
 	if d == 0 {
 		o.Observe(floodgate.Event{Kind: k, Component: floodgate.ComponentSemaphore, N: n})

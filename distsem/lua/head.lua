@@ -68,7 +68,7 @@
 --
 -- Cost: every redis.call and every number converted costs Redis CPU, so the common
 -- (uncontended) path makes as few as it can: the bookkeeping fields of KEYS[1],
--- read by the one HMGET, say when the queue is empty (no hand-off scan), when
+-- read by the one HGET, say when the queue is empty (no hand-off scan), when
 -- there is no tombstone (no lookup) and when no lease can have expired (no
 -- reaping). Missing bookkeeping (a lost or older state) is recomputed from the
 -- keys.
@@ -91,7 +91,9 @@ local fmt = string.format
 -- code before common.lua, call through it and save two table lookups a call
 -- (2.6k instructions of an uncontended acquire+release pair, measured). The
 -- functions of common.lua keep redis.call: a local from outside costs a
--- function more on every call (see the cost note there).
+-- function more on every call (see the cost note there). So does the rest of
+-- the code after common.lua, for one spelling per part: call marks the
+-- fast paths.
 local call = redis.call
 local spack = struct.pack
 -- Replies: the lists each script's header gives, sent packed as little-endian
@@ -113,7 +115,6 @@ local SFMT = '<dddddddd'
 -- The values read (nil when missing), to write back only when they changed;
 -- other: the state was found in the format this version does not write (it
 -- is not whole, so only the general path runs, and finish converts it).
--- whole: see below.
 local limit0, used0, fence0, nq0, tn0, ta0, he0, seq0
 local other, whole = false, false
 local p = call('HGET', S, 'p')
@@ -150,8 +151,9 @@ end
 -- falls through to the general path.
 local settled = whole and nq0 == 0
 -- fast is the interval of the time in which it holds, so that it is known
--- before the time is, without a function. It is settled and ta0 <= now < ta0 + key_ttl / 4 and (now < he0, or he0 = -1
--- and used0 = 0); empty when not settled.
+-- before the time is, without a function. It is settled and ta0 <= now <
+-- ta0 + key_ttl / 4 and (now < he0, or he0 = -1 and used0 = 0); empty when
+-- not settled.
 local fast_from, fast_until = 1, 0
 if settled and (he0 ~= -1 or used0 == 0) then
   fast_from, fast_until = ta0, ta0 + key_ttl / 4
