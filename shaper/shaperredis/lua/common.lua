@@ -53,4 +53,6 @@ local floor, ceil = math.floor, math.ceil
 -- "if dl > 0 and now > dl".
 -- Every ⌈a/b⌉ below is ceil(a / b) (exact for |a| < 2^53, b ≥ 1), every
 -- truncated a/b of an a ≥ 0 is floor(a / b), and a TTL of us µs is
--- max(ttlfloor, ⌈us/1000⌉) ms.
+-- max(ttlfloor, ⌈us/1000⌉) ms, passed to Redis as string.format('%d', ttl):
+-- a Lua number argument keeps its digits, but Redis 7.0 formats it with
+-- snprintf %.17g, about 0.8k instructions more a call (measured on PSETEX).

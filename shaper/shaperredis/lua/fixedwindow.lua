@@ -38,7 +38,7 @@ if r < 0 then r = 0 end
 if n > 0 then
   local ttl = ceil(stop / 1000)
   if not (ttl > ttlfloor) then ttl = ttlfloor end
-  redis.call('PSETEX', key, ttl, struct.pack('<dd', start, count))
+  redis.call('PSETEX', key, string.format('%d', ttl), struct.pack('<dd', start, count))
   d_allowed, d_remaining, d_retry, d_reset = 1, r, start, stop
   break
 end

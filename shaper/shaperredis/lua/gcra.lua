@@ -29,7 +29,7 @@ if n > 0 then
   q = q - q % 1
   local ttl = ceil((q + 1) / 1000)
   if not (ttl > ttlfloor) then ttl = ttlfloor end
-  redis.call('PSETEX', key, ttl, struct.pack('<ddd', now + q, nd - q * C, now))
+  redis.call('PSETEX', key, string.format('%d', ttl), struct.pack('<ddd', now + q, nd - q * C, now))
 end
 local r = (tau - nd) / P
 d_allowed, d_remaining, d_retry, d_reset = 1, r - r % 1, 0, ceil(nd / C)

@@ -8,8 +8,9 @@ local function idiv(a, b)
 end
 -- ceildiv is ⌈a/b⌉ for b > 0 (exact for |a| < 2^53).
 local function ceildiv(a, b) return ceil(a / b) end
--- ttlms converts a lifetime in µs to a PEXPIRE argument in ms (rounded up).
-local function ttlms(us) return math.max(ttlfloor, ceil(us / 1000)) end
+-- ttlms converts a lifetime in µs to a PEXPIRE argument in ms (rounded up),
+-- as a string (see common.lua's TTL note).
+local function ttlms(us) return string.format('%d', math.max(ttlfloor, ceil(us / 1000))) end
 -- pair parses reserve.lua's schedule, two integers: packed as little-endian
 -- doubles (struct.pack '<dd', 16 bytes), as this version writes it, or the
 -- string of two space-separated integers that the previous version wrote.

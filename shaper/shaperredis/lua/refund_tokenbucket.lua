@@ -17,5 +17,5 @@ if tokens == full then return {0} end
 tokens = math.min(tokens + n * P, full)
 local fill = ceildiv(full, C)
 redis.call('SET', key, struct.pack('<ddd', tokens, last, per),
-  'PX', math.max(ttlms(0), 60000, 2 * math.ceil(fill / 1000)))
+  'PX', string.format('%d', math.max(ttlfloor, 60000, 2 * math.ceil(fill / 1000))))
 return {1}

@@ -71,7 +71,7 @@ end
 if n > 0 then
   local ttl = ceil((start + 2 * P - now) / 1000)
   if not (ttl > ttlfloor) then ttl = ttlfloor end
-  redis.call('PSETEX', key, ttl, struct.pack('<ddd', start, prev, cur))
+  redis.call('PSETEX', key, string.format('%d', ttl), struct.pack('<ddd', start, prev, cur))
   if allowed == 1 then retry = start end -- the stamp (see Meter.Refund)
 end
 d_allowed, d_remaining, d_retry, d_reset = allowed, remaining, retry, reset

@@ -68,7 +68,7 @@ if newest then
   if n > 0 then
     local ttl = ceil((newest + P - now) / 1000)
     if not (ttl > ttlfloor) then ttl = ttlfloor end
-    redis.call('PEXPIRE', key, ttl)
+    redis.call('PEXPIRE', key, string.format('%d', ttl))
   end
 end
 local r = N - sum

@@ -44,7 +44,7 @@ if n > 0 then -- a peek (n = 0) writes nothing, not even its time
   local ttl = 2 * ceil(ceil(full / C) / 1000)
   if ttl < 60000 then ttl = 60000 end
   if not (ttl > ttlfloor) then ttl = ttlfloor end
-  redis.call('PSETEX', key, ttl, struct.pack('<ddd', tokens, last, per))
+  redis.call('PSETEX', key, string.format('%d', ttl), struct.pack('<ddd', tokens, last, per))
 end
 local r = tokens / P -- truncated toward zero, as Go's integer division
 if r >= 0 then r = floor(r) else r = ceil(r) end
