@@ -136,8 +136,7 @@ type Semaphore struct {
 	limit  int64
 	cfg    Config
 	keys   []string
-	prefix string // notify channel prefix: the hub's channel is prefix+id
-	keyTTL int64  // ms
+	keyTTL int64 // ms
 	// cmdHead is the start of every script command: "evalsha", the digest
 	// (set per call), the keys, the token at argTok (set per call) and the
 	// common ARGV after it (see lua/head.lua). numHead is the start of every
@@ -206,14 +205,11 @@ func New(client redis.UniversalClient, name string, limit int64, cfg Config) *Se
 		panic("distsem: WaiterTTL < 3 × CallTimeout")
 	}
 	_, sharded := client.(*redis.ClusterClient)
-	s := newSemaphore(client, name, limit, cfg, st, newHub(client, hashTag(name)+":n:", sharded, subscribeTimeout(st)))
-	s.setHead()
-	return s
+	return newSemaphore(client, name, limit, cfg, st, newHub(client, hashTag(name)+":n:", sharded, subscribeTimeout(st)))
 }
 
-// newSemaphore returns the Semaphore of New on hub h, without its command
-// head: the caller calls setHead. cfg has its defaults; name and limit
-// are valid.
+// newSemaphore returns the Semaphore of New on hub h. cfg has its defaults;
+// name and limit are valid.
 func newSemaphore(client redis.UniversalClient, name string, limit int64, cfg Config, st storecall.Store, h *hub) *Semaphore {
 	tag := hashTag(name)
 	s := &Semaphore{
@@ -223,23 +219,24 @@ func newSemaphore(client redis.UniversalClient, name string, limit int64, cfg Co
 		limit:  limit,
 		cfg:    cfg,
 		keys:   []string{tag + ":s", tag + ":h", tag + ":q", tag + ":qe", tag + ":d", tag + ":t"},
-		prefix: h.chanPrefix,
 	}
 	s.keyTTL = 2*max(cfg.Lease, cfg.WaiterTTL, cfg.TombstoneTTL).Milliseconds() + 10_000
 	s.idArg = h.id
 	s.fail.init(st, cfg)
+	s.setHead()
 	return s
 }
 
-// setHead builds s.cmdHead from the keys and the common ARGV, and s.numHead:
-// the scripts SPUBLISH where the hub SSUBSCRIBEs (a Semaphore on Cluster).
+// setHead builds s.cmdHead from the keys and the common ARGV (the channel
+// prefix is the hub's), and s.numHead: the scripts SPUBLISH where the hub
+// SSUBSCRIBEs (a Semaphore on Cluster).
 func (s *Semaphore) setHead() {
 	s.cmdHead = make([]any, 0, argTok+3)
 	s.cmdHead = append(s.cmdHead, "evalsha", nil, len(s.keys))
 	for _, k := range s.keys {
 		s.cmdHead = append(s.cmdHead, k)
 	}
-	s.cmdHead = append(s.cmdHead, nil, s.keyTTL, s.prefix)
+	s.cmdHead = append(s.cmdHead, nil, s.keyTTL, s.chanPrefix)
 	s.numHead.set(0, s.limit)
 	s.numHead.set(1, s.keyTTL)
 	s.numHead.set(2, int64(b2i(s.sharded)))

@@ -52,7 +52,7 @@ func (s *Semaphore) eval(ctx context.Context, sc *redisscript.Script, tok any, a
 		if s.sharded {
 			pub = "spublish"
 		}
-		cmd = append(append([]any(nil), s.cmdHead[:argTok]...), tok, s.limit, s.keyTTL, pub, s.prefix)
+		cmd = append(append([]any(nil), s.cmdHead[:argTok]...), tok, s.limit, s.keyTTL, pub, s.chanPrefix)
 		cmd = append(cmd, args...)
 	}
 	return run(ctx, s.client, sc, cmd)

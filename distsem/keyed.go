@@ -304,7 +304,6 @@ func (k *Keyed) ref(key string) (*keyEntry, error) {
 			return nil, reject.New(ErrTooManyKeys, 0)
 		}
 		s := newSemaphore(k.client, k.prefix+key, k.limit, k.cfg, k.st, k.h)
-		s.setHead()
 		e = &keyEntry{k: k, key: key, sem: s}
 		k.keys[key] = e
 		k.opened++

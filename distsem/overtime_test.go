@@ -299,7 +299,7 @@ func newFastPair(t *testing.T, limit int64, cfg Config, packed bool) *fastPair {
 	// Hand-off messages, on both semaphores' channels (the channel is
 	// prefix + the waiter's notify id).
 	ctx := context.Background()
-	fp.ps = fp.db.Client.PSubscribe(ctx, fp.sems[0].prefix+"*", fp.sems[1].prefix+"*")
+	fp.ps = fp.db.Client.PSubscribe(ctx, fp.sems[0].chanPrefix+"*", fp.sems[1].chanPrefix+"*")
 	t.Cleanup(func() { fp.ps.Close() })
 	for range 2 {
 		if _, err := fp.ps.Receive(ctx); err != nil {
@@ -385,7 +385,7 @@ func (fp *fastPair) messages() [2][]string {
 	fp.marks++
 	mark := "sync-" + strconv.Itoa(fp.marks)
 	for _, s := range fp.sems {
-		fp.db.Client.Publish(ctx, s.prefix+"sync", mark)
+		fp.db.Client.Publish(ctx, s.chanPrefix+"sync", mark)
 	}
 	for seen := 0; seen < 2; {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -395,7 +395,7 @@ func (fp *fastPair) messages() [2][]string {
 			fp.t.Fatalf("waiting for the published messages: %v", err)
 		}
 		for i, s := range fp.sems {
-			if id, ok := strings.CutPrefix(m.Channel, s.prefix); ok {
+			if id, ok := strings.CutPrefix(m.Channel, s.chanPrefix); ok {
 				if id == "sync" && m.Payload == mark {
 					seen++
 				} else {

@@ -201,7 +201,7 @@ func TestWeightAboveStoredLimit(t *testing.T) {
 func TestHandOffGrantsHeadAndPublishesToItsProcess(t *testing.T) {
 	r, db := newRaw(t, 3)
 	ctx := t.Context()
-	ps := db.Client.Subscribe(ctx, r.s.prefix+r.s.id)
+	ps := db.Client.Subscribe(ctx, r.s.chanPrefix+r.s.id)
 	defer ps.Close()
 	if _, err := ps.Receive(ctx); err != nil { // subscription confirmation
 		t.Fatal(err)
