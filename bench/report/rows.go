@@ -28,6 +28,14 @@ func impls(bench string, names ...string) []string {
 	return out
 }
 
+// procs appends /procs=p to each case.
+func procs(cases []string, p string) []string {
+	for i := range cases {
+		cases[i] += "/procs=" + p
+	}
+	return cases
+}
+
 // keyedPeers are the peers of a keyed meter row: the in-process stores a user
 // would pick, then the harness's floor.
 func keyedPeers(order string) []string {
@@ -46,8 +54,10 @@ var sections = []section{
 			peers: impls("BenchmarkSemaphoreAcquireRelease", "xsync", "failsafe", "chan", "floor")},
 		{what: "TryAcquire on a full semaphore", fg: "BenchmarkSemaphoreTryAcquireFull/impl=floodgate",
 			peers: impls("BenchmarkSemaphoreTryAcquireFull", "xsync", "chan")},
-		{what: "64 goroutines on 4 permits (every Acquire waits)", fg: "BenchmarkSemaphoreBlocked/impl=floodgate",
-			peers: impls("BenchmarkSemaphoreBlocked", "xsync", "failsafe", "chan")},
+		{what: "64 goroutines on 4 permits (every Acquire waits), GOMAXPROCS 1", fg: "BenchmarkSemaphoreBlocked/impl=floodgate/procs=1",
+			peers: procs(impls("BenchmarkSemaphoreBlocked", "xsync", "failsafe", "chan", "floor-send", "floor-close"), "1")},
+		{what: "64 goroutines on 4 permits, every core (scheduler-bound, bimodal)", fg: "BenchmarkSemaphoreBlocked/impl=floodgate/procs=all",
+			peers: procs(impls("BenchmarkSemaphoreBlocked", "xsync", "failsafe", "chan", "floor-send", "floor-close"), "all")},
 	}},
 	{"Local rate limits (package shaper) vs x/time/rate, failsafe-go, uber ratelimit, sethvargo/go-limiter, throttled", []row{
 		{what: "`Limiter.Allow`, one goroutine", fg: "BenchmarkRateAllow/impl=floodgate-limiter",
