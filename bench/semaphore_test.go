@@ -223,7 +223,7 @@ func BenchmarkSemaphoreTryAcquireFull(b *testing.B) {
 //
 // procs=1 runs the case with GOMAXPROCS 1: every hand-off is the releaser's
 // bookkeeping, a wake and a switch to the waiter, which is what a semaphore's
-// code decides, and the figure is stable (a few percent between rounds).
+// code decides; its figure moves with the machine's load, not between modes.
 // procs=all runs it on every core, which is where it is used, but there the
 // scheduler's share is large (a CPU profile is mostly runtime locks, the
 // mutex's slow path and waking idle Ps) and so is the machine's: on the
