@@ -42,7 +42,8 @@ import (
 // The pass also counts the instructions of the whole benchmark process per
 // operation for a few in-process rows: those whose timed ratios swing most
 // on a shared machine, and those whose time is not explained by their work
-// (the benchmark binary itself under callgrind, one goroutine, GOMAXPROCS=1,
+// (the benchmark binary itself under callgrind, one goroutine (SemaphoreBlocked:
+// its 64 on one P), GOMAXPROCS=1,
 // asynchronous preemption off: callgrind cannot follow Go's preemption
 // signals). These count the benchmark loop too, the same for
 // every implementation of a row, and time.Now through the vDSO as valgrind
@@ -89,6 +90,9 @@ var cgCases = []cgCase{
 	{"^BenchmarkSemaphoreAcquireRelease$/^impl=xsync$", "SemaphoreAcquireRelease xsync", nil, ""},
 	{"^BenchmarkSemaphoreAcquireRelease$/^impl=floor$", "SemaphoreAcquireRelease floor", []string{"SemaphoreAcquireRelease xsync"}, ""},
 	{"^BenchmarkSemaphoreAcquireRelease$/^impl=floodgate$", "SemaphoreAcquireRelease floodgate", []string{"SemaphoreAcquireRelease xsync", "SemaphoreAcquireRelease floor"}, ""},
+	{"^BenchmarkSemaphoreBlocked$/^impl=xsync$/^procs=1$", "SemaphoreBlocked xsync, GOMAXPROCS 1", nil, ""},
+	{"^BenchmarkSemaphoreBlocked$/^impl=floor-send$/^procs=1$", "SemaphoreBlocked floor-send, GOMAXPROCS 1", []string{"SemaphoreBlocked xsync, GOMAXPROCS 1"}, ""},
+	{"^BenchmarkSemaphoreBlocked$/^impl=floodgate$/^procs=1$", "SemaphoreBlocked floodgate, GOMAXPROCS 1", []string{"SemaphoreBlocked xsync, GOMAXPROCS 1", "SemaphoreBlocked floor-send, GOMAXPROCS 1"}, ""},
 	{"^BenchmarkOtelSemaphore$/^metrics=inline$", "OtelSemaphore inline", nil, ""},
 	{"^BenchmarkOtelSemaphore$/^metrics=inline-guarded$", "OtelSemaphore inline-guarded", []string{"OtelSemaphore inline"}, ""},
 	{"^BenchmarkOtelSemaphore$/^metrics=otel$", "OtelSemaphore otel", []string{"OtelSemaphore inline", "OtelSemaphore inline-guarded"}, ""},
@@ -154,7 +158,8 @@ func callgrindTable(counts map[string]float64) string {
 		b.WriteString("\nInstructions of the benchmark process per call for in-process rows whose\n" +
 			"timed ratios swing most here, or whose time is not explained by their work\n" +
 			"(the benchmark loop included, the same for every implementation of a row;\n" +
-			"one goroutine, GOMAXPROCS=1).\n\n")
+			"one goroutine, GOMAXPROCS=1; SemaphoreBlocked runs its 64 goroutines on one P,\n" +
+			"so its count includes the scheduler's parking and waking of each waiter).\n\n")
 		b.WriteString("| case | instructions/op | compared with |\n|---|---|---|\n")
 		b.WriteString(local.String())
 	}
