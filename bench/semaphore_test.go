@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/failsafe-go/failsafe-go/bulkhead"
@@ -280,4 +281,41 @@ func blocked(b *testing.B, p permits) {
 		p.release()
 	}
 	wg.Wait()
+}
+
+// TestHandoffFloorHoldsItsLimit: both wakes of handoffFloor keep at most max
+// holders and lose no permit, so its rows are a floor for the same work, not
+// a faster wrong semaphore.
+func TestHandoffFloorHoldsItsLimit(t *testing.T) {
+	for _, close := range []bool{false, true} {
+		f := &handoffFloor{max: 4, close: close}
+		var held, peak atomic.Int64
+		var wg sync.WaitGroup
+		for range 64 {
+			wg.Go(func() {
+				for range 200 {
+					if err := f.acquire(context.Background()); err != nil {
+						t.Error(err)
+						return
+					}
+					n := held.Add(1)
+					for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+					}
+					runtime.Gosched()
+					held.Add(-1)
+					f.release()
+				}
+			})
+		}
+		wg.Wait()
+		if p := peak.Load(); p > 4 || p < 2 {
+			t.Errorf("close=%v: at most %d held at once, want 2..4", close, p)
+		}
+		f.mu.Lock()
+		cur, head := f.cur, f.head
+		f.mu.Unlock()
+		if cur != 0 || head != nil {
+			t.Errorf("close=%v: after every release cur = %d, queue empty = %v; want 0, true", close, cur, head == nil)
+		}
+	}
 }
