@@ -108,12 +108,14 @@ func (f *mutexFloor) release() {
 // handoffFloor is the floor of a FIFO semaphore that hands a permit to a
 // waiting goroutine through a channel: one mutex, a queue of unit waiters, a
 // wake by channel and nothing else (no weights, no cancellation, no
-// statistics). With close set every wait makes a fresh unbuffered channel and
-// the releaser closes it, as x/sync/semaphore does (one allocation per wait);
-// without it a waiter and its buffered channel are reused through a
-// sync.Pool and the releaser sends, the only 0-allocation way to wake one
-// goroutine from a queue, and floodgate's. The gap between the two rows is
-// what the runtime charges a send over a close for the same hand-off.
+// statistics). With close set every wait makes a fresh waiter and unbuffered
+// channel and the releaser closes it, as x/sync/semaphore does (two
+// allocations per wait; x/sync makes three); without it a waiter and its
+// buffered channel are reused through a sync.Pool and the releaser sends:
+// floodgate's way, a wake with no allocation that still lets the waiter
+// select on its context. The gap between the two rows is a send against a
+// close plus floor-close's allocations; in the report's run its sign at
+// GOMAXPROCS 1 was not its sign on every core.
 type handoffFloor struct {
 	close      bool
 	pool       sync.Pool
@@ -233,7 +235,7 @@ func BenchmarkSemaphoreTryAcquireFull(b *testing.B) {
 // 530 within one process. A round's ratio there depends on the mode it ran
 // in.
 // Target: impl=floodgate/procs=1: ns/op ≤ 0.95× impl=xsync;
-// impl=floodgate/procs=all: ns/op ≤ 1× impl=xsync (DESIGN.md's line);
+// impl=floodgate/procs=all: ns/op ≤ 1× impl=xsync (the design's line);
 // impl=floodgate: allocs/op = 0 (a waiting Acquire included).
 func BenchmarkSemaphoreBlocked(b *testing.B) {
 	impls := append(semImpls[:len(semImpls):len(semImpls)],

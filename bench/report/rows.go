@@ -56,7 +56,7 @@ var sections = []section{
 			peers: impls("BenchmarkSemaphoreTryAcquireFull", "xsync", "chan")},
 		{what: "64 goroutines on 4 permits (every Acquire waits), GOMAXPROCS 1", fg: "BenchmarkSemaphoreBlocked/impl=floodgate/procs=1",
 			peers: procs(impls("BenchmarkSemaphoreBlocked", "xsync", "failsafe", "chan", "floor-send", "floor-close"), "1")},
-		{what: "64 goroutines on 4 permits, every core (scheduler-bound, bimodal)", fg: "BenchmarkSemaphoreBlocked/impl=floodgate/procs=all",
+		{what: "64 goroutines on 4 permits, every core (scheduler-bound)", fg: "BenchmarkSemaphoreBlocked/impl=floodgate/procs=all",
 			peers: procs(impls("BenchmarkSemaphoreBlocked", "xsync", "failsafe", "chan", "floor-send", "floor-close"), "all")},
 	}},
 	{"Local rate limits (package shaper) vs x/time/rate, failsafe-go, uber ratelimit, sethvargo/go-limiter, throttled", []row{

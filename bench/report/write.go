@@ -90,19 +90,23 @@ const narrative = `## What the numbers mean
 
 **Local semaphore.** Acquire+Release with room to spare is one mutex
 round; ´floor´ is that round around a counter and nothing else, so no
-semaphore can beat it, and floodgate's bookkeeping (weights, FIFO, counts)
-costs the few ns between them. The 64-goroutines-on-4-permits rows measure the
-hand-off to a waiting goroutine. With GOMAXPROCS 1 that is the semaphore's own
-cost and stable; on every core the scheduler and the machine dominate: the
-same build measures in two modes about 2× apart, minutes or seconds apart, so
-read that row's round range, not only its median. Two floors are measured
-there: ´floor-send´, a mutex and a FIFO of pooled waiters woken by a send on a
-reused buffered channel (the only way to wake one goroutine with no
-allocation, and floodgate's), and ´floor-close´, the same woken by closing a
-fresh channel as x/sync does (one allocation per wait). A buffered channel
-(´chan´) is the runtime's own FIFO hand-off of unit weights; x/sync/semaphore
-is the library a user would otherwise pick; floodgate adds weights, FIFO with
-cancellation and 0 allocations for a waiting Acquire (x/sync allocates two).
+semaphore behind one mutex can beat it, and floodgate's bookkeeping (weights,
+FIFO, counts) costs the few ns between them. The 64-goroutines-on-4-permits
+rows measure the hand-off to a waiting goroutine. With GOMAXPROCS 1 that is
+the semaphore's own cost: its instruction count (the callgrind section)
+repeats within 0.5%, though its time still moves with the machine's load. On
+every core the scheduler and the machine dominate (x/sync alone measured
+580–620 ns and 1270–1490 ns in two processes minutes apart), so read that
+row's round range, not only its median. Two floors are measured there:
+´floor-send´, a mutex and a FIFO of pooled waiters woken by a send on a
+reused buffered channel (floodgate's way: no allocation, and the waiter can
+still select on its context), and ´floor-close´, a fresh waiter and channel
+per wait, woken by closing the channel as x/sync does (two allocations per
+wait). A buffered channel (´chan´) is the runtime's own FIFO hand-off of unit
+weights; x/sync/semaphore is the library a user would otherwise pick;
+floodgate adds weights, FIFO with cancellation and 0 allocations for a
+waiting Acquire. x/sync makes three allocations per wait: its allocs/op reads
+2 because the count is rounded down and not every Acquire waits.
 
 **Local rate limits.** ´Limiter´ is one limit (one mutex and a clock read
 per call); ´Meter´ is keyed (a hash, a shard lock and a clock
