@@ -13,8 +13,10 @@ import (
 )
 
 // The local semaphore beside x/sync/semaphore, failsafe-go's bulkhead (which
-// is unweighted, so every call takes one permit) and a buffered channel, the
-// floor for a FIFO hand-off without weights. The in-package benchmarks in
+// is unweighted, so every call takes one permit) and a buffered channel (the
+// runtime's own FIFO hand-off without weights), with two floors: mutexFloor
+// (one mutex round, nothing else) and handoffFloor (a bare FIFO hand-off to a
+// waiting goroutine). The in-package benchmarks in
 // semaphore/ add more cases.
 
 type permits interface {

@@ -28,12 +28,14 @@ func impls(bench string, names ...string) []string {
 	return out
 }
 
-// procs appends /procs=p to each case.
-func procs(cases []string, p string) []string {
-	for i := range cases {
-		cases[i] += "/procs=" + p
+// blockedPeers are the peers of a 64-on-4 row: the libraries, then the two
+// hand-off floors, at GOMAXPROCS procs ("1" or "all").
+func blockedPeers(procs string) []string {
+	out := impls("BenchmarkSemaphoreBlocked", "xsync", "failsafe", "chan", "floor-send", "floor-close")
+	for i := range out {
+		out[i] += "/procs=" + procs
 	}
-	return cases
+	return out
 }
 
 // keyedPeers are the peers of a keyed meter row: the in-process stores a user
@@ -55,9 +57,9 @@ var sections = []section{
 		{what: "TryAcquire on a full semaphore", fg: "BenchmarkSemaphoreTryAcquireFull/impl=floodgate",
 			peers: impls("BenchmarkSemaphoreTryAcquireFull", "xsync", "chan")},
 		{what: "64 goroutines on 4 permits (every Acquire waits), GOMAXPROCS 1", fg: "BenchmarkSemaphoreBlocked/impl=floodgate/procs=1",
-			peers: procs(impls("BenchmarkSemaphoreBlocked", "xsync", "failsafe", "chan", "floor-send", "floor-close"), "1")},
+			peers: blockedPeers("1")},
 		{what: "64 goroutines on 4 permits, every core (scheduler-bound)", fg: "BenchmarkSemaphoreBlocked/impl=floodgate/procs=all",
-			peers: procs(impls("BenchmarkSemaphoreBlocked", "xsync", "failsafe", "chan", "floor-send", "floor-close"), "all")},
+			peers: blockedPeers("all")},
 	}},
 	{"Local rate limits (package shaper) vs x/time/rate, failsafe-go, uber ratelimit, sethvargo/go-limiter, throttled", []row{
 		{what: "`Limiter.Allow`, one goroutine", fg: "BenchmarkRateAllow/impl=floodgate-limiter",
