@@ -291,8 +291,8 @@ func blocked(b *testing.B, p permits) {
 // holders and lose no permit, so its rows are a floor for the same work, not
 // a faster wrong semaphore.
 func TestHandoffFloorHoldsItsLimit(t *testing.T) {
-	for _, close := range []bool{false, true} {
-		f := &handoffFloor{max: 4, close: close}
+	for _, byClose := range []bool{false, true} {
+		f := &handoffFloor{max: 4, close: byClose}
 		var held, peak atomic.Int64
 		var wg sync.WaitGroup
 		for range 64 {
@@ -313,13 +313,13 @@ func TestHandoffFloorHoldsItsLimit(t *testing.T) {
 		}
 		wg.Wait()
 		if p := peak.Load(); p > 4 || p < 2 {
-			t.Errorf("close=%v: at most %d held at once, want 2..4", close, p)
+			t.Errorf("close=%v: at most %d held at once, want 2..4", byClose, p)
 		}
 		f.mu.Lock()
 		cur, head := f.cur, f.head
 		f.mu.Unlock()
 		if cur != 0 || head != nil {
-			t.Errorf("close=%v: after every release cur = %d, queue empty = %v; want 0, true", close, cur, head == nil)
+			t.Errorf("close=%v: after every release cur = %d, queue empty = %v; want 0, true", byClose, cur, head == nil)
 		}
 	}
 }
