@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding"
 	"encoding/binary"
 	"math"
 	"os"
@@ -44,16 +45,21 @@ func (c *rttCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 
 // isAcquire reports whether cmd is a distsem acquire call (see distsem's
-// lua/head.lua): EVALSHA or EVAL, the script, 6 keys and 6 ARGV, the last
-// a string (the notify id; a renewal, also 6, ends with its fence, an
-// integer; a release has 4). TestIsAcquire holds it to distsem's calls.
+// lua/head.lua): EVALSHA or EVAL, the script, 6 keys and 2 ARGV, the second
+// the call's numbers with a weight (n8, at least 1) in its eighth (a release
+// also has 2, with n8 0; a renewal has 4). TestIsAcquire holds it to
+// distsem's calls.
 func isAcquire(cmd redis.Cmder) bool {
 	a := cmd.Args()
-	if name := cmd.Name(); (name != "evalsha" && name != "eval") || len(a) != 3+6+6 {
+	if name := cmd.Name(); (name != "evalsha" && name != "eval") || len(a) != 3+6+2 {
 		return false
 	}
-	_, ok := a[len(a)-1].(string)
-	return ok
+	m, ok := a[len(a)-1].(encoding.BinaryMarshaler)
+	if !ok {
+		return false
+	}
+	b, err := m.MarshalBinary()
+	return err == nil && len(b) >= 64 && math.Float64frombits(binary.LittleEndian.Uint64(b[56:])) >= 1
 }
 
 func (c *rttCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
@@ -284,8 +290,9 @@ func BenchmarkDistsemContended(b *testing.B) {
 // commandstats, each script call counted once) per operation, on a private
 // redis-server, all in one run so that they compare:
 //   - impl=evalsha: a trivial script with the shape of an acquire call (6
-//     keys, 6 arguments, one of them its 7 numbers packed, a 7-integer reply
-//     packed as the scripts send it), the floor of one script call;
+//     keys, 2 arguments, the token and its 8 numbers packed with the notify
+//     id and channel prefix, a 7-integer reply packed as the scripts send
+//     it), the floor of one script call;
 //   - impl=gcra: one decision of shaperredis.NewMeter (GCRA), admitted and
 //     written;
 //   - impl=floor-pair: the commands the pair's two scripts make, with
@@ -325,7 +332,7 @@ func BenchmarkDistsemScriptCPU(b *testing.B) {
 			b.Fatal(err)
 		}
 		keys := []string{"{e}:s", "{e}:h", "{e}:q", "{e}:qe", "{e}:d", "{e}:t"}
-		args := floorArgs("0123456789abcdef.1", "{e}:n:", 4, 10000, 1, 1000, 1795978983896001, 1, "0123456789abcdef")
+		args := floorArgs("0123456789abcdef.1", "{e}:n:", 4, 10000, 1, 1000, 1795978983896001, 1)
 		measure(b, func() int64 { return int64(b.N) }, func() {
 			for b.Loop() {
 				if err := sc.EvalSha(ctx, rdb, keys, args...).Err(); err != nil {
@@ -455,7 +462,7 @@ func BenchmarkDistsemScriptCPU(b *testing.B) {
 // field p, packed) is written back as read, the same length as the state a
 // script packs; the numbers a script formats (a lease expiry, a fence) are
 // constants of the same length. The calls take the arguments distsem's do
-// (floorArgs).
+// (floorArgs); the weight, 1, is the constant '1' the scripts use for it.
 // TestFloorScriptsMakeDistsemCommands holds them to the scripts' commands.
 var (
 	floorPairAcquire = redis.NewScript(`
@@ -463,9 +470,9 @@ local S, H, D, tok = KEYS[1], KEYS[2], KEYS[5], ARGV[1]
 local st = redis.call('HGET', S, 'p')
 local tm = redis.call('TIME')
 redis.call('ZADD', H, 'NX', '1795978993896', tok)
-redis.call('HSET', D, 'w:' .. tok, ARGV[5], 'f:' .. tok, '1795978983896001', '_', '')
+redis.call('HSET', D, 'w:' .. tok, '1', 'f:' .. tok, '1795978983896001', '_', '')
 redis.call('HSET', S, 'p', st)
-redis.call('PEXPIRE', H, ARGV[2])
+redis.call('PEXPIRE', H, '30000')
 return struct.pack('<i8i8i8i8i8', 1, 1795978983896001, 1048576, 1, 0)`)
 	floorPairRelease = redis.NewScript(`
 local S, H, D, tok = KEYS[1], KEYS[2], KEYS[5], ARGV[1]
@@ -512,10 +519,10 @@ func newFloorPair(tb testing.TB, rdb *redis.Client) func() {
 	return func() {
 		n++
 		tok := "0123456789abcdef." + strconv.Itoa(n)
-		if err := floorPairAcquire.EvalSha(ctx, rdb, keys, floorArgs(tok, "{f}:n:", 1<<20, 10000, 0, 1000, 1795978983896001+int64(n), 1, "0123456789abcdef")...).Err(); err != nil {
+		if err := floorPairAcquire.EvalSha(ctx, rdb, keys, floorArgs(tok, "{f}:n:", 1<<20, 10000, 0, 1000, 1795978983896001+int64(n), 1)...).Err(); err != nil {
 			tb.Fatal(err)
 		}
-		if err := floorPairRelease.EvalSha(ctx, rdb, keys, floorArgs(tok, "{f}:n:", 1<<20, 10000, 0, 0, 1)...).Err(); err != nil {
+		if err := floorPairRelease.EvalSha(ctx, rdb, keys, floorArgs(tok, "{f}:n:", 1<<20, 10000, 0, 0, 1, 0)...).Err(); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -524,9 +531,10 @@ func newFloorPair(tb testing.TB, rdb *redis.Client) func() {
 // floorGrantQueued is a waiter's queued acquire: the commands of acquire.lua's
 // queued fast path, with their arguments and reply, a tombstone being stored
 // (as in the contended rows: a waiter that calls twice is released with one).
-// After the call's arguments (floorArgs), ARGV[7] = the queue number,
-// ARGV[8] = the heartbeat expiry and ARGV[9] = 1: the queue was empty (the
-// call is its head: it reads the earliest lease and gives Q a TTL).
+// After the call's arguments (floorArgs), ARGV[3] = the queue number,
+// ARGV[4] = the heartbeat expiry and ARGV[5] = 1: the queue was empty (the
+// call is its head: it reads the earliest lease and gives Q a TTL). The
+// notify id, which the script reads from its numbers, is a constant here.
 var floorGrantQueued = redis.NewScript(`
 local S, H, Q, QE, D, T, tok = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1]
 local st = redis.call('HGET', S, 'p')
@@ -534,23 +542,23 @@ local tm = redis.call('TIME')
 redis.call('ZCARD', H)
 redis.call('ZSCORE', T, tok)
 redis.call('ZSCORE', H, tok)
-redis.call('ZADD', Q, 'NX', ARGV[7], tok)
-redis.call('HSET', D, 'w:' .. tok, ARGV[5], 'c:' .. tok, ARGV[6], 'l:' .. tok, '10000', '_', '')
-redis.call('ZADD', QE, ARGV[8], tok, '0', '_')
+redis.call('ZADD', Q, 'NX', ARGV[3], tok)
+redis.call('HSET', D, 'w:' .. tok, '1', 'c:' .. tok, '0123456789abcdef', 'l:' .. tok, '10000', '_', '')
+redis.call('ZADD', QE, ARGV[4], tok, '0', '_')
 local pos = redis.call('ZRANK', Q, tok)
-if ARGV[9] == '1' then
+if ARGV[5] == '1' then
   redis.call('ZRANGE', H, '0', '0', 'WITHSCORES')
 end
 redis.call('HSET', S, 'p', st)
-if ARGV[9] == '1' then
-  redis.call('PEXPIRE', Q, ARGV[2])
+if ARGV[5] == '1' then
+  redis.call('PEXPIRE', Q, '30000')
 end
 return struct.pack('<i8i8i8i8i8i8i8', 0, 0, 4, 4, pos, 1000, 1795978983896001)`)
 
 // floorGrantHandOff is the release of holder ARGV[1] that hands its permit
 // to the head of the queue: the commands of release.lua's hand-off fast
-// path. After the call's arguments (floorArgs), ARGV[5] = the grant's lease
-// expiry, ARGV[6] = its fence and ARGV[7] = 1: ARGV[1] is the only holder
+// path. After the call's arguments (floorArgs), ARGV[3] = the grant's lease
+// expiry, ARGV[4] = its fence and ARGV[5] = 1: ARGV[1] is the only holder
 // (its ZREM deletes H, which the grant's ZADD creates again and gives a
 // TTL). It returns the head
 // granted (a floor's only deviation from the reply, so that the loop can
@@ -566,13 +574,13 @@ redis.call('ZCARD', H)
 redis.call('ZREM', H, tok)
 redis.call('ZREM', Q, head)
 redis.call('ZREM', QE, head)
-redis.call('ZADD', H, ARGV[5], head)
-redis.call('HSET', D, 'f:' .. head, ARGV[6])
-redis.call('publish', ARGV[3] .. m[2], head .. ':' .. ARGV[6])
+redis.call('ZADD', H, ARGV[3], head)
+redis.call('HSET', D, 'f:' .. head, ARGV[4])
+redis.call('publish', '{g}:n:' .. m[2], head .. ':' .. ARGV[4])
 redis.call('HDEL', D, 'w:' .. tok, 'f:' .. tok, 'c:' .. head, 'l:' .. head)
 redis.call('HSET', S, 'p', st)
-if ARGV[7] == '1' then
-  redis.call('PEXPIRE', H, ARGV[2])
+if ARGV[5] == '1' then
+  redis.call('PEXPIRE', H, '30000')
 end
 return head`)
 
@@ -634,7 +642,7 @@ func newFloorGrant(tb testing.TB, rdb *redis.Client, backlog int) (queue, handOf
 		if backlog == 0 {
 			head = "1"
 		}
-		args := append(floorArgs(tok, "{g}:n:", 4, 10000, 1, 1000, fence, 1, "0123456789abcdef"), seq, 1795978984896, head)
+		args := append(floorArgs(tok, "{g}:n:", 4, 10000, 1, 1000, fence, 1), seq, 1795978984896, head)
 		if err := floorGrantQueued.EvalSha(ctx, rdb, keys, args...).Err(); err != nil {
 			tb.Fatal(err)
 		}
@@ -653,7 +661,7 @@ func newFloorGrant(tb testing.TB, rdb *redis.Client, backlog int) (queue, handOf
 		only = "1"
 	}
 	handOff = func() {
-		args := append(floorArgs(holders[0], "{g}:n:", 4, 1000, 0, 1, 0), 1795978984896, fence+tokN, only)
+		args := append(floorArgs(holders[0], "{g}:n:", 4, 1000, 0, 1, 0, 0), 1795978984896, fence+tokN, only)
 		granted, err := floorGrantHandOff.EvalSha(ctx, rdb, keys, args...).Text()
 		if err != nil {
 			tb.Fatal(err)
@@ -664,11 +672,12 @@ func newFloorGrant(tb testing.TB, rdb *redis.Client, backlog int) (queue, handOf
 }
 
 // floorArgs returns the arguments of a distsem script call (see distsem's
-// lua/head.lua): the token, the key TTL (30000 ms here), the channel prefix
-// chanPrefix, the call's numbers packed (the limit, the key TTL, 0 to
-// PUBLISH, then n4 .. n7), then the script's strings.
-func floorArgs(tok, chanPrefix string, limit, n4, n5, n6, n7 int64, strs ...any) []any {
-	return append([]any{tok, 30000, chanPrefix, packedState(float64(limit), 30000, 0, float64(n4), float64(n5), float64(n6), float64(n7))}, strs...)
+// lua/head.lua): the token, then the call's numbers (the limit, the key TTL
+// (30000 ms here), 0 to PUBLISH, then n4 .. n8) packed and followed by the
+// notify id and the channel prefix chanPrefix, then the script's strings.
+func floorArgs(tok, chanPrefix string, limit, n4, n5, n6, n7, n8 int64, strs ...any) []any {
+	nums := packedState(float64(limit), 30000, 0, float64(n4), float64(n5), float64(n6), float64(n7), float64(n8))
+	return append([]any{tok, nums + "0123456789abcdef" + chanPrefix}, strs...)
 }
 
 // packedState is a distsem state as the scripts store it (:s's field p):

@@ -122,8 +122,8 @@ func (a *attempt) send(ctx context.Context) ([]int64, error) {
 	// that a queued waiter can ride out a blip before falling back.
 	// Numbers: lease, queue or only try, heartbeat TTL, the deadline (set by
 	// callBefore); strings: the weight and the notify id (see acquire.lua).
-	n := s.nums(s.cfg.Lease.Milliseconds(), int64(b2i(a.wait)), s.cfg.WaiterTTL.Milliseconds(), 0)
-	r, _, ran, err := s.callBefore(ctx, breaker.FailClosed, acquireScript, a.tok, n, a.n, s.idArg)
+	n := s.nums(s.cfg.Lease.Milliseconds(), int64(b2i(a.wait)), s.cfg.WaiterTTL.Milliseconds(), 0, a.n)
+	r, _, ran, err := s.callBefore(ctx, breaker.FailClosed, acquireScript, a.tok, n)
 	a.sent = a.sent || ran
 	if ran {
 		a.calls++

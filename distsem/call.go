@@ -86,27 +86,33 @@ func subscribeTimeout(st storecall.Store) time.Duration {
 	return breaker.DefaultCallTimeout
 }
 
-// nums is a script call's numbers, its ARGV[4] (see lua/head.lua): seven
-// little-endian doubles, the configured limit, the key TTL (ms) and 1 to
-// SPUBLISH (else 0), from Semaphore.numHead, then four of the script's own.
-// One argument where the scripts took a string for each number saves Redis
-// reading six and Lua converting each. Every value is an integer below 2^53
-// (see MaxLimit and MaxTTL), so exact. go-redis sends it with MarshalBinary.
-type nums [7 * 8]byte
+// nums is a script call's ARGV[2] (see lua/head.lua): eight little-endian
+// doubles (the configured limit, the key TTL in ms, 1 to SPUBLISH (else 0),
+// then the script's own n4 .. n8), followed by the notify id and the notify
+// channel prefix; all but n4 .. n8 from Semaphore.numHead. One argument
+// where the scripts took a string for each number and each string saves Redis
+// reading them and Lua building a longer ARGV table (head.lua says what that
+// costs). Every number is an integer below 2^53 (see MaxLimit and MaxTTL), so
+// exact. go-redis sends it with MarshalBinary.
+type nums []byte
+
+// numsLen is the length of the numbers in a nums, before the notify id
+// (idLen bytes) and the channel prefix.
+const numsLen = 8 * 8
 
 // set sets number i to v.
-func (n *nums) set(i int, v int64) {
+func (n nums) set(i int, v int64) {
 	binary.LittleEndian.PutUint64(n[8*i:], math.Float64bits(float64(v)))
 }
 
 // MarshalBinary returns n's bytes, for go-redis.
-func (n *nums) MarshalBinary() ([]byte, error) { return n[:], nil }
+func (n *nums) MarshalBinary() ([]byte, error) { return *n, nil }
 
-// nums returns a call's numbers: numHead, then the script's own n4 .. n7
-// (see each script's header).
-func (s *Semaphore) nums(n4, n5, n6, n7 int64) *nums {
-	n := s.numHead
-	for i, v := range [...]int64{n4, n5, n6, n7} {
+// nums returns a call's numbers: numHead with the script's own n4 .. n8 (see
+// each script's header).
+func (s *Semaphore) nums(n4, n5, n6, n7, n8 int64) *nums {
+	n := append(nums(nil), s.numHead...)
+	for i, v := range [...]int64{n4, n5, n6, n7, n8} {
 		n.set(3+i, v)
 	}
 	return &n
@@ -116,7 +122,7 @@ func (s *Semaphore) nums(n4, n5, n6, n7 int64) *nums {
 // limit to store (0 to keep it), whether to always write a tombstone, and the
 // weight the token was granted with (0 if unknown).
 func (s *Semaphore) releaseNums(limit int64, always bool, w int64) *nums {
-	return s.nums(s.cfg.TombstoneTTL.Milliseconds(), limit, int64(b2i(always)), w)
+	return s.nums(s.cfg.TombstoneTTL.Milliseconds(), limit, int64(b2i(always)), w, 0)
 }
 
 // command returns the script command for token tok with the numbers n and

@@ -138,12 +138,11 @@ type Semaphore struct {
 	keys   []string
 	keyTTL int64 // ms
 	// cmdHead is the start of every script command: "evalsha", the digest
-	// (set per call), the keys, the token at argTok (set per call) and the
-	// common ARGV after it (see lua/head.lua). numHead is the start of every
-	// call's numbers (see nums). idArg, boxed once, is the notify id.
+	// (set per call), the keys and the token at argTok (set per call; see
+	// lua/head.lua). numHead is the start of every call's numbers (see
+	// nums).
 	cmdHead []any
 	numHead nums
-	idArg   any
 	fail    failure
 
 	readopts atomic.Int64
@@ -221,22 +220,25 @@ func newSemaphore(client redis.UniversalClient, name string, limit int64, cfg Co
 		keys:   []string{tag + ":s", tag + ":h", tag + ":q", tag + ":qe", tag + ":d", tag + ":t"},
 	}
 	s.keyTTL = 2*max(cfg.Lease, cfg.WaiterTTL, cfg.TombstoneTTL).Milliseconds() + 10_000
-	s.idArg = h.id
 	s.fail.init(st, cfg)
 	s.setHead()
 	return s
 }
 
-// setHead builds s.cmdHead from the keys and the common ARGV (the channel
-// prefix is the hub's), and s.numHead: the scripts SPUBLISH where the hub
-// SSUBSCRIBEs (a Semaphore on Cluster).
+// setHead builds s.cmdHead from the keys, and s.numHead, the start of every
+// call's ARGV[2] (see nums; the notify id and channel prefix are the hub's):
+// the scripts SPUBLISH where the hub SSUBSCRIBEs (a Semaphore on Cluster).
 func (s *Semaphore) setHead() {
-	s.cmdHead = make([]any, 0, argTok+3)
+	s.cmdHead = make([]any, 0, argTok+1)
 	s.cmdHead = append(s.cmdHead, "evalsha", nil, len(s.keys))
 	for _, k := range s.keys {
 		s.cmdHead = append(s.cmdHead, k)
 	}
-	s.cmdHead = append(s.cmdHead, nil, s.keyTTL, s.chanPrefix)
+	s.cmdHead = append(s.cmdHead, nil)
+	if len(s.id) != idLen {
+		panic("distsem: notify id of the wrong length")
+	}
+	s.numHead = append(append(make(nums, numsLen), s.id...), s.chanPrefix...)
 	s.numHead.set(0, s.limit)
 	s.numHead.set(1, s.keyTTL)
 	s.numHead.set(2, int64(b2i(s.sharded)))

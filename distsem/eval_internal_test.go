@@ -16,8 +16,9 @@ import (
 //	release: tombstone TTL ms, new limit (0 to keep), always tombstone (0 or 1), weight (0 if unknown)
 //	renew:   weight, lease ms, fence, mode (0, 1 re-adopt, carryArg)
 //
-// It sends them as sc takes them: packed for a script that unpacks ARGV[4]
-// (see head.lua), each a string for one of an earlier version. The call is
+// It sends them as sc takes them: packed for a script that unpacks ARGV[2]
+// (see head.lua; the notify id then goes in the numbers argument, padded to
+// idLen), each a string for one of an earlier version. The call is
 // bounded by the breaker's CallTimeout, without the breaker (see run and
 // call): the script tests call the scripts directly.
 func (s *Semaphore) eval(ctx context.Context, sc *redisscript.Script, tok any, args ...any) ([]int64, error) {
@@ -25,7 +26,7 @@ func (s *Semaphore) eval(ctx context.Context, sc *redisscript.Script, tok any, a
 	defer cancel()
 	src := sc.Source()
 	var cmd []any
-	if strings.Contains(src, "struct.unpack('<ddddddd', ARGV[4])") {
+	if strings.Contains(src, "struct.unpack('<dddddddd', ARGV[2])") {
 		var n *nums
 		var extra []any
 		switch {
@@ -36,12 +37,16 @@ func (s *Semaphore) eval(ctx context.Context, sc *redisscript.Script, tok any, a
 			if len(args) > 5 {
 				dl = num(args[5])
 			}
-			n, extra = s.nums(num(args[1]), num(args[2]), num(args[3]), dl), []any{args[0], args[4]}
+			n = s.nums(num(args[1]), num(args[2]), num(args[3]), dl, num(args[0]))
+			// The notify id is at a fixed place of length idLen (see
+			// nums): a test's shorter one is padded with zeros.
+			id := args[4].(string)
+			copy((*n)[numsLen:numsLen+idLen], strings.Repeat("0", idLen-len(id))+id)
 		case strings.Contains(src, "\n-- release.lua: "):
-			n = s.nums(num(args[0]), num(args[1]), num(args[2]), num(args[3]))
+			n = s.nums(num(args[0]), num(args[1]), num(args[2]), num(args[3]), 0)
 		case strings.Contains(src, "\n-- renew.lua: "):
 			// weight and fence as strings; lease and mode packed.
-			n, extra = s.nums(num(args[1]), num(args[3]), 0, 0), []any{args[0], args[2]}
+			n, extra = s.nums(num(args[1]), num(args[3]), 0, 0, 0), []any{args[0], args[2]}
 		default:
 			panic("eval: not a distsem script")
 		}

@@ -309,7 +309,7 @@ func (p *Permit) renew(ctx context.Context, cancel context.CancelFunc, mode int)
 	s := p.s
 	sent := time.Now()
 	// Numbers: lease, mode; strings: the weight and the fence (see renew.lua).
-	n := s.nums(s.cfg.Lease.Milliseconds(), int64(mode), 0, 0)
+	n := s.nums(s.cfg.Lease.Milliseconds(), int64(mode), 0, 0, 0)
 	r, _, ran, err := s.call(ctx, breaker.FailClosed, renewScript, p.tokArg, n, p.weight, p.fence)
 	cancel()
 	releaseAgain, tracked := p.renewed(r, err, sent, ran)

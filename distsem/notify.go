@@ -68,10 +68,14 @@ type hub struct {
 	listening bool
 }
 
+// idLen is the length of a notify id: 16 hex digits. The scripts read it at
+// a fixed place in their numbers argument (see nums).
+const idLen = 16
+
 // newHub returns a hub with a new random id whose notify channel is
 // prefix + id; callTimeout bounds every call (and the subscription).
 func newHub(client redis.UniversalClient, prefix string, sharded bool, callTimeout time.Duration) *hub {
-	var id [8]byte
+	var id [idLen / 2]byte
 	rand.Read(id[:])
 	h := &hub{
 		client:  client,

@@ -1,10 +1,10 @@
 -- acquire.lua: take, claim or wait for weight w of a distributed semaphore.
 -- Idempotent per token: a repeated call for a held token returns the same fence
 -- and extends the lease; for a queued token it refreshes the waiter heartbeat.
--- KEYS, ARGV[1..4]: see head.lua; its numbers n4 .. n7 are lease ms, 1 to
--- queue when not granted (0 to only try), waiter heartbeat TTL ms, the call's
--- deadline in Redis time (µs; 0 for none: see storecall.Clock).
--- ARGV[5] = weight (1..), ARGV[6] = notify id of the calling process.
+-- KEYS, ARGV: see head.lua; its numbers n4 .. n8 are lease ms, 1 to queue
+-- when not granted (0 to only try), waiter heartbeat TTL ms, the call's
+-- deadline in Redis time (µs; 0 for none: see storecall.Clock) and the
+-- weight (1..).
 -- Returns {status, fence, limit, used, position, next[, now_us]}:
 --   status  1 granted (fence set), 0 queued (position = waiters ahead, next = ms
 --           until the earliest holder lease expires, -1 if none: the head waiter
@@ -32,7 +32,9 @@ end
 -- weight fitting (so it is not too heavy) and no tombstone for tok, as below.
 -- The weight is checked before the tombstone is looked up: a call that finds
 -- no room (the head of a queue to be) reads it once, in the next fast path.
-local wq = ARGV[5] + 0 -- the weight, of both fast paths
+local wq = n8 -- the weight, of both fast paths
+-- ws: the weight as HSET stores it (1, the commonest, needs no formatting)
+local ws = wq == 1 and '1' or fmt('%d', wq)
 if now >= fast_from and now < fast_until and wq <= limit0 and used0 + wq <= limit0 and (tn0 == -1 or not call('ZSCORE', T, tok)) then
   local expiry = now + lease
   if call('ZADD', H, 'NX', fmt('%d', expiry), tok) == 1 then
@@ -41,7 +43,7 @@ if now >= fast_from and now < fast_until and wq <= limit0 and used0 + wq <= limi
       fence = now_us
     end
     local fence_s, used = fmt('%d', fence), used0 + wq
-    local d_new = call('HSET', D, 'w:' .. tok, ARGV[5], 'f:' .. tok, fence_s, '_', '') == 3
+    local d_new = call('HSET', D, 'w:' .. tok, ws, 'f:' .. tok, fence_s, '_', '') == 3
     local he = he0
     if he == -1 or expiry < he then
       he = expiry
@@ -51,6 +53,7 @@ if now >= fast_from and now < fast_until and wq <= limit0 and used0 + wq <= limi
     -- may have been lost on its own (eviction, a DEL) while S says
     -- otherwise, and ZADD would then create it without a TTL. D is, unless
     -- the HSET found none of its fields, _ included (see head.lua).
+    key_ttl_s = fmt('%d', key_ttl)
     call('PEXPIRE', H, key_ttl_s)
     if d_new then
       call('PEXPIRE', D, key_ttl_s)
@@ -71,7 +74,7 @@ if whole and queue and he0 > now and now >= ta0 and now - ta0 < key_ttl / 4 and 
   and not call('ZSCORE', H, tok) then
   local next_seq = (seq0 or 0) + 1
   local fresh = call('ZADD', Q, 'NX', fmt('%d', next_seq), tok) == 1
-  local d_new = fresh and call('HSET', D, 'w:' .. tok, ARGV[5], 'c:' .. tok, ARGV[6], 'l:' .. tok, fmt('%d', lease), '_', '') == 4
+  local d_new = fresh and call('HSET', D, 'w:' .. tok, ws, 'c:' .. tok, ARGV[2]:sub(65, 80), 'l:' .. tok, fmt('%d', lease), '_', '') == 4
   local qe_new = call('ZADD', QE, fmt('%d', now + wait_ttl), tok, '0', '_') == 2 -- see head.lua
   local pos = call('ZRANK', Q, tok)
   local he = he0
@@ -82,6 +85,9 @@ if whole and queue and he0 > now and now >= ta0 and now - ta0 < key_ttl / 4 and 
     call('HSET', S, 'p', spack(SFMT, limit0, used0, fence0, nq0 + 1, tn0, ta0, he, next_seq))
   elseif he ~= he0 then
     call('HSET', S, 'p', spack(SFMT, limit0, used0, fence0, nq0, tn0, ta0, he, seq0 or 0))
+  end
+  if qe_new or d_new or fresh and pos == 0 then
+    key_ttl_s = fmt('%d', key_ttl)
   end
   if qe_new then
     call('PEXPIRE', QE, key_ttl_s)
@@ -97,7 +103,7 @@ end
 
 -- @common
 local w = wq
-local id = ARGV[6]
+local id = ARGV[2]:sub(65, 80)
 
 reap(nq > 0 or w > limit or used + w > limit)
 if tn ~= -1 and redis.call('ZSCORE', T, tok) then
@@ -117,7 +123,7 @@ if empty and w <= limit and used + w <= limit then
       fence = now_us
     end
     last_fence, last_fence_s = fence, fmt('%d', fence)
-    if redis.call('HSET', D, 'w:' .. tok, ARGV[5], 'f:' .. tok, last_fence_s, '_', '') == 3 then
+    if redis.call('HSET', D, 'w:' .. tok, ws, 'f:' .. tok, last_fence_s, '_', '') == 3 then
       touched[D] = true -- see head.lua
     end
     used = used + w
@@ -191,7 +197,7 @@ end
 seq = next_seq
 nq = nq + 1
 dirty = true
-if redis.call('HSET', D, 'w:' .. tok, ARGV[5], 'c:' .. tok, id, 'l:' .. tok, fmt('%d', lease), '_', '') == 4 then
+if redis.call('HSET', D, 'w:' .. tok, ws, 'c:' .. tok, id, 'l:' .. tok, fmt('%d', lease), '_', '') == 4 then
   touched[D] = true
 end
 return beat(true)

@@ -232,7 +232,7 @@ local function handoff()
       d_dead[nd_dead + 1], d_dead[nd_dead + 2] = 'c:' .. head, 'l:' .. head
       nd_dead = nd_dead + 2
       if id then
-        redis.call(spub == 1 and 'spublish' or 'publish', chan_prefix .. id, head .. ':' .. fmt('%d', fence))
+        redis.call(spub == 1 and 'spublish' or 'publish', ARGV[2]:sub(81) .. id, head .. ':' .. fmt('%d', fence))
       end
     end
   end
@@ -271,6 +271,7 @@ local function finish()
       end
     end
   end
+  key_ttl_s = key_ttl_s or fmt('%d', key_ttl)
   if refresh then
     for _, k in ipairs(KEYS) do
       redis.call('PEXPIRE', k, key_ttl_s)

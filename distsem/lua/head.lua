@@ -41,18 +41,24 @@
 --                              only then is D given a TTL; versions before
 --                              it ignore the field)
 --   KEYS[6] = {name}:t   ZSET  tombstone token -> expiry (ms)
--- ARGV (common part):
---   ARGV[1] = token ("" for none), ARGV[2] = key TTL ms (the string PEXPIRE
---   takes), ARGV[3] = notify channel prefix ({name}:n:), the channel of a
---   waiter is prefix .. its notify id, ARGV[4] = the call's numbers, seven
---   little-endian doubles (struct '<ddddddd', 56 bytes: nums in call.go):
---   the configured limit (used only when the semaphore has no stored limit
---   yet), the key TTL ms, 1 to SPUBLISH (else PUBLISH), then n4 .. n7, the
---   script's own, which it names. Every number is an integer below 2^53, so
---   exact. One argument where a string per number was sent saves Redis
---   reading six and Lua converting them. Script-specific strings start at
---   ARGV[5]. The argument layout is private to a version: each process calls
---   its own scripts (by their digest).
+-- ARGV:
+--   ARGV[1] = token ("" for none).
+--   ARGV[2] = the call's numbers and strings (nums in call.go): eight
+--   little-endian doubles (struct '<dddddddd', 64 bytes): the configured
+--   limit (used only when the semaphore has no stored limit yet), the key TTL
+--   ms, 1 to SPUBLISH (else PUBLISH), then n4 .. n8, the script's own, which
+--   it names; then, from byte 65, the calling process's notify id (16 bytes)
+--   and the notify channel prefix ({name}:n:; the channel of a waiter is
+--   prefix .. its notify id). Every number is an integer below 2^53, so
+--   exact. renew.lua takes two strings more, from ARGV[3].
+--   Why one argument: Redis makes KEYS and ARGV Lua tables anew on every
+--   call, one element at a time, and a table grows at its 2nd, 3rd and 5th
+--   (measured: 1.2k to 1.4k instructions a step), beside reading each
+--   argument. Cutting a string out of ARGV[2] (string.sub) where it is used
+--   costs a few hundred; the key TTL's string is made with fmt where a call
+--   first needs it (key_ttl_s), which measured cheaper than sending it and
+--   cutting it out on every call. The argument layout is private to a
+--   version: each process calls its own scripts (by their digest).
 --
 -- Time comes only from TIME. Numbers are passed to redis.call as strings made
 -- by fmt('%d', x) (all digits), never through tostring or '..': Lua's own
@@ -62,7 +68,7 @@
 -- passed on unconverted. Fences (µs, ~1.8e15) stay below 2^53, so they are
 -- exact in a Lua double. The scripts have no error paths after their first
 -- write: every input is validated by the Go caller. So a numeric string
--- argument, and TIME's reply, is converted by arithmetic (ARGV[5] + 0),
+-- argument, and TIME's reply, is converted by arithmetic (tm[1] + 0),
 -- which parses the string once, where Lua 5.1's tonumber parses it twice; a
 -- stored value, which may be missing or corrupt, goes through tonumber.
 --
@@ -82,9 +88,10 @@
 -- call, which is more than twice any lease, heartbeat or tombstone TTL.
 local S, H, Q, QE, D, T = unpack(KEYS)
 local tok = ARGV[1]
-local key_ttl_s = ARGV[2]
-local chan_prefix = ARGV[3]
-local limit_cfg, key_ttl, spub, n4, n5, n6, n7 = struct.unpack('<ddddddd', ARGV[4])
+local limit_cfg, key_ttl, spub, n4, n5, n6, n7, n8 = struct.unpack('<dddddddd', ARGV[2])
+-- key_ttl_s: key_ttl as the string PEXPIRE takes, made where a call first
+-- needs it (fmt: see ARGV above).
+local key_ttl_s
 
 local fmt = string.format
 -- call is redis.call, looked up once: the fast paths, which are the top-level

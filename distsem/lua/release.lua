@@ -7,11 +7,11 @@
 -- of a permit whose grant the client saw; skipping its tombstone saves a write
 -- and memory per release at full throughput).
 -- Idempotent: a second release changes nothing but the tombstone's expiry.
--- KEYS, ARGV[1..4]: see head.lua (ARGV[1] may be "" to only set the limit);
--- its numbers n4 .. n7 are the tombstone TTL ms, a new limit to store (0 to
--- keep it), 1 to always write the tombstone (0 to write it unless held), the
+-- KEYS, ARGV: see head.lua (ARGV[1] may be "" to only set the limit); its
+-- numbers n4 .. n7 are the tombstone TTL ms, a new limit to store (0 to keep
+-- it), 1 to always write the tombstone (0 to write it unless held), the
 -- weight the token was granted with (0 if unknown: the script then reads
--- it). It is trusted, to save a read: only Permit.Release
+-- it); n8 is 0, unused. It is trusted, to save a read: only Permit.Release
 -- sends it, with the weight of the grant; a wrong one would free weight still
 -- held until a reap finds the holders gone.
 -- Returns {was, limit, used}: was = 1 held, 2 queued, 0 neither.
@@ -99,13 +99,14 @@ if whole and nq0 > 0 and seq0 and tok ~= '' and new_limit <= 0 then
       call('ZADD', H, fmt('%d', expiry), head)
       call('HSET', D, 'f:' .. head, fence_s)
       if m[2] then
-        call(spub == 1 and 'spublish' or 'publish', chan_prefix .. m[2], head .. ':' .. fence_s)
+        call(spub == 1 and 'spublish' or 'publish', ARGV[2]:sub(81) .. m[2], head .. ':' .. fence_s)
       end
       call('HDEL', D, wk, 'f:' .. tok, 'c:' .. head, 'l:' .. head)
       if after < 0 then
         after = 0 -- self-heal
       end
       call('HSET', S, 'p', spack(SFMT, limit0, after, fence, nq0 - 1, tn, ta0, math.min(he0, expiry), seq0 or 0))
+      key_ttl_s = fmt('%d', key_ttl)
       if always_tomb then
         call('PEXPIRE', T, key_ttl_s)
       end

@@ -1,11 +1,11 @@
 -- renew.lua: extend the lease of a held token.
--- KEYS, ARGV[1..4]: see head.lua; its numbers n4 and n5 are lease ms and the
+-- KEYS, ARGV[1..2]: see head.lua; its numbers n4 and n5 are lease ms and the
 -- mode: 1 to re-adopt a missing token when capacity is free and no waiter is
 -- left queued after the queue was served, 2 to carry it (insert a missing token
 -- whatever the capacity and the queue: its weight is already in use, granted
 -- by FailLocal while Redis could not answer, so Redis must count it before it
 -- grants anything more), else 0.
--- ARGV[5] = weight, ARGV[6] = fence of the permit.
+-- ARGV[3] = weight, ARGV[4] = fence of the permit.
 -- Returns {status, limit, used}: 1 renewed, 2 re-adopted (the token was missing and
 -- was inserted again with its old fence), 0 lost (missing, or tombstoned).
 -- Fast path: the renewal of a held token with the queue empty, as below.
@@ -24,8 +24,8 @@ if now >= fast_from and now < fast_until then
 end
 
 -- @common
-local w = ARGV[5] + 0
-local fence = ARGV[6]
+local w = ARGV[3] + 0
+local fence = ARGV[4]
 local readopt = mode == 1
 local carry = mode == 2
 
@@ -33,7 +33,7 @@ local carry = mode == 2
 local function adopt()
   redis.call('ZADD', H, fmt('%d', now + lease), tok)
   note_lease(now + lease)
-  if redis.call('HSET', D, 'w:' .. tok, ARGV[5], 'f:' .. tok, fence, '_', '') == 3 then
+  if redis.call('HSET', D, 'w:' .. tok, ARGV[3], 'f:' .. tok, fence, '_', '') == 3 then
     touched[D] = true -- see head.lua
   end
   used = used + w
