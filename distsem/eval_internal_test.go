@@ -2,7 +2,9 @@ package distsem
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/floodgate-go/floodgate/internal/redisscript"
@@ -16,42 +18,42 @@ import (
 //	release: tombstone TTL ms, new limit (0 to keep), always tombstone (0 or 1), weight (0 if unknown)
 //	renew:   weight, lease ms, fence, mode (0, 1 re-adopt, carryArg)
 //
-// It sends them as sc takes them: packed for a script that unpacks ARGV[2]
-// (see head.lua; the notify id then goes in the numbers argument, padded to
-// idLen), each a string for one of an earlier version. The call is
-// bounded by the breaker's CallTimeout, without the breaker (see run and
-// call): the script tests call the scripts directly.
+// It sends them as sc takes them: in ARGV[2]'s numbers for a script that
+// unpacks them there (see head.lua; the notify id goes there too, padded to
+// idLen), in ARGV[4]'s numbers and strings after them for one of 6be374c,
+// and each a string for one of an earlier version. The call is bounded by
+// the breaker's CallTimeout, without the breaker (see run and call): the
+// script tests call the scripts directly.
 func (s *Semaphore) eval(ctx context.Context, sc *redisscript.Script, tok any, args ...any) ([]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
 	defer cancel()
 	src := sc.Source()
 	var cmd []any
-	if strings.Contains(src, "struct.unpack('<dddddddd', ARGV[2])") {
-		var n *nums
-		var extra []any
-		switch {
-		case strings.Contains(src, "\n-- acquire.lua: "):
-			// weight and notify id as strings; lease, queue, heartbeat and
-			// deadline packed.
-			var dl int64
-			if len(args) > 5 {
-				dl = num(args[5])
-			}
-			n = s.nums(num(args[1]), num(args[2]), num(args[3]), dl, num(args[0]))
+	switch {
+	case strings.Contains(src, "struct.unpack('<dddddddd', ARGV[2])"):
+		own, id, strs := evalArgs(src, args)
+		n := s.nums(own[0], own[1], own[2], own[3], own[4])
+		if id != "" {
 			// The notify id is at a fixed place of length idLen (see
 			// nums): a test's shorter one is padded with zeros.
-			id := args[4].(string)
 			copy((*n)[numsLen:numsLen+idLen], strings.Repeat("0", idLen-len(id))+id)
-		case strings.Contains(src, "\n-- release.lua: "):
-			n = s.nums(num(args[0]), num(args[1]), num(args[2]), num(args[3]), 0)
-		case strings.Contains(src, "\n-- renew.lua: "):
-			// weight and fence as strings; lease and mode packed.
-			n, extra = s.nums(num(args[1]), num(args[3]), 0, 0, 0), []any{args[0], args[2]}
-		default:
-			panic("eval: not a distsem script")
 		}
-		cmd = s.command(tok, n, extra...)
-	} else {
+		cmd = s.command(tok, n, strs...)
+	case strings.Contains(src, "struct.unpack('<ddddddd', ARGV[4])"):
+		// 6be374c: ARGV[1..4] token, key TTL, channel prefix, seven
+		// numbers (limit, key TTL, 1 to SPUBLISH, n4 .. n7), then the
+		// acquire's weight and notify id or the renewal's weight and fence.
+		own, id, strs := evalArgs(src, args)
+		var b []byte
+		for _, v := range []int64{s.limit, s.keyTTL, int64(b2i(s.sharded)), own[0], own[1], own[2], own[3]} {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(v)))
+		}
+		if id != "" {
+			strs = []any{own[4], id}
+		}
+		cmd = append(append([]any(nil), s.cmdHead[:argTok]...), tok, s.keyTTL, s.chanPrefix, b)
+		cmd = append(cmd, strs...)
+	default:
 		// ARGV[1..5]: token, limit, key TTL, publish command, channel prefix.
 		pub := "publish"
 		if s.sharded {
@@ -61,6 +63,28 @@ func (s *Semaphore) eval(ctx context.Context, sc *redisscript.Script, tok any, a
 		cmd = append(cmd, args...)
 	}
 	return run(ctx, s.client, sc, cmd)
+}
+
+// evalArgs returns the numbers n4 .. n8 of a call of the packed script src
+// (acquire.lua, release.lua or renew.lua) from a test's arguments (see eval),
+// the notify id of an acquire ("" for the others), and the strings a
+// renewal sends after its numbers (its weight and fence).
+func evalArgs(src string, args []any) (own [5]int64, id string, strs []any) {
+	switch {
+	case strings.Contains(src, "\n-- acquire.lua: "):
+		// lease, queue, heartbeat, deadline and weight; the notify id.
+		var dl int64
+		if len(args) > 5 {
+			dl = num(args[5])
+		}
+		return [5]int64{num(args[1]), num(args[2]), num(args[3]), dl, num(args[0])}, args[4].(string), nil
+	case strings.Contains(src, "\n-- release.lua: "):
+		return [5]int64{num(args[0]), num(args[1]), num(args[2]), num(args[3])}, "", nil
+	case strings.Contains(src, "\n-- renew.lua: "):
+		// lease and mode packed; weight and fence as strings.
+		return [5]int64{num(args[1]), num(args[3])}, "", []any{args[0], args[2]}
+	}
+	panic("eval: not a distsem script")
 }
 
 // num returns a test's numeric argument as an int64.

@@ -519,6 +519,42 @@ func TestScriptsShareStateWithPreviousVersion(t *testing.T) {
 	}
 }
 
+// The scripts of commit 6be374c, the last to send the key TTL, the channel
+// prefix and the acquire's weight and notify id as arguments of their own.
+var (
+	//go:embed testdata/scripts-6be374c/head.lua
+	argvHeadLua string
+	//go:embed testdata/scripts-6be374c/common.lua
+	argvCommonLua string
+	//go:embed testdata/scripts-6be374c/acquire.lua
+	argvAcquireLua string
+	//go:embed testdata/scripts-6be374c/release.lua
+	argvReleaseLua string
+	//go:embed testdata/scripts-6be374c/renew.lua
+	argvRenewLua string
+)
+
+// TestScriptsShareStateWithArgvVersion: as TestScriptsShareStateWithPreviousVersion,
+// for the version before the arguments moved into ARGV[2] (6be374c), which
+// writes the state packed, as these scripts do: a fleet in a rolling deploy
+// between the two behaves as one of either, so the move changed nothing of
+// what the scripts store or answer.
+func TestScriptsShareStateWithArgvVersion(t *testing.T) {
+	assemble := func(script string) *redisscript.Script {
+		return redisscript.NewPacked(assembleWith(argvHeadLua, argvCommonLua, script))
+	}
+	cur := [3]*redisscript.Script{acquireScript, releaseScript, renewScript}
+	old := [3]*redisscript.Script{assemble(argvAcquireLua), assemble(argvReleaseLua), assemble(argvRenewLua)}
+	for i := range old {
+		if old[i].Hash() == cur[i].Hash() {
+			t.Fatal("the 6be374c scripts are the current ones: nothing to compare")
+		}
+	}
+	for _, queue := range []bool{false, true} {
+		matchScripts(t, queue, mixScripts(31, cur, old))
+	}
+}
+
 // previous returns a function that assembles a script of a previous version
 // from its file, with that version's head.lua and common.lua (replies as
 // arrays, as those versions sent them).
@@ -702,6 +738,22 @@ func matchScripts(t *testing.T, queue bool, scripts func(step int) [2][3]*rediss
 		slices.Sort(b)
 		if !slices.Equal(a, b) {
 			t.Fatalf("step %d: fields of :d = %v on the first semaphore, %v on the second", step, a, b)
+		}
+		// And their values but the fences (times): weights and leases as
+		// stored, a notify id as the semaphore's own.
+		va, _ := db.Client.HGetAll(ctx, rs[0].s.keys[4]).Result()
+		vb, _ := db.Client.HGetAll(ctx, rs[1].s.keys[4]).Result()
+		for _, f := range a {
+			x, y := va[f], vb[f]
+			switch {
+			case strings.HasPrefix(f, "f:"):
+				continue
+			case strings.HasPrefix(f, "c:"):
+				x, y = strings.ReplaceAll(x, rs[0].s.id, "<id>"), strings.ReplaceAll(y, rs[1].s.id, "<id>")
+			}
+			if x != y {
+				t.Fatalf("step %d: :d's %s = %q on the first semaphore, %q on the second", step, f, x, y)
+			}
 		}
 		for _, r := range rs { // the mixed fleet's keys too
 			ttlsOK(t, db, r.s, "step "+strconv.Itoa(step))
