@@ -233,8 +233,8 @@ func BenchmarkSemaphoreTryAcquireFull(b *testing.B) {
 // scheduler's share is large (a CPU profile is mostly runtime locks, the
 // mutex's slow path and waking idle Ps) and so is the machine's: on the
 // 2-core machine of the report, x/sync measured 580–620 ns/op in one process
-// and 1270–1490 in another minutes later, and a floodgate build 1290 then
-// 530 within one process. A round's ratio there depends on the mode it ran
+// and 1270–1490 in another minutes later, and an experimental floodgate
+// build (a field reorder, not kept) 1290 then 530 within one process. A round's ratio there depends on the mode it ran
 // in.
 // Target: impl=floodgate/procs=1: ns/op ≤ 0.95× impl=xsync;
 // impl=floodgate/procs=all: ns/op ≤ 1× impl=xsync (the design's line);

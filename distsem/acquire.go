@@ -121,7 +121,7 @@ func (a *attempt) send(ctx context.Context) ([]int64, error) {
 	// Through the breaker with FailClosed: the policy is applied by failed, so
 	// that a queued waiter can ride out a blip before falling back.
 	// Numbers: lease, queue or only try, heartbeat TTL, the deadline (set by
-	// callBefore); strings: the weight and the notify id (see acquire.lua).
+	// callBefore) and the weight (see acquire.lua).
 	n := s.nums(s.cfg.Lease.Milliseconds(), int64(b2i(a.wait)), s.cfg.WaiterTTL.Milliseconds(), 0, a.n)
 	r, _, ran, err := s.callBefore(ctx, breaker.FailClosed, acquireScript, a.tok, n)
 	a.sent = a.sent || ran

@@ -235,9 +235,6 @@ func (s *Semaphore) setHead() {
 		s.cmdHead = append(s.cmdHead, k)
 	}
 	s.cmdHead = append(s.cmdHead, nil)
-	if len(s.id) != idLen {
-		panic("distsem: notify id of the wrong length")
-	}
 	s.numHead = append(append(make(nums, numsLen), s.id...), s.chanPrefix...)
 	s.numHead.set(0, s.limit)
 	s.numHead.set(1, s.keyTTL)

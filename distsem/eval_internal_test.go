@@ -2,9 +2,7 @@ package distsem
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/floodgate-go/floodgate/internal/redisscript"
@@ -44,14 +42,14 @@ func (s *Semaphore) eval(ctx context.Context, sc *redisscript.Script, tok any, a
 		// numbers (limit, key TTL, 1 to SPUBLISH, n4 .. n7), then the
 		// acquire's weight and notify id or the renewal's weight and fence.
 		own, id, strs := evalArgs(src, args)
-		var b []byte
-		for _, v := range []int64{s.limit, s.keyTTL, int64(b2i(s.sharded)), own[0], own[1], own[2], own[3]} {
-			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(v)))
+		b := make(nums, 7*8)
+		for i, v := range []int64{s.limit, s.keyTTL, int64(b2i(s.sharded)), own[0], own[1], own[2], own[3]} {
+			b.set(i, v)
 		}
 		if id != "" {
 			strs = []any{own[4], id}
 		}
-		cmd = append(append([]any(nil), s.cmdHead[:argTok]...), tok, s.keyTTL, s.chanPrefix, b)
+		cmd = append(append([]any(nil), s.cmdHead[:argTok]...), tok, s.keyTTL, s.chanPrefix, &b)
 		cmd = append(cmd, strs...)
 	default:
 		// ARGV[1..5]: token, limit, key TTL, publish command, channel prefix.

@@ -68,8 +68,9 @@ type hub struct {
 	listening bool
 }
 
-// idLen is the length of a notify id: 16 hex digits. The scripts read it at
-// a fixed place in their numbers argument (see nums).
+// idLen is the length of a notify id: 16 hex digits, always (newHub). The
+// scripts read it at a fixed place in their numbers argument (see nums and
+// head.lua's ID_AT).
 const idLen = 16
 
 // newHub returns a hub with a new random id whose notify channel is

@@ -74,7 +74,7 @@ if whole and queue and he0 > now and now >= ta0 and now - ta0 < key_ttl / 4 and 
   and not call('ZSCORE', H, tok) then
   local next_seq = (seq0 or 0) + 1
   local fresh = call('ZADD', Q, 'NX', fmt('%d', next_seq), tok) == 1
-  local d_new = fresh and call('HSET', D, 'w:' .. tok, ws, 'c:' .. tok, ARGV[2]:sub(65, 80), 'l:' .. tok, fmt('%d', lease), '_', '') == 4
+  local d_new = fresh and call('HSET', D, 'w:' .. tok, ws, 'c:' .. tok, ARGV[2]:sub(ID_AT, ID_END), 'l:' .. tok, fmt('%d', lease), '_', '') == 4
   local qe_new = call('ZADD', QE, fmt('%d', now + wait_ttl), tok, '0', '_') == 2 -- see head.lua
   local pos = call('ZRANK', Q, tok)
   local he = he0
@@ -86,7 +86,7 @@ if whole and queue and he0 > now and now >= ta0 and now - ta0 < key_ttl / 4 and 
   elseif he ~= he0 then
     call('HSET', S, 'p', spack(SFMT, limit0, used0, fence0, nq0, tn0, ta0, he, seq0 or 0))
   end
-  if qe_new or d_new or fresh and pos == 0 then
+  if qe_new or d_new or fresh and pos == 0 then -- a PEXPIRE below runs
     key_ttl_s = fmt('%d', key_ttl)
   end
   if qe_new then
@@ -103,7 +103,7 @@ end
 
 -- @common
 local w = wq
-local id = ARGV[2]:sub(65, 80)
+local id = ARGV[2]:sub(ID_AT, ID_END)
 
 reap(nq > 0 or w > limit or used + w > limit)
 if tn ~= -1 and redis.call('ZSCORE', T, tok) then

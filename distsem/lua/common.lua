@@ -232,7 +232,7 @@ local function handoff()
       d_dead[nd_dead + 1], d_dead[nd_dead + 2] = 'c:' .. head, 'l:' .. head
       nd_dead = nd_dead + 2
       if id then
-        redis.call(spub == 1 and 'spublish' or 'publish', ARGV[2]:sub(81) .. id, head .. ':' .. fmt('%d', fence))
+        redis.call(spub == 1 and 'spublish' or 'publish', ARGV[2]:sub(PREFIX_AT) .. id, head .. ':' .. fmt('%d', fence))
       end
     end
   end

@@ -89,6 +89,9 @@
 local S, H, Q, QE, D, T = unpack(KEYS)
 local tok = ARGV[1]
 local limit_cfg, key_ttl, spub, n4, n5, n6, n7, n8 = struct.unpack('<dddddddd', ARGV[2])
+-- Where ARGV[2]'s strings are, for string.sub: the notify id is
+-- ARGV[2]:sub(ID_AT, ID_END), the channel prefix ARGV[2]:sub(PREFIX_AT).
+local ID_AT, ID_END, PREFIX_AT = 65, 80, 81
 -- key_ttl_s: key_ttl as the string PEXPIRE takes, made where a call first
 -- needs it (fmt: see ARGV above).
 local key_ttl_s

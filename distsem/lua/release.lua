@@ -99,7 +99,7 @@ if whole and nq0 > 0 and seq0 and tok ~= '' and new_limit <= 0 then
       call('ZADD', H, fmt('%d', expiry), head)
       call('HSET', D, 'f:' .. head, fence_s)
       if m[2] then
-        call(spub == 1 and 'spublish' or 'publish', ARGV[2]:sub(81) .. m[2], head .. ':' .. fence_s)
+        call(spub == 1 and 'spublish' or 'publish', ARGV[2]:sub(PREFIX_AT) .. m[2], head .. ':' .. fence_s)
       end
       call('HDEL', D, wk, 'f:' .. tok, 'c:' .. head, 'l:' .. head)
       if after < 0 then
